@@ -1,0 +1,197 @@
+"""The Python API: one call from a question to an answer with its derivation.
+
+    >>> import symcalc
+    >>> r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s",
+    ...                   n_gpus=64, peak_flops="1979 TFLOP/s")
+    >>> print(r)
+    mfu = 4.974 %
+
+The CLI is a thin layer over :func:`solve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import units
+from .derivation import Derivation
+from .errors import DimensionError, OutOfBoundsError, SymcalcError
+from .library import Library, default_library
+from .plan import make_plan
+from .render.numbers import with_unit
+from .result import Result, StepView
+from .values import GivenValue, read_value
+
+
+class QueryError(SymcalcError):
+    """A query that asks nothing (the target is among the given values)."""
+
+    kind = "bad_query"
+
+
+def read_given(library: Library, values: Mapping[str, object]) -> dict[str, GivenValue]:
+    """Resolve names (aliases allowed) and read every value; a name given twice is an error."""
+    out: dict[str, GivenValue] = {}
+    for raw_name, raw in values.items():
+        q = library.quantity(raw_name)
+        if q.name in out:
+            raise QueryError(f"{q.name} is given twice (as {out[q.name].name!r} and {raw_name!r})"
+                             if raw_name != q.name else f"{q.name} is given twice")
+        out[q.name] = read_value(q, raw)
+    return out
+
+
+def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str]):
+    """The cached derivation for (target, known names, options), built on first use."""
+    key = (target, known, tuple(sorted(options.items())))
+    hit = library.derivation_cache.get(key)
+    if hit is not None:
+        return hit
+    defaults = {name: spec for name, spec in library.coefficient_defaults(options).items() if name not in known}
+    zero = {name for name, (text, _) in defaults.items()
+            if units.parse_quantity(text, name).magnitude == 0}
+    plan = make_plan(library.active_formulas(options), target, known, defaults, zero)
+    used: dict[str, dict] = {}
+    for name in plan.defaults:
+        text, source = defaults[name]
+        magnitude = float(units.parse_quantity(text, name).to_base_units().magnitude)
+        used[name] = {"value": text, "source": source, "magnitude": magnitude}
+    for fid in plan.default_rules:
+        f = library.formulas[fid]
+        lhs = library.symbols[f.lhs]
+        used[lhs] = {"value": f.equation.split("=", 1)[1].strip(), "source": f"default rule {fid}: {f.source}",
+                     "rule": fid}
+    derivation = Derivation(library, plan, options,
+                            {k: d["magnitude"] for k, d in used.items() if "magnitude" in d})
+    library.derivation_cache[key] = (derivation, used)
+    return derivation, used
+
+
+def solve(target: str, given: Mapping[str, object] | None = None, /, *,
+          options: Mapping[str, object] | None = None, to: str | None = None,
+          library: Library | None = None, on_bounds: str = "raise", **values) -> Result:
+    """Solve for ``target`` from known values, under ``options``.
+
+    ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
+    value may be text with a unit (``"1979 TFLOP/s"``, ``"24h"``), a number (for counts,
+    tokens, FLOP and USD), a ``(value, "unit")`` pair, a quantity from :func:`symcalc.Q`, or
+    a numpy array (the answer broadcasts). ``to`` picks the unit of the answer.
+    ``on_bounds="raise"`` raises OutOfBoundsError when a computed value leaves its quantity's
+    bounds (MFU above 1, negative memory); ``"flag"`` records it in ``result.violations``.
+    """
+    if on_bounds not in ("raise", "flag"):
+        raise ValueError("on_bounds must be 'raise' or 'flag'")
+    lib = library or default_library()
+    tq = lib.quantity(target)
+    knowns = read_given(lib, {**(given or {}), **values})
+    if tq.name in knowns:
+        raise QueryError(f"{tq.name} is one of the given values; nothing to solve")
+    opts = lib.option_values(options)
+    derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts)
+
+    env = {k: v.magnitude for k, v in knowns.items()}
+    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
+    ev = derivation.evaluate(env)
+
+    unit, factor = _output_unit(tq, to)
+    exact = ev.values[tq.name]
+    rounded = _round(exact, tq.whole)
+    warnings = list(ev.warnings)
+    violations = _violations(lib, derivation, ev.values)
+    if violations and on_bounds == "raise":
+        raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
+    warnings += _whole_number_notes(lib, derivation, ev.values)
+    if ev.numeric_steps:
+        for i in sorted(ev.numeric_steps):
+            s = derivation.steps[i]
+            warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
+
+    steps = [StepView(number=i + 1, formulas=list(s.formulas), method=s.method,
+                      solves_for=list(s.unknowns), inputs=list(s.inputs),
+                      solution=(s.candidates[ev.choices[i]] if s.candidates and ev.choices.get(i, -1) >= 0 else {}),
+                      numeric=i in ev.numeric_steps)
+             for i, s in enumerate(derivation.steps)]
+    return Result(library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
+                  base_value=exact, rounded_base=rounded, given=knowns,
+                  options=_relevant_options(lib, derivation, defaults_used, options or {}, opts),
+                  all_options=opts, defaults_used=defaults_used, values=ev.values, steps=steps,
+                  derivation=derivation, closed_form=derivation.closed_form(ev.choices),
+                  unused=list(derivation.plan.unused), warnings=warnings, violations=violations)
+
+
+def _output_unit(q, to: str | None) -> tuple[str, float]:
+    if not to:
+        return q.display_unit, q.factor
+    unit = units.parse_unit(to, "--to")
+    dim = units.registry().get_dimensionality(unit)
+    if dim != q.dim:
+        from .dims import show
+        raise DimensionError(f"cannot show {q.name} in {to}: {q.name} is measured in {show(q.dim)}, "
+                             f"{to} in {show(dim)}")
+    return to.strip(), units.to_base_factor(to.strip())
+
+
+def _round(value, how: str | None):
+    if how is None:
+        return value
+    v = np.asarray(value, dtype=float)
+    slack = 1e-9 * np.maximum(np.abs(v), 1.0)   # 1120.0000000002 GPUs is 1120, not 1121
+    if how == "up":
+        out = np.ceil(v - slack)
+    elif how == "down":
+        out = np.floor(v + slack)
+    else:
+        out = np.round(v)
+    return float(out) if out.ndim == 0 else out
+
+
+def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
+    out = []
+    for s in derivation.steps:
+        for name in s.unknowns:
+            q = lib.quantities[name]
+            v = np.asarray(values[name], dtype=float)
+            bad = ~q.domain.contains(v)
+            if np.any(bad):
+                sample = float(v[bad].flat[0]) if v.ndim else float(v)
+                shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
+                where = "" if v.ndim == 0 else f" at {int(bad.sum())} of {v.size} points"
+                out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: "
+                           "the given values are inconsistent or out of the formulas' range")
+    return out
+
+
+def _bounds_text(q) -> str:
+    d = q.domain
+    if q.display_unit == "%":
+        return f"{'(' if d.lo_open else '['}{d.lo * 100:g} %, {d.hi * 100:g} %{')' if d.hi_open else ']'}"
+    return str(d)
+
+
+def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[str]:
+    notes = []
+    for s in derivation.steps:
+        for name in s.unknowns:
+            q = lib.quantities[name]
+            if q.whole is None or name == derivation.target:
+                continue
+            v = np.asarray(values[name], dtype=float)
+            frac = np.abs(v - np.round(v))
+            if np.any(frac > 1e-6 * np.maximum(np.abs(v), 1)):
+                sample = float(v.flat[0]) if v.ndim else float(v)
+                notes.append(f"{name} = {sample:.6g} is not a whole number")
+    return notes
+
+
+def _relevant_options(lib, derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:
+    names = set(lib.option_values(explicit)) & set(explicit) if explicit else set()
+    for s in derivation.steps:
+        for f in s.formulas:
+            names |= set(f.when)
+    for d in defaults_used.values():
+        src = d.get("source", "")
+        if src.startswith("option "):
+            names.add(src[len("option "):].split("=", 1)[0])
+    return {k: opts[k] for k in sorted(names)}

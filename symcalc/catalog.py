@@ -1,0 +1,78 @@
+"""What ``symcalc list`` and ``symcalc show`` say about the library, as plain data."""
+
+from __future__ import annotations
+
+from .errors import UnknownNameError, closest_names
+from .render.common import latex_symbols
+from .render.expressions import latex
+
+
+def _match(term: str | None, *texts: str) -> bool:
+    if not term:
+        return True
+    words = term.lower().split()
+    hay = " ".join(t.lower() for t in texts if t)
+    return all(w in hay for w in words)
+
+
+def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, list[dict]]:
+    """Quantities, formulas and options (or one kind), filtered by every word of ``term``."""
+    out: dict[str, list[dict]] = {}
+    if kind in (None, "quantities"):
+        out["quantities"] = [
+            {"name": q.name, "unit": q.display_unit or "count", "description": q.description,
+             "aliases": list(q.aliases), "default": q.default}
+            for q in sorted(lib.quantities.values(), key=lambda q: q.name)
+            if _match(term, q.name, q.description, " ".join(q.aliases), q.unit, q.display_unit)]
+    if kind in (None, "formulas"):
+        out["formulas"] = [
+            {"id": f.id, "equation": f.equation, "title": f.title, "source": f.source,
+             "when": {k: list(v) for k, v in f.when.items()}, "file": f.file}
+            for f in sorted(lib.formulas.values(), key=lambda f: (f.file, f.id))
+            if _match(term, f.id, f.title, f.equation, f.notes, f.source)]
+    if kind in (None, "options"):
+        out["options"] = [
+            {"name": o.name, "default": o.default, "values": list(o.values), "description": o.description}
+            for o in sorted(lib.options.values(), key=lambda o: o.name)
+            if _match(term, o.name, o.description, " ".join(o.values), " ".join(o.values.values()))]
+    return out
+
+
+def describe(lib, name: str) -> dict:
+    """Everything about one quantity (or alias), formula or option."""
+    names = latex_symbols(lib)
+    if name in lib.quantities or name in lib.aliases:
+        q = lib.quantity(name)
+        used_in = [f.id for f in lib.formulas.values() if q.name in f.quantities]
+        info = {"kind": "quantity", "name": q.name, "description": q.description,
+                "unit": q.unit or "count", "display_unit": q.display_unit or "count",
+                "latex": q.latex, "domain": str(q.domain), "aliases": list(q.aliases),
+                "whole_number": q.whole, "default": q.default, "default_source": q.default_source,
+                "source": q.source, "file": q.file, "formulas": used_in}
+        set_by = {f"{o.name}={v}": sets[q.name] for o in lib.options.values()
+                  for v, sets in o.sets.items() if q.name in sets}
+        if set_by:
+            info["defaults_by_option"] = set_by
+        if name in lib.formulas:
+            info["also_a_formula"] = name
+        return info
+    if name in lib.formulas:
+        f = lib.formulas[name]
+        variants = [g.id for g in lib.formulas.values()
+                    if g.id != f.id and g.lhs == f.lhs and (g.when or f.when)]
+        return {"kind": "formula", "id": f.id, "title": f.title, "equation": f.equation,
+                "latex": f"{latex(f.display_lhs, names, as_written=True)} = {latex(f.display_rhs, names, as_written=True)}",
+                "source": f.source, "notes": f.notes, "when": {k: list(v) for k, v in f.when.items()},
+                "default_rule": f.default_rule, "quantities": list(f.quantities),
+                "solvable_for": {k: v for k, v in f.solvability.items()}, "variants": variants,
+                "file": f.file}
+    if name in lib.options:
+        o = lib.options[name]
+        return {"kind": "option", "name": o.name, "description": o.description, "default": o.default,
+                "values": {v: {"description": d, "sets": o.sets.get(v, {}), "source": o.sources.get(v, "")}
+                           for v, d in o.values.items()},
+                "formulas": [f.id for f in lib.formulas.values() if o.name in f.when], "file": o.file}
+    pool = list(lib.quantities) + list(lib.aliases) + list(lib.formulas) + list(lib.options)
+    near = closest_names(name, pool)
+    hint = f" Did you mean: {', '.join(near)}?" if near else " Try `symcalc list`."
+    raise UnknownNameError(f"'{name}' is not a quantity, formula or option.{hint}", near)

@@ -1,0 +1,196 @@
+"""The ``symcalc`` command: a thin layer over the Python API.
+
+Every failure a user can cause ends as one line on stderr (or a JSON error object on stdout
+under ``--json``) and exit status 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import SymcalcError
+
+EXIT_ERROR = 2
+
+
+class CliError(SymcalcError):
+    kind = "usage"
+
+
+def _pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
+    """Read NAME=VALUE arguments; later ones may not repeat earlier names."""
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise CliError(f"expected {what} as NAME=VALUE, got '{item}'")
+        name, value = item.split("=", 1)
+        name, value = name.strip(), value.strip()
+        if not name:
+            raise CliError(f"'{item}': the name before '=' is missing")
+        if not value:
+            raise CliError(f"{name}= has no value (write e.g. {name}=64)")
+        if name in out:
+            raise CliError(f"{name} is given twice")
+        out[name] = value
+    return out
+
+
+def _library(formula_files: tuple[str, ...]):
+    from .library import default_library, load_library
+    if not formula_files:
+        return default_library()
+    return load_library(extra=formula_files)
+
+
+def _write(path: str, content: str) -> None:
+    if path == "-":
+        click.echo(content)
+        return
+    try:
+        Path(path).write_text(content, encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror}") from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="symcalc", prog_name="symcalc")
+def cli() -> None:
+    """Solve the arithmetic of training large models for any quantity, with units and a
+    derivation you can cite.
+
+    \b
+    Examples:
+      symcalc solve mfu n_params=7e9 "tokens_per_second=150000 token/s" n_gpus=64 "peak_flops=1979 TFLOP/s"
+      symcalc solve n_gpus n_params=30e9 "n_tokens=600e9 token" train_time=30day mfu=0.45 "peak_flops=989 TFLOP/s"
+      symcalc solve model_state_memory n_params=7e9 dp=64 --option zero_stage=3
+      symcalc list memory
+      symcalc show young_interval
+    """
+
+
+@cli.command()
+@click.argument("target")
+@click.argument("values", nargs=-1)
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--latex", "latex_file", metavar="FILE", help="Write the derivation as a LaTeX document ('-' for stdout).")
+@click.option("--markdown", "markdown_file", metavar="FILE", help="Write the derivation as Markdown ('-' for stdout).")
+@click.option("--brief", is_flag=True, help="Print only the answer line.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
+              help="Load extra formula files on top of the built-in library.")
+def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, formula_files):
+    """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
+    from .api import solve as api_solve
+    lib = _library(formula_files)
+    result = api_solve(target, _pairs(values, "a value"), options=_pairs(options, "an option"),
+                       to=to_unit, library=lib)
+    if latex_file:
+        _write(latex_file, result.latex(standalone=True))
+    if markdown_file:
+        _write(markdown_file, result.markdown())
+    if as_json:
+        click.echo(result.json())
+        return
+    if latex_file == "-" or markdown_file == "-":
+        return
+    from .render.text import headline
+    click.echo(headline(result) if brief else result.text())
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+@cli.command("list")
+@click.argument("what", required=False)
+@click.option("--search", "-s", "term", metavar="TEXT", help="Only entries whose name, aliases or description contain TEXT.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+def list_cmd(what, term, as_json, formula_files):
+    """List quantities, formulas and options. WHAT is one of those kinds, or a search term."""
+    from .catalog import catalog
+    kinds = {"quantities", "formulas", "options"}
+    if what and what not in kinds | {"all"}:
+        term, what = (f"{what} {term}" if term else what), None
+    lib = _library(formula_files)
+    entries = catalog(lib, None if what in (None, "all") else what, term)
+    if as_json:
+        click.echo(json.dumps(entries, indent=2))
+        return
+    if not any(entries.values()):
+        raise CliError(f"nothing matches '{term}'" if term else "the library is empty")
+    from .render.tables import print_catalog
+    print_catalog(entries)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+def show(name, as_json, formula_files):
+    """Show a quantity, formula or option: meaning, unit, source, LaTeX."""
+    from .catalog import describe
+    lib = _library(formula_files)
+    info = describe(lib, name)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    from .render.tables import print_description
+    print_description(info)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the answers as JSON.")
+def example(as_json):
+    """Run the built-in worked examples (from the source documents) and show one derivation."""
+    from .examples import run_examples
+    run_examples(as_json=as_json)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, turning every error into one line and exit status 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args
+    try:
+        cli.main(args=args, prog_name="symcalc", standalone_mode=False)
+        return 0
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.exceptions.Abort:
+        return _fail("interrupted", "interrupted", as_json)
+    except click.ClickException as e:
+        return _fail("usage", _click_message(e), as_json)
+    except SymcalcError as e:
+        return _fail(e.kind, e.message, as_json, e.to_dict())
+    except KeyboardInterrupt:
+        return _fail("interrupted", "interrupted", as_json)
+    except Exception as e:  # a bug: still one line, and say so
+        return _fail("internal", f"internal error ({type(e).__name__}: {e}); please report it", as_json)
+
+
+def _click_message(e: click.ClickException) -> str:
+    msg = e.format_message()
+    if isinstance(e, click.UsageError) and e.ctx is not None and "Missing argument" in msg:
+        msg += f" (see `{e.ctx.command_path} --help`)"
+    return " ".join(msg.split())
+
+
+def _fail(kind: str, message: str, as_json: bool, payload: dict | None = None) -> int:
+    message = " ".join(str(message).split())
+    if as_json:
+        click.echo(json.dumps({"error": payload or {"kind": kind, "message": message}}))
+    else:
+        click.echo(f"error: {message}", err=True)
+    return EXIT_ERROR
+
+
+def run() -> None:  # console-script target
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -1,0 +1,126 @@
+"""Errors a user can cause, each with a machine-readable ``kind``.
+
+Every error that reaches the CLI becomes one line of text (or ``{"error": {"kind", "message"}}``
+under ``--json``) and exit status 2. The message must say what was wrong, with what, and what to
+do instead; the kind lets scripts branch without parsing English.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class SymcalcError(Exception):
+    """Base class of every error symcalc raises on purpose."""
+
+    kind = "error"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message}
+
+
+class LibraryError(SymcalcError):
+    """A formula, quantity or option file is malformed or dimensionally inconsistent."""
+
+    kind = "library"
+
+
+class UnknownNameError(SymcalcError):
+    """A quantity, option or formula name that the library does not define."""
+
+    kind = "unknown_name"
+
+    def __init__(self, message: str, suggestions: Iterable[str] = ()):
+        self.suggestions = list(suggestions)
+        super().__init__(message)
+
+
+class UnknownOptionError(UnknownNameError):
+    kind = "unknown_option"
+
+
+class BadOptionValueError(SymcalcError):
+    kind = "bad_option_value"
+
+
+class MalformedValueError(SymcalcError):
+    """A value that cannot be read as a number with a unit."""
+
+    kind = "malformed_value"
+
+
+class AmbiguousUnitError(MalformedValueError):
+    """A unit spelling with two plausible readings (``TFLOPs``: a count or a rate?)."""
+
+    kind = "ambiguous_unit"
+
+
+class DimensionError(SymcalcError):
+    """A value whose unit has the wrong dimension for its quantity."""
+
+    kind = "dimension"
+
+
+class DomainError(SymcalcError):
+    """A given value outside its quantity's domain (negative GPUs, MFU above 1, NaN)."""
+
+    kind = "out_of_domain"
+
+
+class UnderdeterminedError(SymcalcError):
+    """The knowns do not determine the target; ``missing`` lists sets that would."""
+
+    kind = "underdetermined"
+
+    def __init__(self, message: str, missing: list[list[str]] | None = None):
+        self.missing = missing or []
+        super().__init__(message)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["missing"] = self.missing
+        return d
+
+
+class OutOfBoundsError(SymcalcError):
+    """A computed value outside its quantity's bounds (MFU > 1, negative memory)."""
+
+    kind = "out_of_bounds"
+
+
+class NoSolutionError(SymcalcError):
+    """The equations have no admissible solution for the given values."""
+
+    kind = "no_solution"
+
+
+def closest_names(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The candidates most similar to ``word`` (for "did you mean" hints), best first.
+
+    Case-insensitive; a candidate that contains the word, or is contained in it, counts as
+    close even when difflib's ratio is low (``gpus`` -> ``n_gpus``).
+    """
+    pool = list(dict.fromkeys(candidates))
+    lowered = {c.lower(): c for c in pool}
+    w = word.lower()
+    hits = difflib.get_close_matches(w, list(lowered), n=n, cutoff=0.6)
+    result = [lowered[h] for h in hits]
+    if len(result) < n and len(w) >= 3:
+        for c in pool:
+            cl = c.lower()
+            if c not in result and (w in cl or (len(cl) >= 3 and cl in w)):
+                result.append(c)
+            if len(result) >= n:
+                break
+    return result[:n]
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """" Did you mean: a, b?" or "" when nothing is close."""
+    near = closest_names(word, candidates)
+    return f" Did you mean: {', '.join(near)}?" if near else ""

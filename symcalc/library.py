@@ -1,0 +1,421 @@
+"""Loading and validating the formula library (``formulas/*.toml``).
+
+A library file may declare ``[quantities.NAME]``, ``[options.NAME]`` and ``[[formulas]]``; a new
+domain is one more file. Loading is strict: every name is checked, every formula is parsed by
+the whitelist parser and checked for dimensional consistency, and the first problem fails the
+load with the file, the formula id and what is wrong. The result is a :class:`Library`: the
+validated records plus lookups; the algorithms that use it live in other modules.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+
+import networkx as nx
+import sympy
+
+from . import units
+from .dims import DimensionMismatch, dimension_of, show
+from .errors import (BadOptionValueError, LibraryError, UnknownNameError, UnknownOptionError,
+                     closest_names, did_you_mean)
+from .exprparse import RESERVED, ParseError, UnitSymbol, parse_equation, unit_symbol
+from .model import FormulaSpec, Interval, OptionSpec, QuantitySpec
+from .solvability import classify
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+ROUNDING = ("up", "down", "nearest")
+QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
+                 "default", "default_source", "source"}
+OPTION_KEYS = {"description", "default", "values"}
+OPTION_VALUE_KEYS = {"description", "sets", "source"}
+FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default"}
+FILE_KEYS = {"meta", "quantities", "options", "formulas"}
+
+
+def formula_dir() -> Path:
+    """Where the built-in formula files are: inside the installed package, or the source tree."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "formulas", here.parent / "formulas"):
+        if (candidate / "quantities.toml").is_file():
+            return candidate
+    raise LibraryError(f"the built-in formula files were not found (looked in {here / 'formulas'} "
+                       f"and {here.parent / 'formulas'})")
+
+
+class Library:
+    """The loaded, validated formula library. Build it with :func:`load_library`."""
+
+    def __init__(self, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
+                 formulas: dict[str, FormulaSpec], files: list[Path], meta: dict[str, dict]):
+        self.quantities = quantities
+        self.options = options
+        self.formulas = formulas
+        self.files = files
+        self.meta = meta
+        self.aliases: dict[str, str] = {}
+        for q in quantities.values():
+            for a in q.aliases:
+                self.aliases[a] = q.name
+        self.symbols: dict[sympy.Symbol, str] = {q.symbol: q.name for q in quantities.values()}
+        self._graph: nx.Graph | None = None
+        self.derivation_cache: dict = {}
+
+    # -- lookups -----------------------------------------------------------------------
+    def quantity(self, name: str) -> QuantitySpec:
+        """The quantity called ``name`` (or one of its aliases); suggests close names if unknown."""
+        if name in self.quantities:
+            return self.quantities[name]
+        if name in self.aliases:
+            return self.quantities[self.aliases[name]]
+        raise UnknownNameError(f"unknown quantity '{name}'."
+                               f"{did_you_mean(name, self.all_names())}",
+                               closest_names(name, self.all_names()))
+
+    def all_names(self) -> list[str]:
+        return list(self.quantities) + list(self.aliases)
+
+    def formula(self, fid: str) -> FormulaSpec:
+        if fid in self.formulas:
+            return self.formulas[fid]
+        raise UnknownNameError(f"unknown formula '{fid}'.{did_you_mean(fid, self.formulas)}",
+                               closest_names(fid, self.formulas))
+
+    def option_values(self, given: Mapping[str, object] | None = None) -> dict[str, str]:
+        """All options with their effective values: the given ones (validated) and the defaults."""
+        values = {name: opt.default for name, opt in self.options.items()}
+        for key, raw in (given or {}).items():
+            if key not in self.options:
+                raise UnknownOptionError(
+                    f"unknown option '{key}'.{did_you_mean(key, self.options)} "
+                    f"Options: {', '.join(sorted(self.options))}", closest_names(key, self.options))
+            value = _option_text(raw)
+            opt = self.options[key]
+            if value not in opt.values:
+                raise BadOptionValueError(
+                    f"option {key}={value} is not allowed; choose one of: {', '.join(opt.values)}")
+            values[key] = value
+        return values
+
+    def active_formulas(self, options: Mapping[str, str]) -> list[FormulaSpec]:
+        return [f for f in self.formulas.values() if f.active(options)]
+
+    def coefficient_defaults(self, options: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+        """Default values in force under ``options``: quantity -> (value text, why/source).
+
+        An option value's ``sets`` override the quantity's own default.
+        """
+        out: dict[str, tuple[str, str]] = {}
+        for q in self.quantities.values():
+            if q.default is not None:
+                out[q.name] = (q.default, q.default_source or q.source)
+        for name, opt in self.options.items():
+            value = options.get(name, opt.default)
+            for qname, text in opt.sets.get(value, {}).items():
+                src = opt.sources.get(value, "")
+                out[qname] = (text, f"option {name}={value}" + (f"; {src}" if src else ""))
+        return out
+
+    @property
+    def graph(self) -> nx.Graph:
+        """Bipartite graph: formula nodes ('f', id) <-> quantity nodes ('q', name).
+
+        Edge attribute ``how`` is the formula's solvability for that quantity.
+        """
+        if self._graph is None:
+            g = nx.Graph()
+            for q in self.quantities:
+                g.add_node(("q", q), bipartite=1)
+            for f in self.formulas.values():
+                g.add_node(("f", f.id), bipartite=0)
+                for q in f.quantities:
+                    g.add_edge(("f", f.id), ("q", q), how=f.solvability[q])
+            self._graph = g
+        return self._graph
+
+
+def _option_text(raw: object) -> str:
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    return str(raw).strip()
+
+
+# -- loading --------------------------------------------------------------------------------
+
+def load_library(paths: Iterable[str | Path] | None = None, extra: Iterable[str | Path] = ()) -> Library:
+    """Load and validate formula files.
+
+    ``paths``: the files or directories to load (default: the built-in library). ``extra``:
+    more files or directories loaded on top (a user's own formulas). Raises LibraryError with
+    the file and formula id of the first problem found.
+    """
+    files = _collect(paths if paths is not None else [formula_dir()]) + _collect(extra)
+    docs = [(path, _read_toml(path)) for path in files]
+    quantities: dict[str, QuantitySpec] = {}
+    options: dict[str, OptionSpec] = {}
+    meta: dict[str, dict] = {}
+    for path, doc in docs:
+        meta[path.stem] = dict(doc.get("meta", {}))
+        for name, table in doc.get("quantities", {}).items():
+            if name in quantities:
+                raise LibraryError(f"{path.name}: quantity '{name}' is already declared in "
+                                   f"{quantities[name].file}")
+            quantities[name] = _load_quantity(name, table, path.name)
+    _check_aliases(quantities)
+    for path, doc in docs:
+        for name, table in doc.get("options", {}).items():
+            if name in options:
+                raise LibraryError(f"{path.name}: option '{name}' is already declared in {options[name].file}")
+            options[name] = _load_option(name, table, path.name, quantities)
+    formulas: dict[str, FormulaSpec] = {}
+    symbols = {q.symbol: q for q in quantities.values()}
+    for path, doc in docs:
+        entries = doc.get("formulas", [])
+        if not isinstance(entries, list):
+            raise LibraryError(f"{path.name}: 'formulas' must be an array of tables ([[formulas]])")
+        for table in entries:
+            f = _load_formula(table, path.name, quantities, options, symbols)
+            if f.id in formulas:
+                raise LibraryError(f"{path.name}: formula id '{f.id}' is already used in {formulas[f.id].file}")
+            formulas[f.id] = f
+    return Library(quantities, options, formulas, files, meta)
+
+
+@lru_cache(maxsize=1)
+def default_library() -> Library:
+    """The built-in library, loaded once per process."""
+    return load_library()
+
+
+def _collect(items: Iterable[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.toml")))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise LibraryError(f"formula file or directory not found: {p}")
+    return out
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise LibraryError(f"{path.name}: not valid TOML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise LibraryError(f"{path.name}: cannot be read: {e}") from None
+    unknown = set(doc) - FILE_KEYS
+    if unknown:
+        raise LibraryError(f"{path.name}: unknown top-level table(s) {sorted(unknown)}; "
+                           f"a formula file holds {sorted(FILE_KEYS)}")
+    return doc
+
+
+def _require_table(obj, what: str) -> dict:
+    if not isinstance(obj, dict):
+        raise LibraryError(f"{what} must be a table")
+    return obj
+
+
+def _check_keys(table: dict, allowed: set[str], what: str) -> None:
+    unknown = set(table) - allowed
+    if unknown:
+        key = sorted(unknown)[0]
+        raise LibraryError(f"{what}: unknown key '{key}'.{did_you_mean(key, allowed)}")
+
+
+def _is_unit_name(name: str) -> bool:
+    try:
+        units.parse_unit(name)
+        return True
+    except Exception:
+        return False
+
+
+def _load_quantity(name: str, table, file: str) -> QuantitySpec:
+    where = f"{file}: quantity '{name}'"
+    table = _require_table(table, where)
+    _check_keys(table, QUANTITY_KEYS, where)
+    if not NAME_RE.match(name):
+        raise LibraryError(f"{where}: names are snake_case (lowercase letters, digits, _)")
+    if name in RESERVED or _is_unit_name(name):
+        raise LibraryError(f"{where}: the name collides with a function or unit name")
+    for key in ("unit", "description", "latex"):
+        if not isinstance(table.get(key), str):
+            raise LibraryError(f"{where}: '{key}' (text) is required")
+    unit = table["unit"].strip()
+    try:
+        dim = units.dimensionality(unit)
+        display = str(table.get("display_unit", unit)).strip()
+        if units.dimensionality(display) != dim:
+            raise LibraryError(f"{where}: display_unit '{display}' is {show(units.dimensionality(display))}, "
+                               f"but the unit '{unit}' is {show(dim)}")
+        factor = units.to_base_factor(display)
+    except LibraryError:
+        raise
+    except Exception as e:
+        raise LibraryError(f"{where}: {e}") from None
+    try:
+        domain = Interval.parse(table.get("domain", "(0, inf)"))
+    except ValueError as e:
+        raise LibraryError(f"{where}: {e}") from None
+    whole = table.get("whole")
+    if whole is not None and whole not in ROUNDING:
+        raise LibraryError(f"{where}: whole must be one of {ROUNDING}")
+    aliases = table.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+        raise LibraryError(f"{where}: aliases must be a list of names")
+    default = table.get("default")
+    if default is not None:
+        default = str(default)
+        _check_value_dimension(default, dim, f"{where}: default")
+    if domain.positive:
+        symbol = sympy.Symbol(name, positive=True)
+    elif domain.nonnegative:
+        symbol = sympy.Symbol(name, nonnegative=True)
+    else:
+        symbol = sympy.Symbol(name, real=True)
+    return QuantitySpec(
+        name=name, unit=unit if unit != "count" else "", display_unit=display if display != "count" else "",
+        latex=table["latex"], description=table["description"].strip(), file=file,
+        aliases=tuple(aliases), domain=domain, whole=whole, default=default,
+        default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
+        dim=dim, factor=factor, symbol=symbol)
+
+
+def _check_value_dimension(text: str, dim, where: str) -> None:
+    try:
+        q = units.parse_quantity(text, where)
+    except Exception as e:
+        raise LibraryError(f"{where}: {e}") from None
+    got = units.registry().get_dimensionality(q.units)
+    if got != dim:
+        raise LibraryError(f"{where}: '{text}' is {show(got)}, expected {show(dim)}")
+
+
+def _check_aliases(quantities: dict[str, QuantitySpec]) -> None:
+    seen: dict[str, str] = {}
+    for q in quantities.values():
+        for a in q.aliases:
+            if a in quantities:
+                raise LibraryError(f"{q.file}: alias '{a}' of '{q.name}' is the name of another quantity")
+            if a in seen:
+                raise LibraryError(f"{q.file}: alias '{a}' is used by both '{seen[a]}' and '{q.name}'")
+            seen[a] = q.name
+
+
+def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec]) -> OptionSpec:
+    where = f"{file}: option '{name}'"
+    table = _require_table(table, where)
+    _check_keys(table, OPTION_KEYS, where)
+    if not NAME_RE.match(name):
+        raise LibraryError(f"{where}: names are snake_case")
+    values_table = _require_table(table.get("values"), f"{where}: values")
+    if not values_table:
+        raise LibraryError(f"{where}: needs at least one value")
+    values: dict[str, str] = {}
+    sets: dict[str, dict[str, str]] = {}
+    sources: dict[str, str] = {}
+    for value, spec in values_table.items():
+        vwhere = f"{where} value '{value}'"
+        if isinstance(spec, str):
+            values[value] = spec
+            continue
+        spec = _require_table(spec, vwhere)
+        _check_keys(spec, OPTION_VALUE_KEYS, vwhere)
+        values[value] = str(spec.get("description", ""))
+        sources[value] = str(spec.get("source", ""))
+        sets[value] = {}
+        for qname, text in _require_table(spec.get("sets", {}), f"{vwhere}: sets").items():
+            if qname not in quantities:
+                raise LibraryError(f"{vwhere}: sets unknown quantity '{qname}'."
+                                   f"{did_you_mean(qname, quantities)}")
+            _check_value_dimension(str(text), quantities[qname].dim, f"{vwhere}: {qname}")
+            sets[value][qname] = str(text)
+    default = str(table.get("default", ""))
+    if default not in values:
+        raise LibraryError(f"{where}: default '{default}' is not one of its values {list(values)}")
+    return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
+                      values=values, sets=sets, sources=sources, file=file)
+
+
+def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
+                  symbols: dict[sympy.Symbol, QuantitySpec]) -> FormulaSpec:
+    table = _require_table(table, f"{file}: a [[formulas]] entry")
+    fid = table.get("id")
+    if not isinstance(fid, str) or not NAME_RE.match(fid):
+        raise LibraryError(f"{file}: every formula needs an id in snake_case (got {fid!r})")
+    where = f"{file}: formula '{fid}'"
+    _check_keys(table, FORMULA_KEYS, where)
+    for key in ("equation", "title", "source"):
+        if not isinstance(table.get(key), str) or not table[key].strip():
+            raise LibraryError(f"{where}: '{key}' (text) is required")
+    when: dict[str, tuple[str, ...]] = {}
+    for key, allowed in _require_table(table.get("when", {}), f"{where}: when").items():
+        if key not in options:
+            raise LibraryError(f"{where}: 'when' names unknown option '{key}'.{did_you_mean(key, options)}")
+        vals = tuple(_option_text(v) for v in (allowed if isinstance(allowed, list) else [allowed]))
+        for v in vals:
+            if v not in options[key].values:
+                raise LibraryError(f"{where}: option {key} has no value '{v}' (values: {list(options[key].values)})")
+        when[key] = vals
+
+    def resolve(name: str) -> sympy.Expr:
+        if name in quantities:
+            return quantities[name].symbol
+        if _is_unit_name(name):
+            return unit_symbol(name)
+        raise ParseError(f"unknown name '{name}' (not a declared quantity or a unit)."
+                         f"{did_you_mean(name, quantities)}")
+
+    equation = table["equation"]
+    try:
+        lhs, rhs = parse_equation(equation, resolve)
+        dlhs, drhs = parse_equation(equation, resolve, evaluate=False)
+    except ParseError as e:
+        raise LibraryError(f"{where}: {e}") from None
+
+    def dim_of(sym: sympy.Symbol):
+        if isinstance(sym, UnitSymbol):
+            return units.dimensionality(sym.unit)
+        return symbols[sym].dim
+
+    try:
+        left = dimension_of(lhs, dim_of)
+        right = dimension_of(rhs, dim_of)
+    except DimensionMismatch as e:
+        raise LibraryError(f"{where}: dimension error: {e}") from None
+    if left != right:
+        raise LibraryError(f"{where}: the two sides differ in dimension: left is {show(left)}, "
+                           f"right is {show(right)} ('{equation.strip()}')")
+    names = [symbols[s].name for s in sorted((lhs - rhs).free_symbols | lhs.free_symbols | rhs.free_symbols,
+                                                  key=lambda s: s.name)
+             if not isinstance(s, UnitSymbol)]
+    if not names:
+        raise LibraryError(f"{where}: the equation relates no quantities")
+    solvability = {n: classify(lhs, rhs, quantities[n].symbol) for n in names}
+    rule = table.get("default", False)
+    if not isinstance(rule, bool):
+        raise LibraryError(f"{where}: 'default' must be true or false")
+    if rule:
+        # A default rule ("d_ffn = 4 d_model unless given") only ever delivers its left side.
+        if not isinstance(lhs, sympy.Symbol) or lhs not in symbols or solvability[symbols[lhs].name] != "explicit":
+            raise LibraryError(f"{where}: a default rule must read 'quantity = expression'")
+        solvability = {n: ("explicit" if quantities[n].symbol == lhs else "none") for n in names}
+    return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
+                       source=table["source"].strip(), file=file, when=when, default_rule=rule,
+                       notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
+                       display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
+                       solvability=solvability)

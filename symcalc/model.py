@@ -1,0 +1,124 @@
+"""The library's data: quantities, options and formulas as plain records.
+
+These hold what the TOML files say plus what loading derived from it (dimensions, sympy
+symbols, parsed sides). They carry no algorithms: planning, solving and rendering are
+functions elsewhere that read them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A quantity's admissible values, written like ``(0, 1]`` or ``[0, inf)``."""
+
+    lo: float = 0.0
+    hi: float = math.inf
+    lo_open: bool = True
+    hi_open: bool = True
+
+    @classmethod
+    def parse(cls, text: str) -> Interval:
+        m = re.fullmatch(r"\s*([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])\s*", text or "")
+        if not m:
+            raise ValueError(f"domain '{text}' is not an interval like '(0, inf)' or '(0, 1]'")
+        lo, hi = float(m.group(2)), float(m.group(3))
+        if not lo < hi:
+            raise ValueError(f"domain '{text}' is empty")
+        return cls(lo, hi, m.group(1) == "(", m.group(4) == ")")
+
+    def contains(self, x):
+        """Elementwise membership (works on floats and numpy arrays; NaN is never inside)."""
+        x = np.asarray(x, dtype=float)
+        above = x > self.lo if self.lo_open else x >= self.lo
+        below = x < self.hi if self.hi_open else x <= self.hi
+        return above & below
+
+    @property
+    def positive(self) -> bool:
+        return self.lo >= 0 and self.lo_open or self.lo > 0
+
+    @property
+    def nonnegative(self) -> bool:
+        return self.lo >= 0
+
+    def __str__(self) -> str:
+        def num(v: float) -> str:
+            if math.isinf(v):
+                return "inf" if v > 0 else "-inf"
+            return f"{v:g}"
+        return f"{'(' if self.lo_open else '['}{num(self.lo)}, {num(self.hi)}{')' if self.hi_open else ']'}"
+
+
+@dataclass
+class QuantitySpec:
+    """A named quantity of the public vocabulary (``n_params``, ``peak_flops``...)."""
+
+    name: str
+    unit: str                  # canonical unit as declared; '' for a pure number
+    display_unit: str          # unit results are shown in unless the user asks otherwise
+    latex: str
+    description: str
+    file: str
+    aliases: tuple[str, ...] = ()
+    domain: Interval = field(default_factory=Interval)
+    whole: str | None = None   # "up", "down" or "nearest": a whole number, rounded that way
+    default: str | None = None  # value text of a coefficient's default, e.g. "6 FLOP/token"
+    default_source: str = ""
+    source: str = ""
+    # derived at load
+    dim: object = None         # pint UnitsContainer
+    factor: float = 1.0        # size of one display unit in base units
+    symbol: sympy.Symbol | None = None
+
+    @property
+    def is_count(self) -> bool:
+        return not self.dim
+
+
+@dataclass
+class OptionSpec:
+    """A discrete assumption (``zero_stage``, ``precision``) selecting formulas and defaults."""
+
+    name: str
+    description: str
+    default: str
+    values: dict[str, str]                      # value -> what it means
+    sets: dict[str, dict[str, str]]             # value -> {coefficient quantity: value text}
+    sources: dict[str, str]                     # value -> citation for what it sets
+    file: str
+
+
+@dataclass
+class FormulaSpec:
+    """An equation between quantities, with where it comes from and when it applies."""
+
+    id: str
+    title: str
+    equation: str
+    source: str
+    file: str
+    when: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    notes: str = ""
+    default_rule: bool = False  # a default, not a law: gives its left side only when not known
+    # derived at load
+    lhs: sympy.Expr | None = None
+    rhs: sympy.Expr | None = None
+    display_lhs: sympy.Expr | None = None   # as written, for "the formula as cited"
+    display_rhs: sympy.Expr | None = None
+    quantities: tuple[str, ...] = ()
+    solvability: dict[str, str] = field(default_factory=dict)  # quantity -> explicit|symbolic|numeric|none
+
+    def active(self, options: dict[str, str]) -> bool:
+        return all(options.get(k) in allowed for k, allowed in self.when.items())
+
+    @property
+    def residual(self) -> sympy.Expr:
+        return self.lhs - self.rhs

@@ -1,0 +1,121 @@
+"""Numeric root finding for steps sympy cannot invert (Min/Max, transcendental equations, and
+values where a closed form is singular), vectorised over sweeps.
+
+One equation in one unknown: scan the unknown's domain on a grid (geometric for (0, inf),
+since planning quantities span 30 orders of magnitude), take the first sign change of the
+residual for each element, and bisect it to machine precision. All elements are processed at
+once with numpy, so a fallback over a 1e6-point sweep costs a few hundred array passes rather
+than a million scalar solves. A square block of several unknowns uses scipy.optimize.root per
+element, from several starting points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .model import Interval
+
+BISECTIONS = 200
+
+
+def _grid(domain: Interval) -> tuple[np.ndarray, bool]:
+    """Scan points inside ``domain`` and whether to bisect in log space."""
+    lo, hi = domain.lo, domain.hi
+    if np.isinf(hi) and lo >= 0:
+        pts = lo + np.logspace(-30, 30, 241)
+        if not domain.lo_open:
+            pts = np.concatenate([[lo], pts])
+        return pts, lo == 0
+    if np.isinf(hi) or np.isinf(lo):
+        pos = np.logspace(-30, 30, 121)
+        base = 0.0 if np.isinf(lo) and np.isinf(hi) else (lo if np.isfinite(lo) else hi)
+        pts = np.concatenate([base - pos[::-1], [base], base + pos])
+        return pts[domain.contains(pts)], False
+    span = hi - lo
+    pts = np.unique(np.concatenate([lo + span * np.logspace(-12, 0, 49), np.linspace(lo, hi, 201)]))
+    return pts[domain.contains(pts)], False
+
+
+def solve_scalar(residual: Callable, args: list, domain: Interval) -> np.ndarray:
+    """Root in ``domain`` of ``residual(x, *args) = 0`` for every element of the broadcast args.
+
+    Returns an array of the broadcast shape (NaN where no sign change was found: no root, or
+    only a touching root). Where several roots exist the smallest is returned.
+    """
+    shape = np.broadcast(*[np.asarray(a, dtype=float) for a in args]).shape if args else ()
+    flat = [np.broadcast_to(np.asarray(a, dtype=float), shape).reshape(-1) for a in args]
+    n = flat[0].size if flat else 1
+    pts, use_log = _grid(domain)
+    with np.errstate(all="ignore"):
+        vals = np.asarray(residual(pts[:, None], *[a[None, :] for a in flat]), dtype=float)
+        vals = np.broadcast_to(vals, (pts.size, n))
+        sign = np.sign(vals)
+        result = np.full(n, np.nan)
+        exact = sign == 0
+        change = (sign[:-1] * sign[1:] < 0) & np.isfinite(vals[:-1]) & np.isfinite(vals[1:])
+        hit = exact[:-1] | change
+        has = hit.any(axis=0)
+        first = np.argmax(hit, axis=0)
+        idx = np.nonzero(has)[0]
+        if idx.size == 0:
+            return result.reshape(shape)
+        k = first[idx]
+        lo_x, hi_x = pts[k], pts[k + 1]
+        exact_lo = exact[k, idx]
+        result[idx[exact_lo]] = lo_x[exact_lo]
+        todo = ~exact_lo
+        idx, lo_x, hi_x = idx[todo], lo_x[todo], hi_x[todo]
+        sub = [a[idx] for a in flat]
+        f_lo = np.asarray(residual(lo_x, *sub), dtype=float)
+        for _ in range(BISECTIONS):
+            mid = np.sqrt(lo_x * hi_x) if use_log and np.all(lo_x > 0) else 0.5 * (lo_x + hi_x)
+            f_mid = np.asarray(residual(mid, *sub), dtype=float)
+            left = np.sign(f_mid) == np.sign(f_lo)
+            lo_x = np.where(left, mid, lo_x)
+            f_lo = np.where(left, f_mid, f_lo)
+            hi_x = np.where(left, hi_x, mid)
+            if np.all(np.abs(hi_x - lo_x) <= 4 * np.finfo(float).eps * np.abs(hi_x)):
+                break
+        result[idx] = 0.5 * (lo_x + hi_x)
+    return result.reshape(shape)
+
+
+def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unknowns: int) -> np.ndarray:
+    """Roots of a square system ``residuals(x_1..x_k, *args) = 0`` for every element.
+
+    Returns an array of shape (k, *broadcast shape), NaN where no root was found. Positive
+    unknowns are solved for in log space, from starting points 1, 1e3, ..., 1e12.
+    """
+    from scipy.optimize import root
+
+    shape = np.broadcast(*[np.asarray(a, dtype=float) for a in args]).shape if args else ()
+    flat = [np.broadcast_to(np.asarray(a, dtype=float), shape).reshape(-1) for a in args]
+    n = flat[0].size if flat else 1
+    out = np.full((n_unknowns, n), np.nan)
+    positive = [d.lo >= 0 for d in domains]
+
+    def to_x(y):
+        return np.array([np.exp(v) if p else v for v, p in zip(y, positive)])
+
+    for i in range(n):
+        a = [v[i] for v in flat]
+
+        def f(y):
+            with np.errstate(all="ignore"):
+                r = np.asarray(residuals(*to_x(y), *a), dtype=float)
+            scale = np.maximum(np.abs(r).max(), 1.0)
+            return r / scale if np.all(np.isfinite(r)) else np.full(n_unknowns, 1e6)
+
+        for start in (0.0, 3.0, 6.0, 9.0, 12.0):
+            y0 = np.array([np.log(10.0) * start if p else 10.0 ** start for p in positive])
+            sol = root(f, y0, method="hybr")
+            x = to_x(sol.x)
+            if sol.success and all(d.contains(v) for d, v in zip(domains, x)):
+                with np.errstate(all="ignore"):
+                    r = np.asarray(residuals(*x, *a), dtype=float)
+                if np.all(np.abs(r) <= 1e-9 * (1 + np.abs(r).max())) or np.allclose(f(sol.x), 0, atol=1e-10):
+                    out[:, i] = x
+                    break
+    return out.reshape((n_unknowns, *shape))

@@ -1,0 +1,83 @@
+"""What every renderer needs from a Result: symbol maps and the equations of each step."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from .expressions import wrap
+from .numbers import fmt, fmt_latex, with_unit, with_unit_latex
+
+
+def latex_symbols(library) -> dict:
+    return {q.symbol: q.latex for q in library.quantities.values()}
+
+
+def text_symbols(library) -> dict:
+    return {q.symbol: q.name for q in library.quantities.values()}
+
+
+def _values(result, latex_mode: bool) -> dict:
+    out = {}
+    lib = result.library
+    for name in result.values:
+        if name not in lib.quantities:
+            continue
+        value, unit = result.display(name)
+        if np.ndim(value) > 0:
+            continue
+        shown = with_unit_latex(value, unit) if latex_mode else with_unit(value, unit)
+        out[lib.quantities[name].symbol] = wrap(shown, latex_mode)
+    return out
+
+
+def latex_values(result) -> dict:
+    """Quantity symbol -> its value with unit in LaTeX (scalars only)."""
+    return _values(result, True)
+
+
+def text_values(result) -> dict:
+    return _values(result, False)
+
+
+def has_arrays(result) -> bool:
+    return any(np.ndim(v) > 0 for v in result.values.values())
+
+
+def needed_downstream(result, step) -> set[str]:
+    """Unknowns of ``step`` that the target is, or that a later step uses."""
+    later = {q for s in result.steps if s.number > step.number for q in s.inputs}
+    return {u for u in step.solves_for if u == result.target or u in later}
+
+
+def value_text(result, name: str) -> str:
+    v, unit = result.display(name)
+    return with_unit(v, unit)
+
+
+def value_latex(result, name: str) -> str:
+    v, unit = result.display(name)
+    return with_unit_latex(v, unit)
+
+
+_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                "<": r"\textless{}", ">": r"\textgreater{}"}
+_TEX_RE = re.compile("|".join(re.escape(k) for k in _TEX_SPECIAL))
+_UNICODE = {"µ": r"$\mu$", "μ": r"$\mu$", "×": r"$\times$", "≈": r"$\approx$", "≤": r"$\le$",
+            "≥": r"$\ge$", "→": r"$\to$", "–": "--", "—": "---", "’": "'", "‘": "`", "“": "``",
+            "”": "''", "Ψ": r"$\Psi$", "ψ": r"$\psi$", "α": r"$\alpha$", "β": r"$\beta$",
+            "γ": r"$\gamma$", "κ": r"$\kappa$", "τ": r"$\tau$", "δ": r"$\delta$", "·": r"$\cdot$",
+            "²": r"$^2$", "√": r"$\surd$", "−": "-", "…": r"\ldots{}", "é": r"\'e", "ü": r'\"u'}
+
+
+def tex_escape(text: str) -> str:
+    """Plain text -> LaTeX text mode, safe for pdflatex without extra packages."""
+    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], text)
+    for ch, rep in _UNICODE.items():
+        out = out.replace(ch, rep)
+    return "".join(c if ord(c) < 128 or c in "\n" else "?" for c in out)
+
+
+__all__ = ["latex_symbols", "text_symbols", "latex_values", "text_values", "has_arrays",
+           "value_text", "value_latex", "tex_escape", "fmt", "fmt_latex"]

@@ -1,0 +1,73 @@
+"""Printing finished sympy expressions: LaTeX and plain text, by symbols or by numbers.
+
+These are visitors over an expression tree that only decide how a symbol is written: as the
+quantity's symbol (``F_{\\mathrm{peak}}``), its name (``peak_flops``), a unit written in a
+formula (``\\mathrm{FLOP}``), or, for the "numbers substituted" line of a derivation, the
+quantity's value with its unit. Everything else is sympy's own printing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import sympy
+from sympy.printing.latex import LatexPrinter
+from sympy.printing.str import StrPrinter
+
+from ..exprparse import UnitSymbol
+from ..units import unit_to_latex
+
+
+class _LatexPrinter(LatexPrinter):
+    def __init__(self, names: Mapping[sympy.Symbol, str], settings: dict):
+        super().__init__(settings)
+        self._names = names
+
+    def _print_Symbol(self, expr, style="plain"):
+        if expr in self._names:
+            return self._names[expr]
+        if isinstance(expr, UnitSymbol):
+            return unit_to_latex(expr.unit)
+        return super()._print_Symbol(expr, style=style)
+
+
+class _TextPrinter(StrPrinter):
+    def __init__(self, names: Mapping[sympy.Symbol, str]):
+        super().__init__({"order": "none"})
+        self._names = names
+
+    def _print_Symbol(self, expr):
+        if expr in self._names:
+            return self._names[expr]
+        if isinstance(expr, UnitSymbol):
+            return expr.unit
+        return expr.name
+
+
+def latex(expr: sympy.Basic, names: Mapping[sympy.Symbol, str], numbers: bool = False,
+          as_written: bool = False) -> str:
+    """LaTeX of ``expr`` with symbols written as ``names`` says.
+
+    ``numbers``: the names are values, so products get an explicit ``\\cdot``.
+    ``as_written``: keep the term order of an unevaluated expression (formula as cited).
+    """
+    settings = {"mul_symbol": "dot" if numbers else None, "order": "none" if as_written else None,
+                "fold_short_frac": False}
+    return _LatexPrinter(names, settings).doprint(expr)
+
+
+def text(expr: sympy.Basic, names: Mapping[sympy.Symbol, str]) -> str:
+    """Plain text (Python-like operators) of ``expr`` with symbols written as ``names`` says."""
+    return _TextPrinter(names).doprint(expr)
+
+
+_PLAIN_NUMBER = re.compile(r"^\d+(\.\d+)?(e-?\d+)?$")
+
+
+def wrap(value_text: str, latex_mode: bool) -> str:
+    """Parenthesise a substituted value that is more than a plain number (a unit, a sign, a
+    power of ten in LaTeX), so that products and powers read unambiguously."""
+    if _PLAIN_NUMBER.match(value_text):
+        return value_text
+    return f"\\left({value_text}\\right)" if latex_mode else f"({value_text})"

@@ -1,0 +1,60 @@
+"""The JSON form of a result (``symcalc solve --json``): one object, plain types only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import latex_symbols, text_symbols
+from .expressions import latex, text
+
+
+def _plain(v):
+    if np.ndim(v) > 0:
+        return [None if not np.isfinite(x) else float(x) for x in np.asarray(v, dtype=float).ravel()]
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def result_dict(result) -> dict:
+    """target, value, unit, exact, given, options, defaults_used, steps, expression, latex, ..."""
+    lib = result.library
+    lnames, tnames = latex_symbols(lib), text_symbols(lib)
+    q = result.quantity
+    steps = []
+    for step in result.steps:
+        values = {}
+        for name in step.solves_for:
+            v, unit = result.display(name)
+            values[name] = {"value": _plain(v), "unit": unit}
+        entry = {
+            "formula": step.formulas[0].id if len(step.formulas) == 1 else [f.id for f in step.formulas],
+            "title": step.formulas[0].title,
+            "source": step.formulas[0].source,
+            "equation": [f.equation for f in step.formulas] if len(step.formulas) > 1 else step.formulas[0].equation,
+            "solves_for": step.solves_for[0] if len(step.solves_for) == 1 else step.solves_for,
+            "method": "numeric" if step.numeric and step.method != "numeric" and not step.solution else step.method,
+            "numeric_fallback": bool(step.numeric),
+            "expression": {n: text(e, tnames) for n, e in step.solution.items()},
+            "latex": "; ".join(f"{lib.quantities[n].latex} = {latex(e, lnames)}" for n, e in step.solution.items())
+            or "; ".join(f"{latex(f.display_lhs, lnames, as_written=True)} = "
+                         f"{latex(f.display_rhs, lnames, as_written=True)}" for f in step.formulas),
+            "values": values,
+        }
+        steps.append(entry)
+    return {
+        "target": result.target,
+        "value": _plain(result.value),
+        "unit": result.unit,
+        "exact": _plain(result.exact) if result.exact is not None else None,
+        "rounding": q.whole,
+        "given": {name: g.text for name, g in result.given.items()},
+        "options": dict(result.options),
+        "defaults_used": {name: {k: d[k] for k in ("value", "source") if k in d}
+                          for name, d in result.defaults_used.items()},
+        "steps": steps,
+        "expression": text(result.closed_form, tnames),
+        "latex": f"{q.latex} = {latex(result.closed_form, lnames)}",
+        "unused": list(result.unused),
+        "warnings": list(result.warnings),
+        "out_of_bounds": list(result.violations),
+    }

@@ -1,0 +1,135 @@
+"""LaTeX derivations: a fragment to paste, or a standalone document that pdflatex compiles.
+
+Only packages of Debian's texlive-latex-base are used (amsmath, amssymb, geometry, graphicx),
+so the document compiles on a minimal TeX installation.
+"""
+
+from __future__ import annotations
+
+from .common import has_arrays, latex_symbols, latex_values, needed_downstream, tex_escape, value_latex
+from .expressions import latex
+from .text import was_rounded
+
+LONG = 140  # characters of LaTeX after which an equation is scaled to the line width
+
+PREAMBLE = r"""\documentclass[11pt]{article}
+\usepackage[margin=2.2cm]{geometry}
+\usepackage{amsmath,amssymb}
+\usepackage{graphicx}
+\setlength{\parindent}{0pt}
+\setlength{\parskip}{4pt}
+"""
+
+
+def display_math(body: str) -> str:
+    """A displayed equation; one too long for the line is scaled down rather than overflowing."""
+    if len(body) > LONG:
+        return ("\\begin{center}\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}"
+                f"{{$\\displaystyle {body}$}}\\end{{center}}")
+    return f"\\[ {body} \\]"
+
+
+def result_equation(result) -> str:
+    """``target = closed form = value``: the one-line summary (Jupyter shows this)."""
+    names = latex_symbols(result.library)
+    lhs = result.quantity.latex
+    closed = latex(result.closed_form, names)
+    return f"{lhs} = {closed} = {value_latex(result, result.target)}"
+
+
+def render_latex(result, standalone: bool = False) -> str:
+    """The derivation as LaTeX: given values, defaults, each step, the closed form, the answer."""
+    lib = result.library
+    names = latex_symbols(lib)
+    numbers = None if has_arrays(result) else latex_values(result)
+    q = result.quantity
+    out: list[str] = []
+    out.append(f"\\subsection*{{{tex_escape(q.description[:1].upper() + q.description[1:])}: "
+               f"${q.latex}$ (\\texttt{{{tex_escape(result.target)}}})}}")
+    out.append(display_math(f"{q.latex} = {value_latex(result, result.target)}"))
+    if was_rounded(result):
+        out.append(f"Rounded {tex_escape(q.whole)} from "
+                   f"${value_latex_exact(result)}$ ({tex_escape(result.target)} is a whole number).")
+    out.append("\\paragraph{Given.}")
+    out.append("\\begin{itemize}")
+    for name, gv in result.given.items():
+        sym = lib.quantities[name].latex
+        out.append(f"  \\item ${sym}$ (\\texttt{{{tex_escape(name)}}}) $= {value_latex(result, name)}$")
+    out.append("\\end{itemize}")
+    if result.options:
+        opts = ", ".join(f"\\texttt{{{tex_escape(k)}={tex_escape(v)}}}" for k, v in result.options.items())
+        out.append(f"\\paragraph{{Options.}} {opts}.")
+    if result.defaults_used:
+        out.append("\\paragraph{Defaults used.}")
+        out.append("\\begin{itemize}")
+        for name, d in result.defaults_used.items():
+            sym = lib.quantities[name].latex
+            if "magnitude" in d:
+                item = f"${sym}$ (\\texttt{{{tex_escape(name)}}}) $= {value_latex(result, name)}$"
+            else:
+                item = (f"${sym}$ (\\texttt{{{tex_escape(name)}}}) by the rule "
+                        f"\\texttt{{{tex_escape(name)} = {tex_escape(d['value'])}}}")
+            out.append(f"  \\item {item} --- {tex_escape(d['source'])}")
+        out.append("\\end{itemize}")
+    out.append("\\subsection*{Derivation}")
+    for step in result.steps:
+        out.extend(_step(step, lib, names, numbers, result))
+    out.append("\\subsection*{Closed form}")
+    out.append(display_math(f"{q.latex} = {latex(result.closed_form, names)}"))
+    if result.violations:
+        out.append("\\paragraph{Out of bounds.} " + " ".join(tex_escape(v) for v in result.violations))
+    body = "\n".join(out)
+    if not standalone:
+        return body
+    title = f"symcalc: {tex_escape(result.target)}"
+    return (PREAMBLE + f"\\title{{{title}}}\n\\date{{}}\n\\begin{{document}}\n\\maketitle\n"
+            + body + "\n\\end{document}\n")
+
+
+def value_latex_exact(result) -> str:
+    from .numbers import with_unit_latex
+    return with_unit_latex(result.exact, result.unit, digits=6)
+
+
+def _step(step, lib, names, numbers, result) -> list[str]:
+    out = []
+    f0 = step.formulas[0]
+    if len(step.formulas) == 1:
+        out.append(f"\\paragraph{{Step {step.number}: {tex_escape(f0.title)}.}} "
+                   f"Formula \\texttt{{{tex_escape(f0.id)}}}; {tex_escape(f0.source)}.")
+    else:
+        ids = ", ".join(f"\\texttt{{{tex_escape(f.id)}}}" for f in step.formulas)
+        unknowns = ", ".join(f"${lib.quantities[n].latex}$" for n in step.solves_for)
+        out.append(f"\\paragraph{{Step {step.number}: {len(step.formulas)} equations solved together for "
+                   f"{unknowns}.}} Formulas {ids}.")
+    for f in step.formulas:
+        out.append(display_math(f"{latex(f.display_lhs, names, as_written=True)} = "
+                                f"{latex(f.display_rhs, names, as_written=True)}"))
+    needed = needed_downstream(result, step)
+    for name in step.solves_for:
+        sym = lib.quantities[name].latex
+        if name not in step.solution:
+            out.append(f"Solved numerically: ${sym} = {value_latex(result, name)}$.")
+            continue
+        if name not in needed:
+            out.append(f"Also: ${sym} = {value_latex(result, name)}$.")
+            continue
+        expr = step.solution[name]
+        parts = [sym]
+        if step.method != "explicit":
+            parts.append(latex(expr, names))
+        if numbers is not None:
+            parts.append(latex(expr, numbers, numbers=True))
+        if name == result.target and was_rounded(result):
+            parts.append(value_latex_exact(result))
+            parts.append(value_latex(result, name) + r"\ \text{(rounded " + result.quantity.whole + ")}")
+        else:
+            parts.append(value_latex(result, name))
+        if step.method == "rearranged":
+            out.append(f"Rearranged for ${sym}$ and evaluated:")
+        elif step.method == "block":
+            out.append(f"Solution for ${sym}$:")
+        out.append(display_math(" = ".join(parts)))
+        if step.numeric:
+            out.append("(The closed form is singular at these values; the value was found numerically.)")
+    return out

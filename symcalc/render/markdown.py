@@ -1,0 +1,53 @@
+"""Markdown derivation: headings, a table of the given values, and the steps with $$ math."""
+
+from __future__ import annotations
+
+from .common import has_arrays, latex_symbols, latex_values, needed_downstream, value_latex, value_text
+from .expressions import latex
+from .text import headline
+
+
+def render_markdown(result) -> str:
+    lib = result.library
+    names = latex_symbols(lib)
+    numbers = None if has_arrays(result) else latex_values(result)
+    q = result.quantity
+    out = [f"# {result.target}", "", f"**{headline(result)}**", "",
+           f"$$ {q.latex} = {latex(result.closed_form, names)} = {value_latex(result, result.target)} $$", ""]
+    out += ["## Given", "", "| quantity | value |", "|---|---|"]
+    out += [f"| `{name}` | {value_text(result, name)} |" for name in result.given]
+    out.append("")
+    if result.options:
+        out += ["## Options", "", ", ".join(f"`{k}={v}`" for k, v in result.options.items()), ""]
+    if result.defaults_used:
+        out += ["## Defaults used", "", "| quantity | default | source |", "|---|---|---|"]
+        out += [f"| `{name}` | {d['value']} | {d['source'].replace('|', '/')} |"
+                for name, d in result.defaults_used.items()]
+        out.append("")
+    out += ["## Derivation", ""]
+    for step in result.steps:
+        ids = ", ".join(f"`{f.id}`" for f in step.formulas)
+        title = step.formulas[0].title if len(step.formulas) == 1 else \
+            f"{len(step.formulas)} equations solved together for {', '.join(step.solves_for)}"
+        out += [f"### {step.number}. {title}", "", f"Formula {ids}; source: {step.formulas[0].source}", ""]
+        for f in step.formulas:
+            out += [f"$$ {latex(f.display_lhs, names, as_written=True)} = "
+                    f"{latex(f.display_rhs, names, as_written=True)} $$", ""]
+        needed = needed_downstream(result, step)
+        for name in step.solves_for:
+            sym = lib.quantities[name].latex
+            if name not in step.solution:
+                out += [f"Solved numerically: ${sym} = {value_latex(result, name)}$", ""]
+                continue
+            if name not in needed:
+                out += [f"Also ${sym} = {value_latex(result, name)}$", ""]
+                continue
+            expr = step.solution[name]
+            parts = [sym] + ([latex(expr, names)] if step.method != "explicit" else [])
+            if numbers is not None:
+                parts.append(latex(expr, numbers, numbers=True))
+            parts.append(value_latex(result, name))
+            out += [f"$$ {' = '.join(parts)} $$", ""]
+    if result.violations:
+        out += ["## Out of bounds", ""] + [f"- {v}" for v in result.violations] + [""]
+    return "\n".join(out)

@@ -1,0 +1,77 @@
+"""Terminal tables for ``symcalc list`` and ``symcalc show`` (rich; plain when piped)."""
+
+from __future__ import annotations
+
+
+def _console():
+    from rich.console import Console
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _cells(*values):
+    """Cells as rich Text, so '[0, inf)' or '[FLOP]' is printed, not read as markup."""
+    from rich.text import Text
+    return [Text(str(v)) for v in values]
+
+
+def print_catalog(entries: dict[str, list[dict]]) -> None:
+    from rich.table import Table
+    console = _console()
+    if entries.get("quantities"):
+        t = Table(title=f"Quantities ({len(entries['quantities'])})", title_justify="left")
+        t.add_column("name", style="bold", no_wrap=True)
+        t.add_column("unit", no_wrap=True)
+        t.add_column("description")
+        t.add_column("aliases / default")
+        for q in entries["quantities"]:
+            extra = ", ".join(q["aliases"])
+            if q["default"] is not None:
+                extra = (extra + "; " if extra else "") + f"default {q['default']}"
+            t.add_row(*_cells(q["name"], q["unit"], q["description"], extra))
+        console.print(t)
+    if entries.get("formulas"):
+        t = Table(title=f"Formulas ({len(entries['formulas'])})", title_justify="left")
+        t.add_column("id", style="bold", no_wrap=True)
+        t.add_column("equation")
+        t.add_column("when")
+        for f in entries["formulas"]:
+            when = ", ".join(f"{k}={'|'.join(v)}" for k, v in f["when"].items())
+            t.add_row(*_cells(f["id"], f["equation"], when))
+        console.print(t)
+    if entries.get("options"):
+        t = Table(title=f"Options ({len(entries['options'])})", title_justify="left")
+        t.add_column("option", style="bold", no_wrap=True)
+        t.add_column("values (default first)")
+        t.add_column("description")
+        for o in entries["options"]:
+            values = [o["default"]] + [v for v in o["values"] if v != o["default"]]
+            t.add_row(*_cells(o["name"], " | ".join(values), o["description"]))
+        console.print(t)
+
+
+def print_description(info: dict) -> None:
+    from rich.table import Table
+    console = _console()
+    kind = info["kind"]
+    title = info.get("name") or info.get("id")
+    t = Table(title=f"{kind} {title}", title_justify="left", show_header=False)
+    t.add_column("field", style="bold", no_wrap=True)
+    t.add_column("value")
+    for key, value in info.items():
+        if key in ("kind", "name", "id") or value in (None, "", [], {}):
+            continue
+        if isinstance(value, dict):
+            value = "\n".join(f"{k}: {_flat(v)}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        t.add_row(*_cells(key.replace("_", " "), value))
+    console.print(t)
+
+
+def _flat(v) -> str:
+    if isinstance(v, dict):
+        parts = [f"{k}={_flat(x)}" for k, x in v.items() if x not in (None, "", {}, [])]
+        return "; ".join(parts)
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    return str(v)

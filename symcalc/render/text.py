@@ -1,0 +1,81 @@
+"""Plain-text derivation, as the CLI prints it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import has_arrays, needed_downstream, text_symbols, text_values, value_text
+from .expressions import text
+from .numbers import with_unit
+
+
+def render_text(result) -> str:
+    """The answer, then each step: formula as cited, rearranged form, numbers, result."""
+    lib = result.library
+    names = text_symbols(lib)
+    numbers = None if has_arrays(result) else text_values(result)
+    lines = [headline(result), ""]
+    lines.append(f"Derivation ({len(result.steps)} step{'s' if len(result.steps) != 1 else ''}):")
+    for step in result.steps:
+        f0 = step.formulas[0]
+        ids = ", ".join(f.id for f in step.formulas)
+        if len(step.formulas) == 1:
+            lines.append(f"  {step.number}. {f0.title}  [{ids}]")
+            lines.append(f"     {f0.equation}")
+        else:
+            lines.append(f"  {step.number}. solved together for {', '.join(step.solves_for)}  [{ids}]")
+            for f in step.formulas:
+                lines.append(f"     {f.equation}")
+        needed = needed_downstream(result, step)
+        for name in step.solves_for:
+            if step.method == "numeric" or name not in step.solution:
+                lines.append(f"     {name} found numerically = {value_text(result, name)}")
+                continue
+            if name not in needed:
+                lines.append(f"     also {name} = {value_text(result, name)}")
+                continue
+            expr = step.solution[name]
+            if step.method != "explicit":
+                lines.append(f"     -> {name} = {text(expr, names)}")
+            shown = step_value_text(result, name)
+            if numbers is not None:
+                lines.append(f"     = {text(expr, numbers)} = {shown}")
+            else:
+                lines.append(f"     = {shown}")
+        if step.numeric and step.method != "numeric":
+            lines.append("     (closed form singular here: found numerically)")
+    if result.defaults_used:
+        lines.append("")
+        lines.append("Defaults used (give a value to override):")
+        for name, d in result.defaults_used.items():
+            lines.append(f"  {name} = {d['value']}  ({d['source']})")
+    lines.append("")
+    lines.append(f"Closed form: {result.target} = {text(result.closed_form, names)}")
+    if result.unused:
+        lines.append(f"Not needed: {', '.join(result.unused)}")
+    for w in result.violations:
+        lines.append(f"OUT OF BOUNDS: {w}")
+    return "\n".join(lines)
+
+
+def was_rounded(result) -> bool:
+    """True when a whole-number answer differs visibly from its exact value."""
+    if result.exact is None:
+        return False
+    exact = np.asarray(result.exact, dtype=float)
+    return bool(np.any(np.abs(exact - np.asarray(result.value)) > 1e-6 * np.maximum(np.abs(exact), 1)))
+
+
+def headline(result) -> str:
+    line = f"{result.target} = {with_unit(result.value, result.unit)}"
+    if was_rounded(result):
+        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.quantity.whole})"
+    return line
+
+
+def step_value_text(result, name: str) -> str:
+    """A step's value; for a rounded target, the exact value and then the rounding."""
+    if name == result.target and was_rounded(result):
+        return (f"{with_unit(result.exact, result.unit, digits=6)}, rounded {result.quantity.whole} "
+                f"to {with_unit(result.value, result.unit)}")
+    return value_text(result, name)

@@ -1,0 +1,147 @@
+"""The answer to one query: the value with its unit, the derivation behind it, and renderers.
+
+A :class:`Result` is a finished record: renderers read it and never recompute. It also keeps
+the compiled derivation, so ``result.function(...)`` re-evaluates the same route for new
+values (or arrays of them) at numpy speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pint
+import sympy
+
+from . import units
+from .derivation import Derivation
+from .model import FormulaSpec, QuantitySpec
+from .values import GivenValue
+
+
+@dataclass
+class StepView:
+    """One step as shown: which formulas, solved for what, how, and the rearranged form."""
+
+    number: int
+    formulas: list[FormulaSpec]
+    method: str                      # explicit | rearranged | block | numeric
+    solves_for: list[str]
+    inputs: list[str]
+    solution: dict[str, sympy.Expr]  # the root used, per unknown (empty if numeric)
+    numeric: bool                    # numeric root finding was used for some values
+
+
+@dataclass
+class Result:
+    """The value of ``target`` with its unit, how it was derived, and what it leaned on."""
+
+    library: object
+    target: str
+    quantity: QuantitySpec
+    unit: str                              # unit of ``value`` (--to, or the display unit)
+    factor: float                          # base units per ``unit``
+    base_value: object                     # exact value in base units (float or array)
+    rounded_base: object                   # rounded for whole-number quantities, else base_value
+    given: dict[str, GivenValue]
+    options: dict[str, str]                # options that shaped this derivation
+    all_options: dict[str, str]
+    defaults_used: dict[str, dict]
+    values: dict[str, object]              # every quantity of the derivation, base units
+    steps: list[StepView]
+    derivation: Derivation
+    closed_form: sympy.Expr
+    unused: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+    # -- the value ----------------------------------------------------------------------
+    @property
+    def value(self):
+        """The answer in ``unit`` (rounded the quantity's way if it is a whole number)."""
+        return _scale(self.rounded_base, self.factor)
+
+    @property
+    def exact(self):
+        """The unrounded answer in ``unit`` for whole-number quantities, else None."""
+        return _scale(self.base_value, self.factor) if self.quantity.whole else None
+
+    @property
+    def magnitude(self):
+        return self.value
+
+    @property
+    def quantity_value(self) -> pint.Quantity:
+        """The answer as a pint quantity of symcalc's registry."""
+        return units.Q(self.value, self.unit) if self.unit else units.Q(self.value)
+
+    def to(self, unit: str) -> pint.Quantity:
+        """The answer converted to another unit of the same dimension."""
+        return self.quantity_value.to(units.parse_unit(unit))
+
+    def __float__(self) -> float:
+        if np.ndim(self.value) > 0:
+            raise TypeError("the result is an array; use .value")
+        return float(self.value)
+
+    def display(self, name: str) -> tuple[object, str]:
+        """Value and unit to show for any quantity of this derivation."""
+        if name == self.target:
+            return self.value, self.unit
+        q = self.library.quantities[name]
+        return _scale(self.values[name], q.factor), q.display_unit
+
+    def function(self, **values):
+        """Evaluate the same derivation for new values of the same knowns.
+
+        Values are read like :func:`symcalc.solve`'s (units, arrays); the answer comes back
+        as a pint quantity in ``unit``, unrounded. Cheap: nothing is re-planned or re-solved.
+        """
+        from .api import read_given
+        given = read_given(self.library, values)
+        missing = set(self.given) - set(given)
+        extra = set(given) - set(self.given)
+        if missing or extra:
+            raise TypeError(f"function() takes exactly the knowns of this result: {sorted(self.given)}")
+        env = {k: v.magnitude for k, v in given.items()}
+        env.update({k: d["magnitude"] for k, d in self.defaults_used.items() if "magnitude" in d})
+        out = self.derivation.evaluate(env).values[self.target]
+        return units.Q(_scale(out, self.factor), self.unit) if self.unit else units.Q(_scale(out, self.factor))
+
+    # -- renderers ----------------------------------------------------------------------
+    def text(self) -> str:
+        from .render.text import render_text
+        return render_text(self)
+
+    def latex(self, standalone: bool = False) -> str:
+        from .render.latex import render_latex
+        return render_latex(self, standalone=standalone)
+
+    def markdown(self) -> str:
+        from .render.markdown import render_markdown
+        return render_markdown(self)
+
+    def as_dict(self) -> dict:
+        from .render.jsonout import result_dict
+        return result_dict(self)
+
+    def json(self, indent: int | None = 2) -> str:
+        import json
+        return json.dumps(self.as_dict(), indent=indent)
+
+    def _repr_latex_(self) -> str:
+        from .render.latex import result_equation
+        return "$$" + result_equation(self) + "$$"
+
+    def __str__(self) -> str:
+        from .render.numbers import with_unit
+        return f"{self.target} = {with_unit(self.value, self.unit)}"
+
+    def __repr__(self) -> str:
+        return f"<Result {self}>"
+
+
+def _scale(base, factor: float):
+    if np.ndim(base) > 0:
+        return np.asarray(base, dtype=float) / factor
+    return float(base) / factor

@@ -1,0 +1,192 @@
+"""The project's unit registry and the parsing of user-written values and units.
+
+One pint registry per process, built from ``units.txt`` next to this module (a registry of our
+own: FLOP, byte, bit, token and USD are real units, ``Gb`` is a gigabit). Parsing is kept apart
+from arithmetic: this module turns text into pint quantities and units, and answers questions
+about dimensions; the engine itself computes with plain floats in base units.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import pint
+
+from .errors import AmbiguousUnitError, MalformedValueError
+
+DEFINITIONS = Path(__file__).with_name("units.txt")
+
+# Base unit of each base dimension, in the order dimensions are spelled in messages.
+BASE_UNITS = {
+    "[compute]": "FLOP",
+    "[information]": "byte",
+    "[text]": "token",
+    "[currency]": "USD",
+    "[power]": "W",
+    "[time]": "s",
+}
+
+_FLOPS_SPELLING = re.compile(r"(?<![A-Za-z_])([A-Za-zµμ]{0,2})(FLOPS|FLOPs|flops|Flops)(?![A-Za-z_])")
+_ALLOWED_CHARS = re.compile(r"^[\w\s.+\-*/^()%$µμ]*$")
+
+
+@lru_cache(maxsize=1)
+def registry() -> pint.UnitRegistry:
+    """The process-wide unit registry (built once; ~10 ms)."""
+    ureg = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
+    ureg.formatter.default_format = "~P"
+    return ureg
+
+
+def Q(value, unit: str = "") -> pint.Quantity:
+    """A quantity in the symcalc registry: ``Q(989, "TFLOP/s")``, ``Q(np.arange(8, 65), "")``."""
+    ureg = registry()
+    return ureg.Quantity(value, parse_unit(unit) if unit else ureg.dimensionless)
+
+
+def _normalise(text: str) -> str:
+    """Rewrite spellings pint would misread, and reject those with two readings."""
+    m = _FLOPS_SPELLING.search(text)
+    if m:
+        word = m.group(0)
+        prefix = m.group(1)
+        raise AmbiguousUnitError(
+            f"'{word}' is ambiguous: write '{prefix}FLOP' for an amount of compute "
+            f"or '{prefix}FLOP/s' for a rate"
+        )
+    # "$" is not a pint identifier character: "$2/hour" would silently lose the dollar.
+    text = text.replace("$", " USD ")
+    text = text.replace("\u2212", "-")  # unicode minus
+    return text.strip()
+
+
+def parse_quantity(text: str, what: str = "value") -> pint.Quantity:
+    """Read ``"1979 TFLOP/s"``, ``"24h"``, ``"45 %"``, ``"$2/hour"`` or ``"7e9"``.
+
+    Raises MalformedValueError (naming ``what``) for anything that is not a number followed
+    by an optional unit of this registry.
+    """
+    if not isinstance(text, str):
+        raise MalformedValueError(f"{what}: expected text like '80 GB', got {type(text).__name__}")
+    raw = text.strip()
+    if not raw:
+        raise MalformedValueError(f"{what}: the value is empty (write e.g. {what}=80GB)")
+    if not _ALLOWED_CHARS.match(raw):
+        raise MalformedValueError(f"{what}: '{raw}' contains characters that cannot be part of a value")
+    norm = _normalise(raw)
+    if not re.match(r"^[+\-]?(\d|\.\d)", norm):
+        if re.match(r"^(USD)\b", norm):
+            pass  # "$2/hour"
+        elif re.match(r"^[+\-]?(nan|inf|infinity)\b", norm, re.I):
+            raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
+        else:
+            raise MalformedValueError(
+                f"{what}: '{raw}' does not start with a number (write e.g. '80 GB' or '7e9')"
+            )
+    ureg = registry()
+    try:
+        q = ureg.parse_expression(norm)
+    except pint.errors.UndefinedUnitError as e:
+        unit = getattr(e, "unit_names", None) or e.args
+        name = unit[0] if isinstance(unit, (list, tuple)) and unit else str(unit)
+        raise MalformedValueError(f"{what}: unknown unit '{name}' in '{raw}'{_unit_hint(str(name))}") from None
+    except Exception:
+        raise MalformedValueError(f"{what}: cannot read '{raw}' as a number with a unit") from None
+    if not isinstance(q, pint.Quantity):
+        q = ureg.Quantity(q, ureg.dimensionless)
+    mag = q.magnitude
+    if not isinstance(mag, (int, float)) or not math.isfinite(float(mag)):
+        raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
+    return q
+
+
+def _unit_hint(name: str) -> str:
+    known = {
+        "Gbps": "Gb/s", "GBps": "GB/s", "Mbps": "Mb/s", "tokens_per_second": "token/s",
+        "hours": "hour", "days": "day", "gb": "GB (gigabyte) or Gb (gigabit)",
+        "tflop": "TFLOP", "flop": "FLOP", "T": "e12 (write 7e12, not 7T)",
+        "K": "e3", "bn": "e9",
+    }
+    if name in known:
+        return f"; did you mean {known[name]}?"
+    return ""
+
+
+def parse_unit(text: str, what: str = "unit") -> pint.Unit:
+    """Read a unit expression (``"GiB"``, ``"TFLOP/s"``, ``"%"``); '' is dimensionless."""
+    ureg = registry()
+    if text is None or not str(text).strip() or str(text).strip() in {"1", "count"}:
+        return ureg.dimensionless
+    raw = str(text).strip()
+    if not _ALLOWED_CHARS.match(raw):
+        raise MalformedValueError(f"{what}: '{raw}' is not a unit")
+    norm = _normalise(raw)
+    try:
+        q = ureg.parse_expression(norm)
+    except pint.errors.UndefinedUnitError as e:
+        unit = getattr(e, "unit_names", None) or e.args
+        name = unit[0] if isinstance(unit, (list, tuple)) and unit else str(unit)
+        raise MalformedValueError(f"{what}: unknown unit '{name}'{_unit_hint(str(name))}") from None
+    except Exception:
+        raise MalformedValueError(f"{what}: cannot read '{raw}' as a unit") from None
+    if isinstance(q, pint.Quantity):
+        if q.magnitude != 1:
+            raise MalformedValueError(f"{what}: '{raw}' is a value, not a unit")
+        return q.units
+    if q == 1:
+        return ureg.dimensionless
+    raise MalformedValueError(f"{what}: '{raw}' is a number, not a unit")
+
+
+@lru_cache(maxsize=None)
+def dimensionality(unit: str):
+    """The dimensionality (a pint UnitsContainer) of a unit string; cached."""
+    return registry().get_dimensionality(parse_unit(unit))
+
+
+@lru_cache(maxsize=None)
+def to_base_factor(unit: str) -> float:
+    """How many base units one ``unit`` is (GB -> 1e9, hour -> 3600, % -> 0.01)."""
+    u = parse_unit(unit)
+    return float(registry().Quantity(1.0, u).to_base_units().magnitude)
+
+
+def describe_dimension(dim) -> str:
+    """A dimensionality in base units people read: ``FLOP/s``, ``byte``, ``count``."""
+    if not dim:
+        return "count"
+    num, den = [], []
+    for name, exp in sorted(dim.items(), key=lambda kv: list(BASE_UNITS).index(kv[0]) if kv[0] in BASE_UNITS else 99):
+        unit = BASE_UNITS.get(name, name)
+        e = abs(exp)
+        text = unit if e == 1 else f"{unit}^{_fmt_exp(e)}"
+        (num if exp > 0 else den).append(text)
+    out = "*".join(num) if num else "1"
+    if den:
+        out += "/" + ("/".join(den))
+    return out
+
+
+def _fmt_exp(e) -> str:
+    f = float(e)
+    return str(int(f)) if f.is_integer() else str(e)
+
+
+_LATEX_ESCAPES = {"%": r"\%", "$": r"\$", "_": r"\_", "µ": r"\mu ", "μ": r"\mu ", "#": r"\#", "&": r"\&"}
+
+
+def unit_to_latex(unit: str) -> str:
+    """Render a unit as written (``"TFLOP/s"``) to LaTeX (``\\mathrm{TFLOP/s}``); '' -> ''."""
+    if not unit or unit in {"count", "1", "dimensionless"}:
+        return ""
+    if unit.strip() in {"%", "percent"}:
+        return r"\%"
+    out = []
+    for ch in unit:
+        out.append(_LATEX_ESCAPES.get(ch, ch))
+    body = "".join(out).replace("**", "^").replace("*", r"\cdot ")
+    body = re.sub(r"\^(\-?\d+)", r"^{\1}", body)
+    return r"\mathrm{" + body + "}"

@@ -1,0 +1,161 @@
+"""Reading given values: text, numbers, arrays or pint quantities -> base-unit magnitudes.
+
+This is the boundary where units are checked and stripped ("units at the boundary, floats
+inside"). Every rejection names the quantity, what it expected and what it got.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pint
+
+from . import units
+from .dims import show
+from .errors import DimensionError, DomainError, MalformedValueError
+from .model import QuantitySpec
+from .render.numbers import fmt, with_unit
+
+# Dimensions where a bare number has more than one plausible reading (s or h? GB or GiB?).
+_NEEDS_UNIT = {"[time]", "[information]", "[power]"}
+
+
+@dataclass
+class GivenValue:
+    """One known value: what the user wrote and its magnitude in base units."""
+
+    name: str
+    text: str
+    magnitude: object      # float or numpy array, in base units
+
+    @property
+    def is_array(self) -> bool:
+        return np.ndim(self.magnitude) > 0
+
+
+_EXAMPLES = {"%": "45", "GB": "80", "TFLOP/s": "989", "PFLOP/s": "6.3", "hour": "24", "day": "30",
+             "GB/s": "50", "TB/s": "3.35", "ms": "70", "us": "5", "min": "30", "s": "98",
+             "USD/hour": "2", "USD": "2e6", "token/s": "150000", "token": "2e12", "FLOP": "1e23",
+             "FLOP/token": "6", "byte": "2", "PFLOP": "1"}
+
+
+def example_value(q: QuantitySpec) -> str:
+    """A plausible value of ``q`` for error messages: '80 GB', '24 hour', '7e9'."""
+    unit = q.display_unit
+    return f"'{_EXAMPLES.get(unit, '1')} {unit}'" if unit else "7e9" if q.name == "n_params" else "64"
+
+
+def read_value(q: QuantitySpec, raw: object) -> GivenValue:
+    """Validate ``raw`` for quantity ``q`` and convert it to base units.
+
+    Accepts ``"1979 TFLOP/s"``, ``"24h"``, ``"45%"``, plain numbers (only for quantities whose
+    unit cannot be misread: counts, tokens, FLOP, USD), numpy arrays and lists of numbers,
+    ``(value, "unit")`` pairs and quantities made with :func:`symcalc.Q`.
+    """
+    ureg = units.registry()
+    if isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[1], str):
+        parsed = ureg.Quantity(np.asarray(raw[0], dtype=float) if not np.isscalar(raw[0]) else raw[0],
+                               units.parse_unit(raw[1], f"{q.name} unit"))
+        text = f"{_text_of(raw[0])} {raw[1]}"
+    elif isinstance(raw, pint.Quantity):
+        if raw._REGISTRY is not ureg:
+            raise MalformedValueError(f"{q.name}: quantities must come from symcalc's registry "
+                                      "(use symcalc.Q(value, unit))")
+        parsed, text = raw, f"{raw:~P}" if np.ndim(raw.magnitude) == 0 else f"array of {np.size(raw.magnitude)} {raw.units:~P}"
+    elif isinstance(raw, str):
+        parsed, text = units.parse_quantity(raw, q.name), raw.strip()
+        if _BARE.match(text):
+            parsed = _bare(q, parsed.magnitude, text)
+    elif isinstance(raw, bool) or raw is None:
+        raise MalformedValueError(f"{q.name}: {raw!r} is not a value")
+    elif isinstance(raw, (int, float, np.integer, np.floating)):
+        text = _text_of(raw)
+        parsed = _bare(q, float(raw), text)
+    else:
+        try:
+            arr = np.asarray(raw, dtype=float)
+        except (TypeError, ValueError):
+            raise MalformedValueError(f"{q.name}: cannot read {type(raw).__name__} as a value") from None
+        if arr.size == 0:
+            raise MalformedValueError(f"{q.name}: the array is empty")
+        text = f"array of {arr.size}"
+        parsed = _bare(q, arr, "an array of numbers")
+
+    got = ureg.get_dimensionality(parsed.units)
+    if got != q.dim:
+        raise DimensionError(_dimension_message(q, text, got))
+    magnitude = parsed.to_base_units().magnitude
+    if isinstance(magnitude, np.ndarray):
+        magnitude = magnitude.astype(float)
+        if magnitude.ndim == 0:
+            magnitude = float(magnitude)
+    else:
+        magnitude = float(magnitude)
+    _check_domain(q, magnitude, text)
+    return GivenValue(q.name, text, magnitude)
+
+
+def _text_of(value) -> str:
+    if np.ndim(value) > 0:
+        return f"array of {np.size(value)}"
+    return fmt(float(value), digits=12)
+
+
+_BARE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _bare(q: QuantitySpec, magnitude, text: str) -> pint.Quantity:
+    """A number written without a unit, read in the quantity's own unit where that is safe.
+
+    Counts, tokens, FLOP and USD have one obvious unit; times, bytes and power do not
+    (seconds or hours? GB or GiB?), so those need the unit written out.
+    """
+    ambiguous = [d for d in q.dim if d in _NEEDS_UNIT] if q.dim else []
+    if ambiguous:
+        raise DimensionError(f"{q.name} needs a unit (it is {show(q.dim)}; write e.g. {example_value(q)}): "
+                             f"a bare number ({text}) could mean several units")
+    ureg = units.registry()
+    return ureg.Quantity(magnitude, units.parse_unit(q.unit) if q.unit else ureg.dimensionless)
+
+
+def _dimension_message(q: QuantitySpec, text: str, got) -> str:
+    expected = f"a value in {show(q.dim)}" if q.dim else "a pure number (a count)"
+    msg = f"{q.name} expects {expected}, e.g. {example_value(q)}; got '{text}', which is {show(got)}"
+    if not q.dim and "[information]" in got and dict(got) == {"[information]": 1}:
+        msg += ". 'B' is the byte: for seven billion write 7e9"
+    elif not q.dim and "[time]" in got:
+        msg += ". A count has no unit"
+    return msg
+
+
+def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
+    arr = np.asarray(magnitude, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise MalformedValueError(f"{q.name}: '{text}' is not a finite number")
+    inside = q.domain.contains(arr)
+    if not np.all(inside):
+        bad = float(arr[~inside].flat[0]) if arr.ndim else float(arr)
+        hint = ""
+        if q.display_unit == "%" and 1 < bad <= 100:
+            hint = f"; did you mean {fmt(bad)}%?"
+        raise DomainError(f"{q.name} must lie in {_domain_text(q)} (got {with_unit(bad / q.factor, q.display_unit)})"
+                          f"{hint}")
+    if q.whole is not None:
+        frac = np.abs(arr - np.round(arr))
+        if np.any(frac > 1e-9 * np.maximum(np.abs(arr), 1)):
+            bad = float(arr[frac > 1e-9 * np.maximum(np.abs(arr), 1)].flat[0]) if arr.ndim else float(arr)
+            raise DomainError(f"{q.name} is a whole number (got {fmt(bad, 10)})")
+
+
+def _domain_text(q: QuantitySpec) -> str:
+    d = q.domain
+    if math.isinf(d.hi) and d.lo == 0:
+        return "(0, inf): it must be positive" if d.lo_open else "[0, inf): it cannot be negative"
+    if q.display_unit == "%":
+        lo = f"{d.lo * 100:g} %"
+        hi = f"{d.hi * 100:g} %"
+        return f"{'(' if d.lo_open else '['}{lo}, {hi}{')' if d.hi_open else ']'}"
+    return str(d)
