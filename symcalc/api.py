@@ -26,7 +26,7 @@ from .values import GivenValue, read_value
 
 
 class QueryError(SymcalcError):
-    """A query that asks nothing (the target is among the given values)."""
+    """A malformed query (a quantity given twice)."""
 
     kind = "bad_query"
 
@@ -86,9 +86,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     lib = library or default_library()
     tq = lib.quantity(target)
     knowns = read_given(lib, {**(given or {}), **values})
-    if tq.name in knowns:
-        raise QueryError(f"{tq.name} is one of the given values; nothing to solve")
     opts = lib.option_values(options)
+    if tq.name in knowns:
+        return _conversion(lib, tq, knowns, opts, to)
     derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts)
 
     env = {k: v.magnitude for k, v in knowns.items()}
@@ -103,6 +103,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
     warnings += _whole_number_notes(lib, derivation, ev.values)
+    if derivation.plan.unused:
+        warnings.append(f"not used by this derivation: {', '.join(derivation.plan.unused)} "
+                        "(no formula on the route needs it; check the options if it should matter)")
     if ev.numeric_steps:
         for i in sorted(ev.numeric_steps):
             s = derivation.steps[i]
@@ -119,6 +122,20 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   all_options=opts, defaults_used=defaults_used, values=ev.values, steps=steps,
                   derivation=derivation, closed_form=derivation.closed_form(ev.choices),
                   unused=list(derivation.plan.unused), warnings=warnings, violations=violations)
+
+
+def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: str | None) -> Result:
+    """The target is itself given: the answer is that value, in the unit asked for."""
+    from .plan import Plan
+    unit, factor = _output_unit(q, to)
+    value = knowns[q.name].magnitude
+    plan = Plan(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
+    derivation = Derivation(lib, plan, opts, {})
+    return Result(library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
+                  rounded_base=_round(value, q.whole), given=knowns, options={}, all_options=opts,
+                  defaults_used={}, values={k: v.magnitude for k, v in knowns.items()}, steps=[],
+                  derivation=derivation, closed_form=q.symbol, unused=list(plan.unused),
+                  warnings=[f"{q.name} is given: the answer is that value converted"])
 
 
 def _output_unit(q, to: str | None) -> tuple[str, float]:

@@ -27,7 +27,7 @@ from sympy.printing.numpy import NumPyPrinter
 from . import numeric, units
 from .errors import NoSolutionError
 from .exprparse import UnitSymbol
-from .invert import solve_block, solve_for
+from .invert import reduce_block, solve_block, solve_for
 from .model import FormulaSpec, Interval
 from .plan import Plan, Step
 
@@ -70,6 +70,7 @@ class SolvedStep:
     candidates: tuple[dict, ...]                  # {quantity name: expression in the inputs}
     functions: list[dict] = field(default_factory=list)
     residual_function: Callable | None = None
+    reduction: tuple | None = None   # compiled block reduction: (last, residual fn, [(name, fn)])
     domains: tuple[Interval, ...] = ()
 
     @property
@@ -151,6 +152,9 @@ class Derivation:
             if len(res) == 1:
                 solved.residual_function = compile_expr(res[0], xs + args)
             else:
+                red = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas), tuple(xs))
+                if red is not None:
+                    solved.reduction = _compile_reduction(red, args, self.library)
                 fns = [compile_expr(r, xs + args) for r in res]
                 solved.residual_function = lambda *a: np.array([fn(*a) for fn in fns], dtype=float)
         return solved
@@ -245,6 +249,8 @@ class Derivation:
             mask, sub = None, args
         if len(names) == 1:
             roots = [numeric.solve_scalar(s.residual_function, sub, s.domains[0])]
+        elif s.reduction is not None:
+            roots = self._numeric_reduced(s, sub)
         else:
             roots = list(numeric.solve_system(s.residual_function, sub, list(s.domains), len(names)))
         out = {}
@@ -255,6 +261,29 @@ class Derivation:
                 r = full
             out[u] = float(r) if np.ndim(r) == 0 else r
         return out
+
+
+    def _numeric_reduced(self, s: SolvedStep, args: list) -> list:
+        """A block's reduced equation solved numerically, then its substitutions evaluated."""
+        last, residual, chain = s.reduction
+        found = {last: numeric.solve_scalar(residual, args, self.library.quantities[last].domain)}
+        for name, fn, later in reversed(chain):
+            found[name] = _real(fn(*[found[x] for x in later], *args))
+        return [found[u] for u in s.unknowns]
+
+
+def _compile_reduction(red, args: list, library) -> tuple:
+    """Compile a Reduction: residual(last, inputs) and each eliminated unknown as a function of
+    the unknowns eliminated after it (and last) plus the inputs."""
+    names = library.symbols
+    last = names[red.last]
+    residual = compile_expr(red.residual, [red.last] + args)
+    chain = []
+    for i, (u, expr) in enumerate(red.eliminated):
+        later = [red.eliminated[j][0] for j in range(i + 1, len(red.eliminated))] + [red.last]
+        used = [x for x in later if x in expr.free_symbols]
+        chain.append((names[u], compile_expr(expr, used + args), [names[x] for x in used]))
+    return last, residual, chain
 
 
 def _real(v):

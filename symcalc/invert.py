@@ -13,6 +13,7 @@ handing the whole block to ``sympy.solve`` and gives tidier closed forms.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import sympy
@@ -92,18 +93,46 @@ def _polynomial_roots(residual: sympy.Expr, var: sympy.Symbol) -> list | None:
     return out
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """A block reduced by substitution to one equation in one unknown.
+
+    ``eliminated`` lists (unknown, expression) in elimination order; each expression uses
+    only unknowns eliminated after it and ``last``. ``residual`` = 0 determines ``last``.
+    """
+
+    eliminated: tuple[tuple[sympy.Symbol, sympy.Expr], ...]
+    last: sympy.Symbol
+    residual: sympy.Expr
+
+    def back_substitute(self, root: sympy.Expr) -> dict:
+        sol = {self.last: root}
+        for u, value in reversed(self.eliminated):
+            sol[u] = sympy.together(value.subs(sol))
+        return sol
+
+
 @lru_cache(maxsize=1024)
 def solve_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
                 unknowns: tuple[sympy.Symbol, ...]) -> tuple[dict, ...] | None:
     """Candidate solutions {unknown: expression in the knowns} of a square block, or None.
 
-    ``equations`` are (lhs, rhs) pairs. Equations that read ``unknown = f(...)`` are
-    substituted away first, then the rest are solved one by one where a unique root exists;
-    whatever remains goes to sympy's system solver.
+    ``equations`` are (lhs, rhs) pairs. The block is first reduced by substitution (see
+    :func:`reduce_block`); what cannot be reduced goes to sympy's system solver.
     """
-    reduced = _eliminate(list(equations), list(unknowns))
-    if reduced is not None:
-        return reduced
+    red = reduce_block(equations, unknowns)
+    if red is not None:
+        roots = solve_for(red.residual, red.last)
+        if roots is None:
+            return None
+        out = []
+        for root in roots:
+            sol = red.back_substitute(root)
+            if any(set(unknowns) & e.free_symbols for e in sol.values()):
+                return None
+            if all(_admissible(sol[u], u) for u in sol):
+                out.append({u: sol[u] for u in unknowns})
+        return tuple(out) or None
     try:
         sols = sympy.solve([lhs - rhs for lhs, rhs in equations], list(unknowns), dict=True)
     except (NotImplementedError, ValueError, TypeError, AttributeError, RecursionError):
@@ -119,9 +148,11 @@ def solve_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
     return tuple(out) or None
 
 
-def _eliminate(equations: list, unknowns: list) -> tuple[dict, ...] | None:
+@lru_cache(maxsize=1024)
+def reduce_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
+                 unknowns: tuple[sympy.Symbol, ...]) -> Reduction | None:
     """Substitution: peel off ``x = f(...)`` equations, then ones with a unique root for some
-    remaining unknown; solve the last equation for the last unknown; back-substitute."""
+    remaining unknown, until one equation in one unknown is left (None if that fails)."""
     residuals = [lhs - rhs for lhs, rhs in equations]
     remaining = set(unknowns)
     eliminated: list[tuple[sympy.Symbol, sympy.Expr]] = []
@@ -155,17 +186,5 @@ def _eliminate(equations: list, unknowns: list) -> tuple[dict, ...] | None:
                 break
     if len(pending) != 1 or len(remaining) != 1:
         return None
-    last_u = next(iter(remaining))
-    roots = solve_for(residuals[pending[0]], last_u)
-    if roots is None:
-        return None
-    out = []
-    for root in roots:
-        sol = {last_u: root}
-        for u, value in reversed(eliminated):
-            sol[u] = sympy.together(value.subs(sol))
-        if any(set(unknowns) & e.free_symbols for e in sol.values()):
-            return None
-        if all(_admissible(sol[u], u) for u in sol):
-            out.append({u: sol[u] for u in unknowns})
-    return tuple(out) or None
+    last = next(iter(remaining))
+    return Reduction(tuple(eliminated), last, residuals[pending[0]])

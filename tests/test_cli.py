@@ -1,0 +1,153 @@
+"""The command line, as a new user types it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def test_solve_mfu_json(cli):
+    run = cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
+              "peak_flops=1979 TFLOP/s", "--json")
+    assert run.code == 0
+    d = run.json()
+    assert d["target"] == "mfu" and d["unit"] == "%"
+    assert d["value"] == pytest.approx(100 * 6 * 7e9 * 150e3 / (64 * 1979e12), rel=1e-12)
+
+
+def test_solve_gpus_for_deadline_json_has_exact(cli):
+    run = cli("solve", "n_gpus", "n_params=30e9", "n_tokens=600e9 token", "train_time=30 day", "mfu=0.45",
+              "peak_flops=1979 TFLOP/s", "--json")
+    d = run.json()
+    assert d["value"] == 47 and d["exact"] == pytest.approx(46.79, rel=1e-3) and d["rounding"] == "up"
+
+
+def test_solve_d_model_checkpoint_allreduce_and_zero(cli):
+    assert cli("solve", "d_model", "n_params=1.291059e10", "n_layers=40", "vocab_size=32000", "--json").json()["value"] == 5120
+    d = cli("solve", "checkpoint_interval", "checkpoint_write_time=98s", "mtbf=24h", "--json").json()
+    assert d["unit"] == "min" and d["value"] == pytest.approx(68.5857, rel=1e-5)
+    d = cli("solve", "mtbf", "checkpoint_interval=30min", "checkpoint_write_time=98s", "--json").json()
+    assert d["value"] == pytest.approx(4.59184, rel=1e-5) and d["unit"] == "hour"
+    d = cli("solve", "allreduce_time", "message_size=7.38 GB", "n_gpus=128", "link_bandwidth=400 Gb/s",
+            "--json").json()
+    assert d["value"] == pytest.approx(292.894, rel=1e-5) and d["unit"] == "ms"
+    for stage, gb in [("0", 112), ("1", 29.3125), ("2", 15.53125), ("3", 1.75)]:
+        d = cli("solve", "model_state_memory", "n_params=7e9", "n_gpus=64", "--option", f"zero_stage={stage}",
+                "--json").json()
+        assert d["value"] == pytest.approx(gb, rel=1e-12) and d["options"]["zero_stage"] == stage
+
+
+def test_to_unit(cli):
+    d = cli("solve", "checkpoint_interval", "checkpoint_write_time=98s", "mtbf=24h", "--to", "hour", "--json").json()
+    assert d["unit"] == "hour" and d["value"] == pytest.approx(1.14310, rel=1e-5)
+
+
+def test_text_output_and_warnings(cli):
+    run = cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
+              "peak_flops=1979 TFLOP/s", "mtbf=24h")
+    assert run.code == 0 and run.out.startswith("mfu = 4.974 %")
+    assert "warning: not used by this derivation: mtbf" in run.err
+
+
+ERRORS = [
+    (["solve", "mfu", "n_params=7e9", "peak_flops=1979 TFLOP"], "dimension", "FLOP/s"),
+    (["solve", "mfu", "n_param=7e9"], "unknown_name", "n_params"),
+    (["solve", "mfuu", "n_params=7e9"], "unknown_name", "mfu"),
+    (["solve", "mfu", "n_params=seven"], "malformed_value", "number"),
+    (["solve", "mfu", "n_params=-7e9"], "out_of_domain", "positive"),
+    (["solve", "mfu", "n_gpus=0"], "out_of_domain", "positive"),
+    (["solve", "n_gpus", "n_params=30e9", "n_tokens=600e9 token", "train_time=30 day", "mfu=0.45"],
+     "underdetermined", "peak_flops"),
+    (["solve", "mfu", "n_params=7e9", "tokens_per_second=1.5e6 token/s", "n_gpus=8", "peak_flops=989 TFLOP/s"],
+     "out_of_bounds", "mfu"),
+    (["solve", "mfu", "n_params=7e9", "--option", "zero=3"], "unknown_option", "zero_stage"),
+    (["solve", "mfu", "n_params=7e9", "--option", "zero_stage=9"], "bad_option_value", "0, 1, 2, 3"),
+    (["solve", "mfu", "n_params"], "usage", "NAME=VALUE"),
+    (["solve", "mfu", "n_params="], "usage", "no value"),
+    (["solve", "train_time", "peak_flops=989 TFLOPs"], "ambiguous_unit", "TFLOP/s"),
+    (["solve", "mtbf", "checkpoint_interval=30min", "checkpoint_write_time=98"], "dimension", "unit"),
+    (["solve", "checkpoint_interval", "checkpoint_write_time=98s", "mtbf=24h", "--to", "GB"], "dimension", "GB"),
+    (["solve"], "usage", "TARGET"),
+    (["sovle", "mfu"], "usage", "solve"),
+    (["show", "mfuu"], "unknown_name", "mfu"),
+    (["solve", "mfu", "n_params=__import__('os').system('true')"], "malformed_value", "n_params"),
+]
+
+
+@pytest.mark.parametrize("args,kind,needle", ERRORS)
+def test_bad_input_is_one_clear_line_and_exit_2(cli, args, kind, needle):
+    run = cli(*args)
+    assert run.code == 2
+    lines = run.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]
+    assert "Traceback" not in run.err + run.out
+    run = cli(*args, "--json")
+    assert run.code == 2
+    err = json.loads(run.out)["error"]
+    assert err["kind"] == kind and needle in err["message"]
+
+
+def test_latex_and_markdown_files(cli, tmp_path, pdflatex):
+    tex, md = tmp_path / "d.tex", tmp_path / "d.md"
+    run = cli("solve", "n_gpus", "n_params=30e9", "n_tokens=600e9 token", "train_time=30 day", "mfu=45%",
+              "peak_flops=989 TFLOP/s", "--latex", str(tex), "--markdown", str(md))
+    assert run.code == 0
+    assert md.read_text().startswith("# n_gpus")
+    out = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-1500:]
+
+
+def test_list_is_searchable(cli):
+    run = cli("list", "--json")
+    d = json.loads(run.out)
+    assert {"quantities", "formulas", "options"} <= set(d)
+    assert any(q["name"] == "mfu" for q in d["quantities"])
+    d = json.loads(cli("list", "zero", "--json").out)
+    assert {f["id"] for f in d["formulas"]} >= {"weight_memory_zero3", "optimizer_memory_zero1"}
+    assert [o["name"] for o in d["options"]] == ["zero_stage"]
+    d = json.loads(cli("list", "quantities", "-s", "send rate", "--json").out)
+    assert [q["name"] for q in d["quantities"]] == ["link_bandwidth"]
+    run = cli("list", "options")
+    assert run.code == 0 and "zero_stage" in run.out
+    assert cli("list", "nothing-matches-this").code == 2
+
+
+def test_show_quantity_formula_and_option(cli):
+    q = json.loads(cli("show", "Psi", "--json").out)
+    assert q["kind"] == "quantity" and q["name"] == "n_params" and "flops_per_token_train" in q["formulas"]
+    f = json.loads(cli("show", "young_interval", "--json").out)
+    assert f["kind"] == "formula" and "Young" in f["source"]
+    assert f["latex"] == r"\tau_{\mathrm{ckpt}} = \sqrt{2 \delta \mathrm{MTBF}}"
+    o = json.loads(cli("show", "zero_stage", "--json").out)
+    assert o["kind"] == "option" and set(o["values"]) == {"0", "1", "2", "3"}
+    run = cli("show", "peak_flops")
+    assert run.code == 0 and "TFLOP/s" in run.out
+
+
+def test_example_command_runs_the_built_in_examples(cli):
+    run = cli("example")
+    assert run.code == 0
+    assert "mfu = 4.974 %" in run.out and "n_gpus = 94" in run.out and "model_state_memory = 1.75 GB" in run.out
+    d = json.loads(cli("example", "--json").out)
+    assert len(d) == 6 and d[0]["target"] == "mfu"
+
+
+def _console_script():
+    exe = shutil.which("symcalc", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "symcalc"]
+
+
+def test_installed_command_works_from_any_directory(tmp_path):
+    # The formula files ship inside the package: run from a directory with no formulas/ in it.
+    run = subprocess.run(_console_script() + ["solve", "checkpoint_interval", "checkpoint_write_time=98 s",
+                                              "mtbf=24h", "--json"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["value"] == pytest.approx(68.5857, rel=1e-5)
+    bad = subprocess.run(_console_script() + ["solve", "mfu", "n_params=7B"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr

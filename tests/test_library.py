@@ -1,0 +1,145 @@
+"""Loading the formula library: names, dimensions, and clear failures for bad files."""
+
+import textwrap
+
+import pytest
+
+import symcalc
+from symcalc.errors import LibraryError
+from symcalc.library import load_library
+
+# shared/spec/quantities.md: the public names, to be kept exactly
+SPEC_NAMES = """n_params n_active_params n_layers d_model n_heads n_kv_heads d_ffn vocab_size seq_len
+n_experts micro_batch_size grad_accum_steps global_batch_size global_batch_tokens n_microbatches n_gpus
+tp pp dp cp ep virtual_stages flops_per_token total_flops n_tokens peak_flops mfu tokens_per_second
+step_time train_time gpu_hours weight_memory gradient_memory optimizer_memory model_state_memory
+activation_memory total_memory_per_gpu gpu_memory message_size link_bandwidth link_latency
+allreduce_time comm_overlap_fraction bubble_fraction bubble_ratio checkpoint_size
+checkpoint_write_bandwidth checkpoint_write_time mtbf checkpoint_interval gpu_hour_price total_cost
+hbm_bandwidth""".split()
+
+SPEC_DIMENSIONS = {  # quantities.md "unit" column, as base units
+    "n_params": "count", "seq_len": "token", "flops_per_token": "FLOP/token", "total_flops": "FLOP",
+    "n_tokens": "token", "peak_flops": "FLOP/s", "mfu": "count", "tokens_per_second": "token/s",
+    "step_time": "s", "train_time": "s", "gpu_hours": "s", "weight_memory": "byte",
+    "model_state_memory": "byte", "message_size": "byte", "link_bandwidth": "byte/s",
+    "link_latency": "s", "allreduce_time": "s", "checkpoint_write_time": "s", "mtbf": "s",
+    "checkpoint_interval": "s", "gpu_hour_price": "USD/s", "total_cost": "USD", "hbm_bandwidth": "byte/s",
+}
+
+
+def test_every_public_name_is_declared():
+    lib = symcalc.default_library()
+    missing = [n for n in SPEC_NAMES if n not in lib.quantities]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name,dimension", SPEC_DIMENSIONS.items())
+def test_public_quantities_have_the_specified_dimension(name, dimension):
+    from symcalc.dims import show
+    assert show(symcalc.default_library().quantities[name].dim) == dimension
+
+
+def test_builtin_library_is_consistent():
+    lib = symcalc.default_library()
+    assert len(lib.formulas) >= 25
+    # aliases from the seeds resolve to the public names
+    assert lib.quantity("Psi").name == "n_params"
+    assert lib.quantity("MFU").name == "mfu"
+    # the graph links each formula to its quantities
+    g = lib.graph
+    assert g.has_edge(("f", "young_interval"), ("q", "mtbf"))
+    assert g.edges[("f", "young_interval"), ("q", "checkpoint_interval")]["how"] == "explicit"
+
+
+def write(tmp_path, body: str, name: str = "extra.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_dimensionally_wrong_formula_names_id_file_and_both_sides(tmp_path):
+    path = write(tmp_path, """
+        [[formulas]]
+        id = "bad_flops"
+        title = "forgot the 6 FLOP/token"
+        equation = "total_flops = n_params * n_tokens"
+        source = "test"
+    """, "wrong.toml")
+    with pytest.raises(LibraryError) as e:
+        load_library(extra=[path])
+    msg = e.value.message
+    assert "wrong.toml" in msg and "bad_flops" in msg
+    assert "left is FLOP" in msg and "right is token" in msg
+
+
+def test_mismatched_terms_of_a_sum_are_named(tmp_path):
+    path = write(tmp_path, """
+        [[formulas]]
+        id = "bytes_plus_flops"
+        title = "t"
+        equation = "weight_memory = gpu_memory + total_flops"
+        source = "test"
+    """)
+    with pytest.raises(LibraryError) as e:
+        load_library(extra=[path])
+    assert "bytes_plus_flops" in e.value.message and "byte" in e.value.message and "FLOP" in e.value.message
+
+
+def test_unknown_symbol_is_reported_with_suggestion(tmp_path):
+    path = write(tmp_path, """
+        [[formulas]]
+        id = "typo"
+        title = "t"
+        equation = "weight_memory = 2 * byte * n_param"
+        source = "test"
+    """)
+    with pytest.raises(LibraryError) as e:
+        load_library(extra=[path])
+    assert "typo" in e.value.message and "n_param" in e.value.message and "n_params" in e.value.message
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("[[formulas]]\nid = 'x'\n", "equation"),
+    ("this is not toml", "not valid TOML"),
+    ("[[formulas]]\nid = 'w'\ntitle='t'\nsource='s'\nequation='mfu = 0.5'\nwhen = { zero = '1' }\n", "zero_stage"),
+    ("[[formulas]]\nid = 'w'\ntitle='t'\nsource='s'\nequation='mfu = 0.5'\nwhen = { zero_stage = '9' }\n", "no value '9'"),
+    ("[quantities.day]\nunit='s'\nlatex='d'\ndescription='x'\n", "collides"),
+    ("[quantities.new_q]\nunit='GB'\ndisplay_unit='s'\nlatex='q'\ndescription='x'\n", "display_unit"),
+    ("[quantities.n_params]\nunit=''\nlatex='N'\ndescription='x'\n", "already declared"),
+    ("[quantities.q2]\nunit=''\nlatex='q'\ndescription='x'\nuntis='s'\n", "unknown key 'untis'"),
+    ("[[formulas]]\nid = 'w'\ntitle='t'\nsource='s'\nequation='mfu = __import__(1)'\n", "not allowed"),
+])
+def test_malformed_files_fail_with_a_reason(tmp_path, body, needle):
+    path = write(tmp_path, body)
+    with pytest.raises(LibraryError) as e:
+        load_library(extra=[path])
+    assert needle in e.value.message
+
+
+def test_a_user_formula_file_extends_the_library(tmp_path):
+    # A new domain is one data file: energy of the run.
+    path = write(tmp_path, """
+        [quantities.gpu_power]
+        unit = "W"
+        display_unit = "kW"
+        latex = "P_{GPU}"
+        description = "average power draw of one GPU"
+
+        [quantities.energy]
+        unit = "J"
+        display_unit = "MWh"
+        latex = "E"
+        description = "energy of the run"
+
+        [[formulas]]
+        id = "energy_of_run"
+        title = "Energy"
+        equation = "energy = n_gpus * gpu_power * train_time"
+        source = "seed 001 (16384 x 0.7 kW x 1848 h = 21.2 GWh)"
+    """)
+    lib = load_library(extra=[path])
+    r = symcalc.solve("energy", n_gpus=16384, gpu_power="0.7 kW", train_time="1848 hour", library=lib)
+    # hand: 16384 * 0.7 kW * 1848 h = 21,194.8 MWh
+    assert r.value == pytest.approx(16384 * 0.7 * 1848 / 1000, rel=1e-12)
+    assert r.unit == "MWh"

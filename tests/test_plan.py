@@ -1,0 +1,75 @@
+"""Planning: the right formulas in the right order, defaults only when needed, clear diagnoses."""
+
+import pytest
+
+import symcalc
+from symcalc.errors import UnderdeterminedError
+from symcalc.plan import make_plan
+
+
+def plan(target, given, options=None):
+    lib = symcalc.default_library()
+    opts = lib.option_values(options)
+    defaults = {k for k in lib.coefficient_defaults(opts) if k not in given}
+    return make_plan(lib.active_formulas(opts), target, set(given), defaults, {"link_latency"})
+
+
+def test_mfu_from_throughput_is_three_steps_with_the_6_flop_default():
+    p = plan("mfu", {"tokens_per_second", "n_params", "n_gpus", "peak_flops"})
+    assert [s.formulas for s in p.steps] == [("flops_per_token_train",), ("achieved_flops_from_throughput",),
+                                             ("mfu_definition",)]
+    assert p.defaults == ("flops_per_param_per_token",)
+
+
+def test_defaults_are_used_only_when_needed():
+    p = plan("mfu", {"flops_per_token", "tokens_per_second", "n_gpus", "peak_flops"})
+    assert p.defaults == ()
+    p = plan("mfu", {"flops_per_param_per_token", "n_params", "tokens_per_second", "n_gpus", "peak_flops"})
+    assert p.defaults == ()
+
+
+def test_dp_comes_from_n_gpus_only_through_the_parallel_degree_defaults():
+    p = plan("model_state_memory", {"n_params", "n_gpus"}, {"zero_stage": "1"})
+    assert {"tp", "pp", "cp"} <= set(p.defaults)
+    p = plan("model_state_memory", {"n_params", "n_gpus", "dp"}, {"zero_stage": "1"})
+    assert not {"tp", "pp", "cp"} & set(p.defaults) and p.unused == ("n_gpus",)
+
+
+def test_hidden_size_from_parameter_count_is_one_simultaneous_block():
+    p = plan("d_model", {"n_params", "n_layers", "vocab_size"})
+    assert len(p.steps) == 1 and p.steps[0].is_block
+    assert set(p.steps[0].solves_for) == {"d_model", "d_ffn", "params_per_layer",
+                                          "attention_params_per_layer", "ffn_params_per_layer"}
+    assert p.default_rules == ("d_ffn_from_expansion",)
+
+
+def test_a_default_rule_is_never_run_backwards():
+    # d_ffn = ffn_expansion * d_model holds only when d_ffn is not given; with d_ffn given,
+    # d_model must come from the parameter count, not from d_ffn / (8/3).
+    p = plan("d_model", {"n_params", "n_layers", "vocab_size", "n_heads", "n_kv_heads", "d_ffn"},
+             {"ffn": "swiglu", "attention": "gqa"})
+    assert all("d_ffn_from_expansion" not in s.formulas for s in p.steps)
+    r = symcalc.solve("d_model", n_params=8.03e9, n_layers=32, vocab_size=128256, n_heads=32, n_kv_heads=8,
+                      d_ffn=14336, options={"ffn": "swiglu", "attention": "gqa"})
+    assert r.value == 4096        # Llama 3 8B (config.json: hidden_size 4096)
+
+
+def test_underdetermined_query_names_what_would_settle_it():
+    with pytest.raises(UnderdeterminedError) as e:
+        plan("n_gpus", {"n_params", "n_tokens", "train_time", "mfu"})
+    assert ["peak_flops"] in e.value.missing
+    # never a route that divides by the 0 s latency default
+    assert ["allreduce_latency_time"] not in e.value.missing
+    assert "peak_flops" in e.value.message
+
+
+def test_two_missing_quantities_are_named_together():
+    with pytest.raises(UnderdeterminedError) as e:
+        plan("total_cost", {"n_params"})
+    assert ["gpu_hour_price", "gpu_hours"] in [sorted(s) for s in e.value.missing]
+
+
+def test_no_formula_at_all():
+    with pytest.raises(UnderdeterminedError) as e:
+        plan("activation_memory", {"n_params"})
+    assert "no formula" in e.value.message

@@ -1,0 +1,166 @@
+"""The Python API: one call, a value with its unit, the derivation, the compiled function."""
+
+import numpy as np
+import pytest
+
+import symcalc
+from symcalc.errors import (DimensionError, DomainError, MalformedValueError, OutOfBoundsError,
+                            UnderdeterminedError, UnknownNameError)
+
+
+def test_mfu_from_observed_throughput_seed_000_exercise_2():
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64,
+                      peak_flops="1979 TFLOP/s")
+    # 6 * 7e9 * 150e3 = 6.3e15 FLOP/s over 64 * 1979e12 = 1.26656e17 FLOP/s -> 4.974 %
+    assert r.unit == "%"
+    assert r.value == pytest.approx(100 * 6.3e15 / 1.26656e17, rel=1e-12)
+    assert float(r.to("")) == pytest.approx(0.049741, rel=1e-4)
+    assert [s.solves_for for s in r.steps] == [["flops_per_token"], ["achieved_flops_cluster"], ["mfu"]]
+    assert "flops_per_param_per_token" in r.defaults_used
+    assert str(r.closed_form) == "flops_per_param_per_token*n_params*tokens_per_second/(n_gpus*peak_flops)"
+
+
+def test_gpus_for_a_deadline_round_up_and_keep_the_exact_value():
+    r = symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
+                      peak_flops="989 TFLOP/s")
+    # 6 * 30e9 * 600e9 = 1.08e23 FLOP; / (0.45 * 989e12 FLOP/s * 2.592e6 s) = 93.62 GPUs -> 94
+    assert r.exact == pytest.approx(1.08e23 / (0.45 * 989e12 * 2.592e6), rel=1e-12)
+    assert r.value == 94
+
+
+def test_hidden_size_is_the_positive_root_of_the_quadratic():
+    r = symcalc.solve("d_model", n_params=1.291059e10, n_layers=40, vocab_size=32000)
+    # H = (-2V + sqrt(4V^2 + 48 L Psi)) / (24 L)
+    h = (-2 * 32000 + (4 * 32000 ** 2 + 48 * 40 * 1.291059e10) ** 0.5) / (24 * 40)
+    assert r.exact == pytest.approx(h, rel=1e-12)
+    assert r.value == 5120
+
+
+def test_young_interval_and_its_inverse():
+    r = symcalc.solve("checkpoint_interval", checkpoint_write_time="98 s", mtbf="24h")
+    assert r.unit == "min" and r.value == pytest.approx((2 * 98 * 86400) ** 0.5 / 60, rel=1e-12)  # 68.59 min
+    inv = symcalc.solve("mtbf", checkpoint_interval="30 min", checkpoint_write_time="98 s")
+    assert inv.to("s").magnitude == pytest.approx(1800 ** 2 / (2 * 98), rel=1e-12)               # 16531 s
+    assert inv.steps[0].method == "rearranged"
+
+
+def test_ring_allreduce_reads_gigabits():
+    r = symcalc.solve("allreduce_time", message_size="7.38 GB", n_gpus=128, link_bandwidth="400 Gb/s")
+    # 2 * 7.38 GB * 127/128 / 50 GB/s = 292.9 ms
+    assert r.to("ms").magnitude == pytest.approx(2 * 7.38 * 127 / 128 / 50 * 1000, rel=1e-12)
+    assert r.defaults_used["link_latency"]["value"] == "0 s"
+    with_latency = symcalc.solve("allreduce_time", message_size="2 GB", n_gpus=8, link_bandwidth="50 GB/s",
+                                 link_latency="5 us")
+    assert with_latency.to("ms").magnitude == pytest.approx(70 + 14 * 5e-3, rel=1e-12)  # 70 ms + 14 x 5 us
+
+
+@pytest.mark.parametrize("stage,expected_gb", [(0, 112), (1, 29.3125), (2, 15.53125), (3, 1.75)])
+def test_zero_stages_on_64_gpus(stage, expected_gb):
+    # 7B: weights 2, grads 2, optimizer 12 bytes/param; stage s shards more of them over dp = 64
+    r = symcalc.solve("model_state_memory", n_params=7e9, n_gpus=64, options={"zero_stage": stage})
+    assert r.unit == "GB" and r.value == pytest.approx(expected_gb, rel=1e-12)
+
+
+def test_inverse_memory_question_largest_model_under_zero3():
+    r = symcalc.solve("n_params", model_state_memory="80 GB", dp=8, options={"zero_stage": 3})
+    assert r.value == pytest.approx(80e9 * 8 / 16, rel=1e-12)   # 16 bytes/param sharded 8 ways
+
+
+def test_inverse_ring_allreduce_finds_the_group_size():
+    r = symcalc.solve("n_gpus", message_size="2 GB", allreduce_time="70 ms", link_bandwidth="50 GB/s")
+    assert r.value == 8          # 2 * 2 GB * 7/8 / 50 GB/s = 70 ms
+    r = symcalc.solve("n_gpus", message_size="2 GB", allreduce_time="70.07 ms", link_bandwidth="50 GB/s",
+                      link_latency="5 us")
+    assert r.value == 8 and r.exact == pytest.approx(8, rel=1e-9)
+
+
+def test_a_closed_form_singular_at_the_given_values_falls_back_to_numbers():
+    # With link_latency given as 0 the two-root closed form divides by it; the engine finds the
+    # root numerically instead and says so.
+    r = symcalc.solve("n_gpus", message_size="2 GB", allreduce_time="70 ms", link_bandwidth="50 GB/s",
+                      link_latency="0 s")
+    assert r.exact == pytest.approx(8, rel=1e-9)
+    assert any("numerically" in w for w in r.warnings)
+
+
+def test_arrays_broadcast_into_a_grid():
+    gpus = np.array([[64], [128], [256]])
+    mfu = np.array([[0.3, 0.4, 0.5]])
+    r = symcalc.solve("train_time", n_params=70e9, n_tokens="2e12 token", n_gpus=gpus, mfu=mfu,
+                      peak_flops="989 TFLOP/s")
+    assert r.value.shape == (3, 3)
+    expected = 6 * 70e9 * 2e12 / (gpus * mfu * 989e12) / 86400
+    assert np.allclose(r.value, expected, rtol=1e-12)
+
+
+def test_whole_number_arrays_round_each_element():
+    r = symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day",
+                      mfu=np.array([0.3, 0.45, 0.6]), peak_flops="989 TFLOP/s")
+    exact = 1.08e23 / (np.array([0.3, 0.45, 0.6]) * 989e12 * 2.592e6)
+    assert np.allclose(r.exact, exact) and list(r.value) == list(np.ceil(exact))
+
+
+def test_the_compiled_function_answers_new_values_without_replanning():
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+    again = r.function(n_params=14e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+    assert again.magnitude == pytest.approx(2 * r.value, rel=1e-12)
+    r2 = symcalc.solve("mfu", n_params=14e9, tokens_per_second="150000 token/s", n_gpus=64,
+                       peak_flops="1979 TFLOP/s")
+    assert r2.derivation is r.derivation          # cached by (target, known names, options)
+
+
+def test_to_unit_and_quantity():
+    r = symcalc.solve("checkpoint_interval", checkpoint_write_time="98 s", mtbf="24h", to="hour")
+    assert r.unit == "hour" and r.value == pytest.approx((2 * 98 * 86400) ** 0.5 / 3600, rel=1e-12)
+    assert r.quantity_value.to("s").magnitude == pytest.approx((2 * 98 * 86400) ** 0.5)
+    with pytest.raises(DimensionError):
+        symcalc.solve("checkpoint_interval", checkpoint_write_time="98 s", mtbf="24h", to="GB")
+
+
+def test_mfu_above_one_is_an_error_or_a_flag():
+    kwargs = dict(n_params=7e9, tokens_per_second="1.5e6 token/s", n_gpus=8, peak_flops="989 TFLOP/s")
+    with pytest.raises(OutOfBoundsError) as e:
+        symcalc.solve("mfu", **kwargs)
+    assert "mfu" in e.value.message and "796" in e.value.message   # 6*7e9*1.5e6/(8*989e12) = 7.96
+    r = symcalc.solve("mfu", on_bounds="flag", **kwargs)
+    assert r.value == pytest.approx(100 * 6 * 7e9 * 1.5e6 / (8 * 989e12)) and r.violations
+
+
+@pytest.mark.parametrize("kwargs,error", [
+    (dict(n_params="7B"), DimensionError),
+    (dict(mtbf=24), DimensionError),            # a bare number: hours? seconds?
+    (dict(n_gpus=0), DomainError),
+    (dict(n_gpus=64.5), DomainError),
+    (dict(n_params=-7e9), DomainError),
+    (dict(mfu=45), DomainError),
+    (dict(n_params="seven"), MalformedValueError),
+    (dict(n_param=7e9), UnknownNameError),
+])
+def test_bad_inputs(kwargs, error):
+    with pytest.raises(error):
+        symcalc.solve("train_time", **kwargs)
+
+
+def test_bare_numbers_are_read_in_unambiguous_units():
+    r = symcalc.solve("total_flops", n_params=7e9, n_tokens=1e12)     # tokens, no unit needed
+    assert r.to("FLOP").magnitude == pytest.approx(6 * 7e9 * 1e12)
+
+
+def test_underdetermined_api_error_lists_missing_sets():
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45)
+    assert ["peak_flops"] in e.value.missing
+
+
+def test_unused_values_and_aliases():
+    r = symcalc.solve("mfu", Psi=7e9, throughput="150000 token/s", gpus=64, peak="1979 TFLOP/s",
+                      mtbf="24h")
+    assert r.unused == ["mtbf"] and any("mtbf" in w for w in r.warnings)
+    with pytest.raises(symcalc.SymcalcError):
+        symcalc.solve("mfu", n_params=7e9, Psi=7e9)
+
+
+def test_jupyter_shows_latex():
+    r = symcalc.solve("checkpoint_interval", checkpoint_write_time="98 s", mtbf="24h")
+    latex = r._repr_latex_()
+    assert latex.startswith("$$") and r"\tau_{\mathrm{ckpt}}" in latex and r"\sqrt" in latex

@@ -1,0 +1,70 @@
+"""The unit registry catches the classic planning mistakes (DESIGN.md, 'Units')."""
+
+import pint
+import pytest
+
+from symcalc import units
+from symcalc.errors import AmbiguousUnitError, MalformedValueError
+from helpers import base
+
+
+def test_gigabit_per_second_is_an_eighth_of_a_gigabyte_per_second():
+    # 400 Gb/s = 400e9 bit/s / 8 = 50e9 byte/s (a stock pint registry reads Gb as a gilbert)
+    assert base("400 Gb/s") == pytest.approx(50e9)
+    assert units.parse_quantity("400 Gb/s").to("GB/s").magnitude == pytest.approx(50)
+
+
+def test_gb_is_decimal_and_gib_is_binary():
+    assert base("1 GB") == 1e9
+    assert base("1 GiB") == 2 ** 30
+    assert base("80 GB") / base("1 GiB") == pytest.approx(74.5058, rel=1e-5)
+
+
+def test_bytes_and_flops_are_real_dimensions():
+    ureg = units.registry()
+    assert units.dimensionality("byte") != units.dimensionality("count")
+    assert units.dimensionality("FLOP") != units.dimensionality("byte")
+    with pytest.raises(pint.DimensionalityError):
+        ureg.Quantity(1, "FLOP") + ureg.Quantity(1, "byte")
+    with pytest.raises(pint.DimensionalityError):
+        ureg.Quantity(1, "byte") + 1          # a byte is not a pure number
+
+
+def test_time_units():
+    assert base("24h") == 86400
+    assert base("30 day") == 30 * 86400
+    assert base("98 s") == 98
+    assert base("5 us") == pytest.approx(5e-6)
+
+
+def test_currency_and_dollar_sign():
+    # "$2/hour" must not silently lose the dollar
+    assert base("$2/hour") == pytest.approx(2 / 3600)
+    assert base("2 $/h") == pytest.approx(2 / 3600)
+    assert units.dimensionality("USD/hour") == units.registry().get_dimensionality(
+        units.parse_quantity("$2/hour").units)
+
+
+def test_percent_and_pf_day():
+    assert base("45%") == pytest.approx(0.45)
+    assert base("1 PF_day") == pytest.approx(1e15 * 86400)   # 8.64e19 FLOP
+
+
+def test_flops_spellings_are_ambiguous():
+    for text in ("1979 TFLOPs", "7 FLOPS", "3 flops"):
+        with pytest.raises(AmbiguousUnitError) as e:
+            units.parse_quantity(text)
+        assert "FLOP/s" in e.value.message and "FLOP'" in e.value.message
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "", "abc", "1,000",
+                                  "__import__('os')", "3 GB/", "5 T"])
+def test_malformed_values_are_rejected(text):
+    with pytest.raises(MalformedValueError):
+        units.parse_quantity(text, "x")
+
+
+def test_unit_latex():
+    assert units.unit_to_latex("TFLOP/s") == r"\mathrm{TFLOP/s}"
+    assert units.unit_to_latex("%") == r"\%"
+    assert units.unit_to_latex("") == ""
