@@ -17,7 +17,7 @@ import numpy as np
 
 from . import units
 from .derivation import Derivation
-from .errors import DimensionError, OutOfBoundsError, SymcalcError
+from .errors import DimensionError, NoSolutionError, OutOfBoundsError, SymcalcError
 from .library import Library, default_library
 from .plan import make_plan
 from .render.numbers import with_unit
@@ -99,6 +99,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     exact = ev.values[tq.name]
     rounded = _round(exact, tq.whole)
     warnings = list(ev.warnings)
+    _check_solvable(lib, derivation, ev.values)
     violations = _violations(lib, derivation, ev.values)
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
@@ -162,6 +163,18 @@ def _round(value, how: str | None):
     else:
         out = np.round(v)
     return float(out) if out.ndim == 0 else out
+
+
+def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
+    """A step whose equations have no admissible root at all is an error, not a NaN answer."""
+    for s in derivation.steps:
+        for name in s.unknowns:
+            v = np.asarray(values[name], dtype=float)
+            if not np.any(np.isfinite(v)):
+                q = lib.quantities[name]
+                eqs = "; ".join(f.equation for f in s.formulas)
+                raise NoSolutionError(f"no value of {name} in {q.domain} satisfies {eqs} "
+                                      f"({', '.join(f.id for f in s.formulas)}) with these values")
 
 
 def _violations(lib, derivation: Derivation, values: dict) -> list[str]:

@@ -22,7 +22,7 @@ from functools import reduce
 
 import numpy as np
 import sympy
-from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.numpy import NumPyPrinter, SciPyPrinter
 
 from . import numeric, units
 from .errors import NoSolutionError
@@ -32,8 +32,8 @@ from .model import FormulaSpec, Interval
 from .plan import Plan, Step
 
 
-class _Printer(NumPyPrinter):
-    """NumPy printer whose Min/Max broadcast scalars against arrays (sympy#21611)."""
+class _BroadcastMinMax:
+    """Min/Max that broadcast scalars against arrays (sympy#21611 prints amin over a tuple)."""
 
     def _print_Min(self, expr):
         args = [self._print(a) for a in expr.args]
@@ -42,6 +42,14 @@ class _Printer(NumPyPrinter):
     def _print_Max(self, expr):
         args = [self._print(a) for a in expr.args]
         return reduce(lambda a, b: f"{self._module_format('numpy.maximum')}({a}, {b})", args)
+
+
+class _NumpyPrinter(_BroadcastMinMax, NumPyPrinter):
+    pass
+
+
+class _ScipyPrinter(_BroadcastMinMax, SciPyPrinter):
+    """For roots with special functions (LambertW); scipy is imported only then."""
 
 
 def unit_factors(expr: sympy.Expr) -> dict:
@@ -53,11 +61,9 @@ def unit_factors(expr: sympy.Expr) -> dict:
 def compile_expr(expr: sympy.Expr, args: list[sympy.Symbol]) -> Callable:
     """``expr`` as a numpy function of ``args`` (units replaced by base-unit factors)."""
     numeric_expr = expr.subs(unit_factors(expr))
-    modules: list = ["numpy"]
-    if numeric_expr.has(sympy.LambertW):
-        modules = ["scipy", "numpy"]
-    return sympy.lambdify(args, numeric_expr, modules=modules, cse=True, printer=_Printer,
-                          docstring_limit=0)
+    special = numeric_expr.has(sympy.LambertW)
+    return sympy.lambdify(args, numeric_expr, modules=["scipy", "numpy"] if special else ["numpy"], cse=True,
+                          printer=_ScipyPrinter if special else _NumpyPrinter, docstring_limit=0)
 
 
 @dataclass

@@ -32,7 +32,7 @@ def print_catalog(entries: dict[str, list[dict]]) -> None:
     if entries.get("formulas"):
         t = Table(title=f"Formulas ({len(entries['formulas'])})", title_justify="left")
         t.add_column("id", style="bold", no_wrap=True)
-        t.add_column("equation")
+        t.add_column("equation", overflow="fold")
         t.add_column("when")
         for f in entries["formulas"]:
             when = ", ".join(f"{k}={'|'.join(v)}" for k, v in f["when"].items())
@@ -58,7 +58,7 @@ def print_description(info: dict) -> None:
     t.add_column("field", style="bold", no_wrap=True)
     t.add_column("value")
     for key, value in info.items():
-        if key in ("kind", "name", "id") or value in (None, "", [], {}):
+        if key in ("kind", "name", "id") or value in (None, "", [], {}, False):
             continue
         if isinstance(value, dict):
             value = "\n".join(f"{k}: {_flat(v)}" for k, v in value.items())
