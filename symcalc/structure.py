@@ -51,39 +51,35 @@ def dulmage_mendelsohn(rows: Mapping[Hashable, set], matching: dict | None = Non
     match_row = {r: matching[("r", r)][1] for r in rows if ("r", r) in matching}
     match_col = {c: r for r, c in match_row.items()}
 
-    under_rows, under_cols = set(), set()
-    queue = deque(c for c in rows_of if c not in match_col)
-    under_cols.update(queue)
-    while queue:  # column -> any row containing it -> that row's matched column
-        c = queue.popleft()
-        for r in rows_of.get(c, ()):
-            if r in under_rows:
-                continue
-            under_rows.add(r)
-            mc = match_row.get(r)
-            if mc is not None and mc not in under_cols:
-                under_cols.add(mc)
-                queue.append(mc)
-
-    over_rows, over_cols = set(), set()
-    queue = deque(r for r in rows if r not in match_row)
-    over_rows.update(queue)
-    while queue:  # row -> any column it contains -> that column's matched row
-        r = queue.popleft()
-        for c in cols_of[r]:
-            if c in over_cols:
-                continue
-            over_cols.add(c)
-            mr = match_col.get(c)
-            if mr is not None and mr not in over_rows:
-                over_rows.add(mr)
-                queue.append(mr)
+    # under: from unmatched columns, column -> any row with it -> that row's matched column
+    under_cols, under_rows = _alternating_reach((c for c in rows_of if c not in match_col), rows_of, match_row)
+    # over: from unmatched rows, row -> any column in it -> that column's matched row
+    over_rows, over_cols = _alternating_reach((r for r in rows if r not in match_row), cols_of, match_col)
 
     square_rows = set(match_row) - under_rows - over_rows
     square_cols = {match_row[r] for r in square_rows}
     return {"under_rows": under_rows, "under_cols": under_cols, "over_rows": over_rows,
             "over_cols": over_cols, "square_rows": square_rows, "square_cols": square_cols,
             "match": match_row}
+
+
+def _alternating_reach(starts, neighbours: Mapping, matched: Mapping) -> tuple[set, set]:
+    """Breadth-first search along alternating paths: from each start node to any neighbour,
+    then from that neighbour along its matching edge. Returns (nodes of the starts' side,
+    neighbours reached). O(E)."""
+    side, other = set(starts), set()
+    queue = deque(side)
+    while queue:
+        node = queue.popleft()
+        for nb in neighbours.get(node, ()):
+            if nb in other:
+                continue
+            other.add(nb)
+            mate = matched.get(nb)
+            if mate is not None and mate not in side:
+                side.add(mate)
+                queue.append(mate)
+    return side, other
 
 
 def block_triangular_order(rows: Mapping[Hashable, set], match: Mapping[Hashable, Hashable]) -> list[list]:

@@ -87,20 +87,25 @@ def parse_quantity(text: str, what: str = "value") -> pint.Quantity:
                 f"{what}: '{raw}' does not start with a number (write e.g. '80 GB' or '7e9')"
             )
     ureg = registry()
-    try:
-        q = ureg.parse_expression(norm)
-    except pint.errors.UndefinedUnitError as e:
-        unit = getattr(e, "unit_names", None) or e.args
-        name = unit[0] if isinstance(unit, (list, tuple)) and unit else str(unit)
-        raise MalformedValueError(f"{what}: unknown unit '{name}' in '{raw}'{_unit_hint(str(name))}") from None
-    except Exception:
-        raise MalformedValueError(f"{what}: cannot read '{raw}' as a number with a unit") from None
+    q = _parse(norm, raw, what, "a number with a unit")
     if not isinstance(q, pint.Quantity):
         q = ureg.Quantity(q, ureg.dimensionless)
     mag = q.magnitude
     if not isinstance(mag, (int, float)) or not math.isfinite(float(mag)):
         raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
     return q
+
+
+def _parse(norm: str, raw: str, what: str, expected: str):
+    """pint's parser (no eval), with its errors turned into one readable sentence."""
+    try:
+        return registry().parse_expression(norm)
+    except pint.errors.UndefinedUnitError as e:
+        unit = getattr(e, "unit_names", None) or e.args
+        name = unit[0] if isinstance(unit, (list, tuple)) and unit else str(unit)
+        raise MalformedValueError(f"{what}: unknown unit '{name}' in '{raw}'{_unit_hint(str(name))}") from None
+    except Exception:
+        raise MalformedValueError(f"{what}: cannot read '{raw}' as {expected}") from None
 
 
 def _unit_hint(name: str) -> str:
@@ -123,15 +128,7 @@ def parse_unit(text: str, what: str = "unit") -> pint.Unit:
     raw = str(text).strip()
     if not _ALLOWED_CHARS.match(raw):
         raise MalformedValueError(f"{what}: '{raw}' is not a unit")
-    norm = _normalise(raw)
-    try:
-        q = ureg.parse_expression(norm)
-    except pint.errors.UndefinedUnitError as e:
-        unit = getattr(e, "unit_names", None) or e.args
-        name = unit[0] if isinstance(unit, (list, tuple)) and unit else str(unit)
-        raise MalformedValueError(f"{what}: unknown unit '{name}'{_unit_hint(str(name))}") from None
-    except Exception:
-        raise MalformedValueError(f"{what}: cannot read '{raw}' as a unit") from None
+    q = _parse(_normalise(raw), raw, what, "a unit")
     if isinstance(q, pint.Quantity):
         if q.magnitude != 1:
             raise MalformedValueError(f"{what}: '{raw}' is a value, not a unit")

@@ -50,6 +50,20 @@ def needed_downstream(result, step) -> set[str]:
     return {u for u in step.solves_for if u == result.target or u in later}
 
 
+def unknown_views(result, step):
+    """How each unknown of a step is shown: (name, "numeric") when no closed form was used,
+    (name, "side") for a block's by-product nothing later needs (value only), else
+    (name, "solved") with the full rearranged form and numbers."""
+    needed = needed_downstream(result, step)
+    for name in step.solves_for:
+        if name not in step.solution:
+            yield name, "numeric"
+        elif name not in needed:
+            yield name, "side"
+        else:
+            yield name, "solved"
+
+
 def value_text(result, name: str) -> str:
     v, unit = result.display(name)
     return with_unit(v, unit)

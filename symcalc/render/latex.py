@@ -6,7 +6,7 @@ so the document compiles on a minimal TeX installation.
 
 from __future__ import annotations
 
-from .common import has_arrays, latex_symbols, latex_values, needed_downstream, tex_escape, value_latex
+from .common import has_arrays, latex_symbols, latex_values, tex_escape, unknown_views, value_latex
 from .expressions import latex
 from .text import was_rounded
 
@@ -105,13 +105,12 @@ def _step(step, lib, names, numbers, result) -> list[str]:
     for f in step.formulas:
         out.append(display_math(f"{latex(f.display_lhs, names, as_written=True)} = "
                                 f"{latex(f.display_rhs, names, as_written=True)}"))
-    needed = needed_downstream(result, step)
-    for name in step.solves_for:
+    for name, kind in unknown_views(result, step):
         sym = lib.quantities[name].latex
-        if name not in step.solution:
+        if kind == "numeric":
             out.append(f"Solved numerically: ${sym} = {value_latex(result, name)}$.")
             continue
-        if name not in needed:
+        if kind == "side":
             out.append(f"Also: ${sym} = {value_latex(result, name)}$.")
             continue
         expr = step.solution[name]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import has_arrays, latex_symbols, latex_values, needed_downstream, value_latex, value_text
+from .common import has_arrays, latex_symbols, latex_values, unknown_views, value_latex, value_text
 from .expressions import latex
 from .text import headline
 
@@ -33,13 +33,12 @@ def render_markdown(result) -> str:
         for f in step.formulas:
             out += [f"$$ {latex(f.display_lhs, names, as_written=True)} = "
                     f"{latex(f.display_rhs, names, as_written=True)} $$", ""]
-        needed = needed_downstream(result, step)
-        for name in step.solves_for:
+        for name, kind in unknown_views(result, step):
             sym = lib.quantities[name].latex
-            if name not in step.solution:
+            if kind == "numeric":
                 out += [f"Solved numerically: ${sym} = {value_latex(result, name)}$", ""]
                 continue
-            if name not in needed:
+            if kind == "side":
                 out += [f"Also ${sym} = {value_latex(result, name)}$", ""]
                 continue
             expr = step.solution[name]

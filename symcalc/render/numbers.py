@@ -36,14 +36,20 @@ def _split(x: float, digits: int) -> tuple[str, int | None]:
     return m, exp
 
 
+def _finite_range(x) -> tuple[int, float, float] | None:
+    """(size, min, max) of the finite values of an array; None if there are none."""
+    arr = np.asarray(x, dtype=float)
+    finite = arr[np.isfinite(arr)]
+    return None if finite.size == 0 else (arr.size, float(finite.min()), float(finite.max()))
+
+
 def fmt(x, digits: int = DIGITS) -> str:
     """``150000``, ``4.974``, ``4.2e10``, ``1.75``; arrays as ``[min .. max] (n values)``."""
     if np.ndim(x) > 0:
-        arr = np.asarray(x, dtype=float)
-        finite = arr[np.isfinite(arr)]
-        if finite.size == 0:
-            return f"[{arr.size} values, none finite]"
-        return f"[{fmt(finite.min(), digits)} .. {fmt(finite.max(), digits)}] ({arr.size} values)"
+        rng = _finite_range(x)
+        if rng is None:
+            return f"[{np.size(x)} values, none finite]"
+        return f"[{fmt(rng[1], digits)} .. {fmt(rng[2], digits)}] ({rng[0]} values)"
     m, e = _split(float(x), digits)
     return m if e is None else f"{m}e{e}"
 
@@ -51,11 +57,10 @@ def fmt(x, digits: int = DIGITS) -> str:
 def fmt_latex(x, digits: int = DIGITS) -> str:
     """``4.2 \\times 10^{10}``; arrays as their range."""
     if np.ndim(x) > 0:
-        arr = np.asarray(x, dtype=float)
-        finite = arr[np.isfinite(arr)]
-        if finite.size == 0:
+        rng = _finite_range(x)
+        if rng is None:
             return r"\mathrm{NaN}"
-        return fmt_latex(finite.min(), digits) + r" \ldots " + fmt_latex(finite.max(), digits)
+        return fmt_latex(rng[1], digits) + r" \ldots " + fmt_latex(rng[2], digits)
     m, e = _split(float(x), digits)
     if e is None:
         return m

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import has_arrays, needed_downstream, text_symbols, text_values, value_text
+from .common import has_arrays, text_symbols, text_values, unknown_views, value_text
 from .expressions import text
 from .numbers import with_unit
 
@@ -26,12 +26,11 @@ def render_text(result) -> str:
             lines.append(f"  {step.number}. solved together for {', '.join(step.solves_for)}  [{ids}]")
             for f in step.formulas:
                 lines.append(f"     {f.equation}")
-        needed = needed_downstream(result, step)
-        for name in step.solves_for:
-            if step.method == "numeric" or name not in step.solution:
+        for name, kind in unknown_views(result, step):
+            if kind == "numeric":
                 lines.append(f"     {name} found numerically = {value_text(result, name)}")
                 continue
-            if name not in needed:
+            if kind == "side":
                 lines.append(f"     also {name} = {value_text(result, name)}")
                 continue
             expr = step.solution[name]
