@@ -101,6 +101,10 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     warnings = list(ev.warnings)
     _check_solvable(lib, derivation, ev.values)
     violations = _violations(lib, derivation, ev.values)
+    if tq.whole and not violations and not np.all(tq.domain.contains(rounded)):
+        violations.append(f"{tq.name} = {with_unit(np.min(exact) / tq.factor, tq.display_unit)} rounds "
+                          f"{tq.whole} to {with_unit(np.min(rounded) / tq.factor, tq.display_unit)}, outside "
+                          f"{_bounds_text(tq)}: a whole number this small makes no sense here")
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
     warnings += _whole_number_notes(lib, derivation, ev.values)
@@ -155,7 +159,7 @@ def _round(value, how: str | None):
     if how is None:
         return value
     v = np.asarray(value, dtype=float)
-    slack = 1e-9 * np.maximum(np.abs(v), 1.0)   # 1120.0000000002 GPUs is 1120, not 1121
+    slack = 1e-9 * np.abs(v)   # 1120.0000000002 GPUs is 1120, not 1121; 4.7e-21 GPUs is 1
     if how == "up":
         out = np.ceil(v - slack)
     elif how == "down":
@@ -166,15 +170,22 @@ def _round(value, how: str | None):
 
 
 def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
-    """A step whose equations have no admissible root at all is an error, not a NaN answer."""
+    """A step with no finite value anywhere is an error, not a NaN answer: either the numbers
+    left floating point's range (1e300 x 1e300) or the equations have no admissible root."""
     for s in derivation.steps:
         for name in s.unknowns:
             v = np.asarray(values[name], dtype=float)
-            if not np.any(np.isfinite(v)):
-                q = lib.quantities[name]
-                eqs = "; ".join(f.equation for f in s.formulas)
-                raise NoSolutionError(f"no value of {name} in {q.domain} satisfies {eqs} "
-                                      f"({', '.join(f.id for f in s.formulas)}) with these values")
+            if np.any(np.isfinite(v)):
+                continue
+            ids = ", ".join(f.id for f in s.formulas)
+            inputs = [np.asarray(values[x], dtype=float) for x in s.inputs]
+            if np.any(np.isinf(v)) or any(np.any(np.abs(x) > 1e250) or np.any((x != 0) & (np.abs(x) < 1e-250))
+                                          for x in inputs):
+                raise NoSolutionError(f"{name} cannot be computed ({ids}): the values are beyond the range of "
+                                      "floating point (about 1e-308 to 1e308); check their units and exponents")
+            eqs = "; ".join(f.equation for f in s.formulas)
+            q = lib.quantities[name]
+            raise NoSolutionError(f"no value of {name} in {q.domain} satisfies {eqs} ({ids}) with these values")
 
 
 def _violations(lib, derivation: Derivation, values: dict) -> list[str]:

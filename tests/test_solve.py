@@ -164,3 +164,30 @@ def test_jupyter_shows_latex():
     r = symcalc.solve("checkpoint_interval", checkpoint_write_time="98 s", mtbf="24h")
     latex = r._repr_latex_()
     assert latex.startswith("$$") and r"\tau_{\mathrm{ckpt}}" in latex and r"\sqrt" in latex
+
+
+def test_an_exact_quotient_is_not_rounded_up_by_float_noise():
+    # choose the peak so that exactly 1120 GPUs are needed (seed 004's L4 case is such a quotient)
+    peak = 1.08e23 / (0.45 * 2.592e6 * 1120)
+    r = symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
+                      peak_flops=(peak, "FLOP/s"))
+    assert r.exact == pytest.approx(1120, rel=1e-12) and r.value == 1120
+
+
+def test_a_tiny_need_still_rounds_up_to_one_gpu():
+    r = symcalc.solve("n_gpus", n_params=1, n_tokens="1 token", train_time="30 day", mfu=0.5,
+                      peak_flops="989 TFLOP/s")
+    assert r.value == 1 and r.exact < 1e-20
+
+
+def test_a_whole_number_that_rounds_to_zero_is_flagged():
+    with pytest.raises(OutOfBoundsError) as e:
+        symcalc.solve("d_model", n_params=100, n_layers=40, vocab_size=32000)
+    assert "rounds nearest to 0" in e.value.message
+
+
+def test_overflow_is_named_not_reported_as_nan():
+    with pytest.raises(symcalc.NoSolutionError) as e:
+        symcalc.solve("mfu", n_params=1e300, tokens_per_second="1e300 token/s", n_gpus=64,
+                      peak_flops="1979 TFLOP/s")
+    assert "floating point" in e.value.message
