@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pint
@@ -56,6 +57,19 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
     ``(value, "unit")`` pairs and quantities made with :func:`symcalc.Q`.
     """
     ureg = units.registry()
+    if isinstance(raw, str):
+        text = raw.strip()
+        magnitude, got = _parse_text(text, q)
+        if got != q.dim:
+            raise DimensionError(_dimension_message(q, text, got))
+        _check_domain(q, magnitude, text)
+        return GivenValue(q.name, text, magnitude)
+    if isinstance(raw, (int, float, np.integer, np.floating)) and not isinstance(raw, bool):
+        text = _text_of(raw)
+        _require_unit_if_ambiguous(q, text)
+        magnitude = float(raw) * units.to_base_factor(q.unit)
+        _check_domain(q, magnitude, text)
+        return GivenValue(q.name, text, magnitude)
     if isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[1], str):
         parsed = ureg.Quantity(np.asarray(raw[0], dtype=float) if not np.isscalar(raw[0]) else raw[0],
                                units.parse_unit(raw[1], f"{q.name} unit"))
@@ -65,15 +79,8 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
             raise MalformedValueError(f"{q.name}: quantities must come from symcalc's registry "
                                       "(use symcalc.Q(value, unit))")
         parsed, text = raw, f"{raw:~P}" if np.ndim(raw.magnitude) == 0 else f"array of {np.size(raw.magnitude)} {raw.units:~P}"
-    elif isinstance(raw, str):
-        parsed, text = units.parse_quantity(raw, q.name), raw.strip()
-        if _BARE.match(text):
-            parsed = _bare(q, parsed.magnitude, text)
     elif isinstance(raw, bool) or raw is None:
         raise MalformedValueError(f"{q.name}: {raw!r} is not a value")
-    elif isinstance(raw, (int, float, np.integer, np.floating)):
-        text = _text_of(raw)
-        parsed = _bare(q, float(raw), text)
     else:
         try:
             arr = np.asarray(raw, dtype=float)
@@ -98,6 +105,22 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
     return GivenValue(q.name, text, magnitude)
 
 
+def _parse_text(text: str, q: QuantitySpec):
+    """(magnitude in base units, dimensionality) of a value written as text."""
+    if _BARE.match(text):
+        _require_unit_if_ambiguous(q, text)
+        return float(text) * units.to_base_factor(q.unit), q.dim
+    return _parse_cached(text, q.name)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(text: str, what: str):
+    """Parsing with units costs ~100 us in pint; the same text always means the same thing."""
+    parsed = units.parse_quantity(text, what)
+    got = units.registry().get_dimensionality(parsed.units)
+    return float(parsed.to_base_units().magnitude), got
+
+
 def _text_of(value) -> str:
     if np.ndim(value) > 0:
         return f"array of {np.size(value)}"
@@ -107,16 +130,17 @@ def _text_of(value) -> str:
 _BARE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
-def _bare(q: QuantitySpec, magnitude, text: str) -> pint.Quantity:
-    """A number written without a unit, read in the quantity's own unit where that is safe.
-
-    Counts, tokens, FLOP and USD have one obvious unit; times, bytes and power do not
-    (seconds or hours? GB or GiB?), so those need the unit written out.
-    """
-    ambiguous = [d for d in q.dim if d in _NEEDS_UNIT] if q.dim else []
-    if ambiguous:
+def _require_unit_if_ambiguous(q: QuantitySpec, text: str) -> None:
+    """Counts, tokens, FLOP and USD have one obvious unit; times, bytes and power do not
+    (seconds or hours? GB or GiB?), so for those a bare number is refused."""
+    if q.dim and any(d in _NEEDS_UNIT for d in q.dim):
         raise DimensionError(f"{q.name} needs a unit (it is {show(q.dim)}; write e.g. {example_value(q)}): "
                              f"a bare number ({text}) could mean several units")
+
+
+def _bare(q: QuantitySpec, magnitude, text: str) -> pint.Quantity:
+    """A number written without a unit, read in the quantity's own unit where that is safe."""
+    _require_unit_if_ambiguous(q, text)
     ureg = units.registry()
     return ureg.Quantity(magnitude, units.parse_unit(q.unit) if q.unit else ureg.dimensionless)
 
