@@ -85,3 +85,13 @@ def test_json_object_has_the_documented_fields():
                                                   "mfu_definition"]
     assert all({"formula", "solves_for", "latex"} <= set(s) for s in d["steps"])
     assert d["latex"].startswith(r"\mathrm{MFU} = ")
+
+
+def test_json_keeps_the_shape_of_a_grid():
+    import numpy as np
+    r = symcalc.solve("train_time", n_params=70e9, n_tokens="2e12 token", n_gpus=np.array([[64], [128]]),
+                      mfu=np.array([0.3, 0.4]), peak_flops="989 TFLOP/s")
+    value = json.loads(r.json())["value"]
+    # 6 * 70e9 * 2e12 / (64 * 0.3 * 989e12) s = 512.0 days
+    assert len(value) == 2 and len(value[0]) == 2
+    assert value[0][0] == pytest.approx(6 * 70e9 * 2e12 / (64 * 0.3 * 989e12) / 86400, rel=1e-12)

@@ -9,8 +9,10 @@ from .expressions import latex, text
 
 
 def _plain(v):
+    """Floats, or nested lists keeping an array's shape; NaN and inf become null."""
     if np.ndim(v) > 0:
-        return [None if not np.isfinite(x) else float(x) for x in np.asarray(v, dtype=float).ravel()]
+        arr = np.asarray(v, dtype=float)
+        return np.where(np.isfinite(arr), arr, None).tolist()
     v = float(v)
     return v if np.isfinite(v) else None
 
