@@ -169,7 +169,8 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     Raises UnderdeterminedError naming the smallest sets of extra quantities that would do.
     """
     given = set(given)
-    defaults = set(defaults) - given
+    # the target's own default is never an answer: `solve pp n_gpus=64 dp=8 tp=2` is 4, not 1
+    defaults = set(defaults) - given - {target}
     laws = [f for f in formulas if not f.default_rule]
     settled = propagate(laws, given, set(), stop_at=target)
     if target not in settled.cost and (defaults or len(laws) < len(formulas)):

@@ -63,37 +63,81 @@ def _normalise(text: str) -> str:
     return text.strip()
 
 
+_NUMBER = r"[+-]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+# a number, optionally as a fraction of two plain numbers ("8/3"), then the unit
+_VALUE = re.compile(rf"^({_NUMBER})(?:\s*/\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![\w.]))?\s*(.*)$")
+_DOLLAR_FIRST = re.compile(rf"^USD\s*({_NUMBER})\s*(.*)$")
+# A unit is names joined by *, / or spaces, each with at most one one-digit power: enough for
+# "TFLOP/s", "USD/hour", "s^-1", and too little for pint to be asked to compute 9**9**9.
+_ATOM = r"[A-Za-zµμ_%]+(?:\s*(?:\^|\*\*)\s*-?\d)?"
+_UNIT_GRAMMAR = re.compile(rf"^(?:1\s*/\s*)?{_ATOM}(?:\s*[*/]\s*{_ATOM}|\s+{_ATOM})*$")
+MAX_UNIT_TEXT = 60
+
+
 def parse_quantity(text: str, what: str = "value") -> pint.Quantity:
     """Read ``"1979 TFLOP/s"``, ``"24h"``, ``"45 %"``, ``"$2/hour"`` or ``"7e9"``.
 
-    Raises MalformedValueError (naming ``what``) for anything that is not a number followed
-    by an optional unit of this registry.
+    A value is a number followed by an optional unit; nothing is evaluated (``24h*2`` and
+    ``9**9**9 h`` are refused, not computed). Raises MalformedValueError naming ``what``.
     """
     if not isinstance(text, str):
         raise MalformedValueError(f"{what}: expected text like '80 GB', got {type(text).__name__}")
     raw = text.strip()
     if not raw:
         raise MalformedValueError(f"{what}: the value is empty (write e.g. {what}=80GB)")
-    if not _ALLOWED_CHARS.match(raw):
-        raise MalformedValueError(f"{what}: '{raw}' contains characters that cannot be part of a value")
+    if len(raw) > 100 or not _ALLOWED_CHARS.match(raw):
+        raise MalformedValueError(f"{what}: '{raw[:40]}' contains characters that cannot be part of a value")
     norm = _normalise(raw)
-    if not re.match(r"^[+\-]?(\d|\.\d)", norm):
-        if re.match(r"^(USD)\b", norm):
-            pass  # "$2/hour"
-        elif re.match(r"^[+\-]?(nan|inf|infinity)\b", norm, re.I):
-            raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
-        else:
-            raise MalformedValueError(
-                f"{what}: '{raw}' does not start with a number (write e.g. '80 GB' or '7e9')"
-            )
-    ureg = registry()
-    q = _parse(norm, raw, what, "a number with a unit")
-    if not isinstance(q, pint.Quantity):
-        q = ureg.Quantity(q, ureg.dimensionless)
-    mag = q.magnitude
-    if not isinstance(mag, (int, float)) or not math.isfinite(float(mag)):
+    m = _DOLLAR_FIRST.match(norm)
+    if m:  # "$2/hour" -> 2 USD/hour
+        number, denominator, unit_text = m.group(1), None, "USD" + m.group(2)
+    else:
+        m = _VALUE.match(norm)
+        if not m:
+            if re.match(r"^[+\-]?(nan|inf|infinity)\b", norm, re.I):
+                raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
+            raise MalformedValueError(f"{what}: '{raw}' does not start with a number (write e.g. '80 GB' or '7e9')")
+        number, denominator, unit_text = m.group(1), m.group(2), m.group(3).strip()
+    magnitude = float(number)
+    if denominator is not None:
+        if float(denominator) == 0:
+            raise MalformedValueError(f"{what}: '{raw}' divides by zero")
+        magnitude /= float(denominator)
+    if not math.isfinite(magnitude):
         raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
-    return q
+    ureg = registry()
+    if not unit_text:
+        return ureg.Quantity(magnitude, ureg.dimensionless)
+    return ureg.Quantity(magnitude, parse_unit(unit_text, what, value_text=raw))
+
+
+def parse_unit(text: str, what: str = "unit", value_text: str | None = None) -> pint.Unit:
+    """Read a unit expression (``"GiB"``, ``"TFLOP/s"``, ``"%"``); '' is dimensionless.
+
+    Units may be multiplied, divided and raised to one-digit powers; any other arithmetic
+    (numbers, chained powers) is refused before pint sees it.
+    """
+    ureg = registry()
+    if text is None or not str(text).strip() or str(text).strip() in {"1", "count"}:
+        return ureg.dimensionless
+    raw = str(text).strip()
+    shown = value_text or raw
+    if len(raw) > MAX_UNIT_TEXT or not _ALLOWED_CHARS.match(raw):
+        raise MalformedValueError(f"{what}: '{shown[:40]}' is not a unit")
+    norm = _normalise(raw)
+    if not _UNIT_GRAMMAR.match(norm):
+        raise MalformedValueError(f"{what}: '{shown}' must be a number followed by a unit, without arithmetic "
+                                  "(write e.g. '48 hour', not '24h*2')")
+    if norm.startswith("1"):  # "1/s"
+        return 1 / parse_unit(norm.split("/", 1)[1], what, value_text)
+    q = _parse(norm, shown, what, "a unit")
+    if isinstance(q, pint.Quantity):
+        if q.magnitude != 1:
+            raise MalformedValueError(f"{what}: '{shown}' is not a unit")
+        return q.units
+    if q == 1:
+        return ureg.dimensionless
+    raise MalformedValueError(f"{what}: '{shown}' is a number, not a unit")
 
 
 def _parse(norm: str, raw: str, what: str, expected: str):
@@ -118,24 +162,6 @@ def _unit_hint(name: str) -> str:
     if name in known:
         return f"; did you mean {known[name]}?"
     return ""
-
-
-def parse_unit(text: str, what: str = "unit") -> pint.Unit:
-    """Read a unit expression (``"GiB"``, ``"TFLOP/s"``, ``"%"``); '' is dimensionless."""
-    ureg = registry()
-    if text is None or not str(text).strip() or str(text).strip() in {"1", "count"}:
-        return ureg.dimensionless
-    raw = str(text).strip()
-    if not _ALLOWED_CHARS.match(raw):
-        raise MalformedValueError(f"{what}: '{raw}' is not a unit")
-    q = _parse(_normalise(raw), raw, what, "a unit")
-    if isinstance(q, pint.Quantity):
-        if q.magnitude != 1:
-            raise MalformedValueError(f"{what}: '{raw}' is a value, not a unit")
-        return q.units
-    if q == 1:
-        return ureg.dimensionless
-    raise MalformedValueError(f"{what}: '{raw}' is a number, not a unit")
 
 
 @lru_cache(maxsize=None)

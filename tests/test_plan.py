@@ -73,3 +73,12 @@ def test_no_formula_at_all():
     with pytest.raises(UnderdeterminedError) as e:
         plan("activation_memory", {"n_params"})
     assert "no formula" in e.value.message
+
+
+def test_a_quantity_with_a_default_is_still_solved_for():
+    # asking for pp must not answer with pp's own default of 1
+    assert symcalc.solve("pp", n_gpus=64, dp=8, tp=2).value == 4
+    assert symcalc.solve("tp", n_gpus=64, dp=8).value == 8          # pp = cp = 1 by default
+    r = symcalc.solve("link_latency", allreduce_time="70.07 ms", message_size="2 GB", n_gpus=8,
+                      link_bandwidth="50 GB/s")
+    assert r.to("us").magnitude == pytest.approx(5, rel=1e-9)        # (70.07 - 70) ms / 14 steps

@@ -58,10 +58,20 @@ def test_flops_spellings_are_ambiguous():
 
 
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "", "abc", "1,000",
-                                  "__import__('os')", "3 GB/", "5 T"])
+                                  "__import__('os')", "3 GB/", "5 T", "24h*2", "2 (GB)", "1/0",
+                                  # arithmetic pint would happily evaluate, for minutes or forever:
+                                  "9**9**9 h", "10**100000 h", "3 min**9**9**9", "2 GB^9^9"])
 def test_malformed_values_are_rejected(text):
     with pytest.raises(MalformedValueError):
         units.parse_quantity(text, "x")
+
+
+def test_a_value_is_a_number_then_a_unit():
+    assert base("8/3") == pytest.approx(8 / 3)          # a fraction is a number
+    assert base("3 s^-1") == 3
+    assert base("1_000 token") == 1000
+    with pytest.raises(MalformedValueError):
+        units.parse_unit("min**9**9**9", "--to")
 
 
 def test_unit_latex():
