@@ -61,6 +61,15 @@ def test_zero_stages_on_64_gpus(stage, expected_gb):
     assert r.unit == "GB" and r.value == pytest.approx(expected_gb, rel=1e-12)
 
 
+def test_tensor_parallelism_shards_model_states_before_zero():
+    # 16 bytes/param x 7e9 = 112 GB; TP=8 -> 14 GB per GPU; + ZeRO-3 over dp = 64/8 = 8 -> 1.75 GB
+    assert symcalc.solve("model_state_memory", n_params=7e9, tp=8).value == pytest.approx(14, rel=1e-12)
+    r = symcalc.solve("model_state_memory", n_params=7e9, n_gpus=64, tp=8, options={"zero_stage": 3})
+    assert r.value == pytest.approx(1.75, rel=1e-12)
+    r = symcalc.solve("n_params", model_state_memory="80 GB", n_gpus=8, tp=8, options={"zero_stage": 3})
+    assert r.value == pytest.approx(80e9 * 8 / 16, rel=1e-12)
+
+
 def test_inverse_memory_question_largest_model_under_zero3():
     r = symcalc.solve("n_params", model_state_memory="80 GB", dp=8, options={"zero_stage": 3})
     assert r.value == pytest.approx(80e9 * 8 / 16, rel=1e-12)   # 16 bytes/param sharded 8 ways
