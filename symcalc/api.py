@@ -20,7 +20,7 @@ from .derivation import Derivation
 from .errors import DimensionError, NoSolutionError, OutOfBoundsError, SymcalcError
 from .library import Library, default_library
 from .plan import make_plan
-from .render.numbers import with_unit
+from .render.numbers import fmt, with_unit
 from .result import Result, StepView
 from .values import GivenValue, read_value
 
@@ -31,10 +31,16 @@ class QueryError(SymcalcError):
     kind = "bad_query"
 
 
-def read_given(library: Library, values: Mapping[str, object]) -> dict[str, GivenValue]:
-    """Resolve names (aliases allowed) and read every value; a name given twice is an error."""
+def read_given(library: Library, values) -> dict[str, GivenValue]:
+    """Resolve names (aliases allowed) and read every value; a name given twice is an error.
+
+    ``values`` is a mapping or an iterable of (name, value) pairs.
+    """
     out: dict[str, GivenValue] = {}
-    for raw_name, raw in values.items():
+    items = values.items() if isinstance(values, Mapping) else values
+    for raw_name, raw in items:
+        if not isinstance(raw_name, str):
+            raise QueryError(f"quantity names are text, got {raw_name!r}")
         q = library.quantity(raw_name)
         if q.name in out:
             raise QueryError(f"{q.name} is given twice (as {out[q.name].name!r} and {raw_name!r})"
@@ -84,9 +90,13 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     if on_bounds not in ("raise", "flag"):
         raise ValueError("on_bounds must be 'raise' or 'flag'")
     lib = library or default_library()
+    if not isinstance(target, str):
+        raise QueryError(f"the target is a quantity name, got {target!r}")
     tq = lib.quantity(target)
-    knowns = read_given(lib, {**(given or {}), **values})
-    opts = lib.option_values(options)
+    if given is not None and not isinstance(given, Mapping):
+        raise QueryError("given values must be a mapping of name -> value")
+    knowns = read_given(lib, [*(given or {}).items(), *values.items()])
+    opts = lib.option_values(_option_mapping(options))
     if tq.name in knowns:
         return _conversion(lib, tq, knowns, opts, to)
     derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts)
@@ -121,12 +131,26 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                       solution=(s.candidates[ev.choices[i]] if s.candidates and ev.choices.get(i, -1) >= 0 else {}),
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
+    if tq.whole == "nearest" and _far_from_whole(exact):
+        warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
+                        "nearest: the given values do not fit whole numbers exactly")
     return Result(library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
                   base_value=exact, rounded_base=rounded, given=knowns,
-                  options=_relevant_options(lib, derivation, defaults_used, options or {}, opts),
-                  all_options=opts, defaults_used=defaults_used, values=ev.values, steps=steps,
+                  options=_relevant_options(lib, derivation, defaults_used, _option_mapping(options) or {}, opts),
+                  all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
+                  values=ev.values, steps=steps, on_bounds=on_bounds,
                   derivation=derivation, closed_form=derivation.closed_form(ev.choices),
                   unused=list(derivation.plan.unused), warnings=warnings, violations=violations)
+
+
+def _option_mapping(options) -> Mapping | None:
+    if options is None or isinstance(options, Mapping):
+        return options
+    try:
+        pairs = dict(options)
+    except (TypeError, ValueError):
+        raise QueryError("options must be a mapping like {'zero_stage': 3}") from None
+    return pairs
 
 
 def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: str | None) -> Result:
@@ -148,6 +172,8 @@ def _output_unit(q, to: str | None) -> tuple[str, float]:
         return q.display_unit, q.factor
     unit = units.parse_unit(to, "--to")
     dim = units.registry().get_dimensionality(unit)
+    if to.strip() in ("%", "percent") and q.display_unit != "%" and q.domain.hi > 1:
+        raise DimensionError(f"cannot show {q.name} in %: it is a count, not a fraction")
     if dim != q.dim:
         from .dims import show
         raise DimensionError(f"cannot show {q.name} in {to}: {q.name} is measured in {show(q.dim)}, "
@@ -159,13 +185,15 @@ def _round(value, how: str | None):
     if how is None:
         return value
     v = np.asarray(value, dtype=float)
-    slack = 1e-9 * np.abs(v)   # 1120.0000000002 GPUs is 1120, not 1121; 4.7e-21 GPUs is 1
+    # Float noise, not a real excess: 1120.0000000002 GPUs is 1120, not 1121. Relative (4.7e-21
+    # GPUs still rounds up to 1) and capped (3000000000.4 GPUs rounds up to 3000000001).
+    slack = np.minimum(1e-12 * np.abs(v), 1e-3)
     if how == "up":
         out = np.ceil(v - slack)
     elif how == "down":
         out = np.floor(v + slack)
     else:
-        out = np.round(v)
+        out = np.floor(v + 0.5)     # half up, not numpy's half-to-even
     return float(out) if out.ndim == 0 else out
 
 
@@ -184,23 +212,31 @@ def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
                 raise NoSolutionError(f"{name} cannot be computed ({ids}): the values are beyond the range of "
                                       "floating point (about 1e-308 to 1e308); check their units and exponents")
             eqs = "; ".join(f.equation for f in s.formulas)
-            q = lib.quantities[name]
-            raise NoSolutionError(f"no value of {name} in {q.domain} satisfies {eqs} ({ids}) with these values")
+            shown = derivation.target if derivation.target in s.unknowns else name
+            q = lib.quantities[shown]
+            raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {eqs} ({ids}) with these values")
 
 
 def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
+    """Computed values outside their quantity's bounds, each said in one sentence."""
     out = []
     for s in derivation.steps:
         for name in s.unknowns:
             q = lib.quantities[name]
             v = np.asarray(values[name], dtype=float)
             bad = ~q.domain.contains(v)
-            if np.any(bad):
-                sample = float(v[bad].flat[0]) if v.ndim else float(v)
-                shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
-                where = "" if v.ndim == 0 else f" at {int(bad.sum())} of {v.size} points"
-                out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: "
-                           "the given values are inconsistent or out of the formulas' range")
+            if not np.any(bad):
+                continue
+            sample = float(v[bad].flat[0]) if v.ndim else float(v)
+            shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
+            where = "" if v.ndim == 0 else f" at {int(bad.sum())} of {v.size} points"
+            ids = ", ".join(f.id for f in s.formulas)
+            if s.method == "explicit":
+                why = "the given values are inconsistent or out of the formulas' range"
+            else:
+                why = (f"no admissible {name} satisfies {ids} for these values of "
+                       f"{', '.join(x for x in s.inputs)}")
+            out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: {why}")
     return out
 
 
@@ -211,6 +247,11 @@ def _bounds_text(q) -> str:
     return str(d)
 
 
+def _far_from_whole(value) -> bool:
+    v = np.asarray(value, dtype=float)
+    return bool(np.any(np.abs(v - np.round(v)) > 1e-6 * np.maximum(np.abs(v), 1)))
+
+
 def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[str]:
     notes = []
     for s in derivation.steps:
@@ -219,15 +260,14 @@ def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[str]:
             if q.whole is None or name == derivation.target:
                 continue
             v = np.asarray(values[name], dtype=float)
-            frac = np.abs(v - np.round(v))
-            if np.any(frac > 1e-6 * np.maximum(np.abs(v), 1)):
+            if _far_from_whole(v):
                 sample = float(v.flat[0]) if v.ndim else float(v)
-                notes.append(f"{name} = {sample:.6g} is not a whole number")
+                notes.append(f"{name} = {fmt(sample, 6)} is not a whole number")
     return notes
 
 
 def _relevant_options(lib, derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:
-    names = set(lib.option_values(explicit)) & set(explicit) if explicit else set()
+    names = set(explicit)
     for s in derivation.steps:
         for f in s.formulas:
             names |= set(f.when)

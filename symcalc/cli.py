@@ -87,6 +87,12 @@ def cli() -> None:
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
     from .api import solve as api_solve
+    to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file),
+                                              ("--markdown", markdown_file, markdown_file))
+                 if on and (dest is None or dest == "-")]
+    if len(to_stdout) > 1:
+        raise CliError(f"{' and '.join(to_stdout)} would both write to standard output; "
+                       "give --latex/--markdown a file name")
     lib = _library(formula_files)
     result = api_solve(target, _pairs(values, "a value"), options=_pairs(options, "an option"),
                        to=to_unit, library=lib)

@@ -43,7 +43,7 @@ def run_examples(as_json: bool = False) -> None:
     from .api import solve
     from .render.text import headline
     answers = []
-    for i, (question, target, given, options, source) in enumerate(EXAMPLES):
+    for question, target, given, options, source in EXAMPLES:
         r = solve(target, given, options=options)
         answers.append((question, source, command_line(target, given, options), r))
     if as_json:

@@ -102,7 +102,7 @@ def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unk
     for i in range(n):
         a = [v[i] for v in flat]
 
-        def f(y):
+        def f(y, a=a):
             with np.errstate(all="ignore"):
                 r = np.asarray(residuals(*to_x(y), *a), dtype=float)
             scale = np.maximum(np.abs(r).max(), 1.0)

@@ -54,6 +54,7 @@ class Result:
     unused: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    on_bounds: str = "raise"
 
     # -- the value ----------------------------------------------------------------------
     @property
@@ -91,22 +92,32 @@ class Result:
         q = self.library.quantities[name]
         return _scale(self.values[name], q.factor), q.display_unit
 
-    def function(self, **values):
-        """Evaluate the same derivation for new values of the same knowns.
+    def function(self, **values) -> pint.Quantity:
+        """The same derivation for new values of the same knowns: the answer in ``unit``.
 
-        Values are read like :func:`symcalc.solve`'s (units, arrays); the answer comes back
-        as a pint quantity in ``unit``, unrounded. Cheap: nothing is re-planned or re-solved.
+        Values are read like :func:`symcalc.solve`'s (units, arrays). It goes through the
+        same checks (bounds, no-solution, rounding) and reuses the cached compiled derivation,
+        so nothing is re-planned or re-solved. For raw speed on base-unit floats call
+        ``result.derivation.evaluate``.
         """
-        from .api import read_given
-        given = read_given(self.library, values)
-        missing = set(self.given) - set(given)
-        extra = set(given) - set(self.given)
-        if missing or extra:
+        from .api import read_given, solve
+        names = set(read_given(self.library, values))
+        if names != set(self.given):
             raise TypeError(f"function() takes exactly the knowns of this result: {sorted(self.given)}")
-        env = {k: v.magnitude for k, v in given.items()}
-        env.update({k: d["magnitude"] for k, d in self.defaults_used.items() if "magnitude" in d})
-        out = self.derivation.evaluate(env).values[self.target]
-        return units.Q(_scale(out, self.factor), self.unit) if self.unit else units.Q(_scale(out, self.factor))
+        r = solve(self.target, values, options=self.all_options, to=self.unit or None, library=self.library,
+                  on_bounds=self.on_bounds)
+        return r.quantity_value
+
+    @property
+    def numeric_symbols(self) -> list[str]:
+        """Quantities in the closed form that have no closed form themselves (found numerically)."""
+        names = {self.library.quantities[n].symbol: n for s in self.steps if not s.solution for n in s.solves_for}
+        return [names[x] for x in self.closed_form.free_symbols if x in names]
+
+    @property
+    def has_closed_form(self) -> bool:
+        """False when the target itself could only be found numerically (or was given)."""
+        return bool(self.steps) and self.closed_form != self.quantity.symbol
 
     # -- renderers ----------------------------------------------------------------------
     def text(self) -> str:

@@ -53,6 +53,8 @@ def _normalise(text: str) -> str:
     if m:
         word = m.group(0)
         prefix = m.group(1)
+        # "tflops" means tera, not a "t" prefix; milli/mega (m/M) stay as written
+        prefix = prefix.upper() if prefix in ("t", "g", "p", "e") else prefix
         raise AmbiguousUnitError(
             f"'{word}' is ambiguous: write '{prefix}FLOP' for an amount of compute "
             f"or '{prefix}FLOP/s' for a rate"

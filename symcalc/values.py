@@ -71,9 +71,9 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
         _check_domain(q, magnitude, text)
         return GivenValue(q.name, text, magnitude)
     if isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[1], str):
-        parsed = ureg.Quantity(np.asarray(raw[0], dtype=float) if not np.isscalar(raw[0]) else raw[0],
-                               units.parse_unit(raw[1], f"{q.name} unit"))
-        text = f"{_text_of(raw[0])} {raw[1]}"
+        number = _numbers(q, raw[0])
+        parsed = ureg.Quantity(number, units.parse_unit(raw[1], f"{q.name} unit"))
+        text = f"{_text_of(number)} {raw[1]}"
     elif isinstance(raw, pint.Quantity):
         if raw._REGISTRY is not ureg:
             raise MalformedValueError(f"{q.name}: quantities must come from symcalc's registry "
@@ -82,13 +82,8 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
     elif isinstance(raw, bool) or raw is None:
         raise MalformedValueError(f"{q.name}: {raw!r} is not a value")
     else:
-        try:
-            arr = np.asarray(raw, dtype=float)
-        except (TypeError, ValueError):
-            raise MalformedValueError(f"{q.name}: cannot read {type(raw).__name__} as a value") from None
-        if arr.size == 0:
-            raise MalformedValueError(f"{q.name}: the array is empty")
-        text = f"array of {arr.size}"
+        arr = _numbers(q, raw)
+        text = f"array of {np.size(arr)}"
         parsed = _bare(q, arr, "an array of numbers")
 
     got = ureg.get_dimensionality(parsed.units)
@@ -103,6 +98,19 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
         magnitude = float(magnitude)
     _check_domain(q, magnitude, text)
     return GivenValue(q.name, text, magnitude)
+
+
+def _numbers(q: QuantitySpec, raw):
+    """A number or a non-empty array of numbers (not text, not bools), as floats."""
+    if isinstance(raw, (str, bytes, bool)) or raw is None:
+        raise MalformedValueError(f"{q.name}: expected a number or an array of numbers, got {raw!r:.40}")
+    try:
+        arr = np.asarray(raw, dtype=float)
+    except (TypeError, ValueError):
+        raise MalformedValueError(f"{q.name}: cannot read {type(raw).__name__} as numbers") from None
+    if arr.size == 0:
+        raise MalformedValueError(f"{q.name}: the array is empty")
+    return float(arr) if arr.ndim == 0 else arr
 
 
 def _parse_text(text: str, q: QuantitySpec):
@@ -147,9 +155,13 @@ def _bare(q: QuantitySpec, magnitude, text: str) -> pint.Quantity:
 
 def _dimension_message(q: QuantitySpec, text: str, got) -> str:
     expected = f"a value in {show(q.dim)}" if q.dim else "a pure number (a count)"
-    msg = f"{q.name} expects {expected}, e.g. {example_value(q)}; got '{text}', which is {show(got)}"
-    if not q.dim and "[information]" in got and dict(got) == {"[information]": 1}:
-        msg += ". 'B' is the byte: for seven billion write 7e9"
+    data = dict(got) == {"[information]": 1}
+    which = "an amount of data" if data else show(got)
+    msg = f"{q.name} expects {expected}, e.g. {example_value(q)}; got '{text}', which is {which}"
+    if not q.dim and data:
+        letter = "b" if text.rstrip().endswith("b") else "B"
+        unit = "bit" if letter == "b" else "byte"
+        msg += f". '{letter}' is the {unit}: for a count in billions write e.g. 7e9"
     elif not q.dim and "[time]" in got:
         msg += ". A count has no unit"
     return msg
@@ -163,7 +175,7 @@ def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
     if not np.all(inside):
         bad = float(arr[~inside].flat[0]) if arr.ndim else float(arr)
         hint = ""
-        if q.display_unit == "%" and 1 < bad <= 100:
+        if q.display_unit == "%" and 1 < bad <= 100 and "%" not in text:
             hint = f"; did you mean {fmt(bad)}%?"
         raise DomainError(f"{q.name} must lie in {_domain_text(q)} (got {with_unit(bad / q.factor, q.display_unit)})"
                           f"{hint}")

@@ -151,3 +151,16 @@ def test_installed_command_works_from_any_directory(tmp_path):
     bad = subprocess.run(_console_script() + ["solve", "mfu", "n_params=7B"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_two_outputs_cannot_share_stdout(cli):
+    run = cli("solve", "checkpoint_interval", "checkpoint_write_time=98s", "mtbf=24h", "--json", "--latex", "-")
+    assert run.code == 2 and "standard output" in run.json()["error"]["message"]
+    run = cli("solve", "checkpoint_interval", "checkpoint_write_time=98s", "mtbf=24h", "--latex", "-")
+    assert run.code == 0 and run.out.startswith(r"\documentclass")
+
+
+def test_markdown_shows_exact_then_rounded(cli):
+    run = cli("solve", "n_gpus", "n_params=30e9", "n_tokens=600e9 token", "train_time=30 day", "mfu=45%",
+              "peak_flops=989 TFLOP/s", "--markdown", "-")
+    assert "93.6224" in run.out and "rounded up" in run.out

@@ -80,3 +80,11 @@ def test_transcendental_inverse_uses_lambert_w(lib):
     # x e^x = 1 at x = W(1) = 0.5671432904 (the omega constant)
     assert r.value == pytest.approx(0.5671432904097838, rel=1e-12)
     assert r.steps[0].method == "rearranged" and "LambertW" in str(r.closed_form)
+
+
+def test_a_target_without_closed_form_says_so(lib):
+    r = symcalc.solve("compute_time", step_time="250 ms", comm_time="100 ms", library=lib)
+    assert not r.has_closed_form
+    assert "Closed form: none" in r.text()
+    d = r.as_dict()
+    assert d["expression"] is None and d["found_numerically"] == ["compute_time"]

@@ -200,3 +200,49 @@ def test_overflow_is_named_not_reported_as_nan():
         symcalc.solve("mfu", n_params=1e300, tokens_per_second="1e300 token/s", n_gpus=64,
                       peak_flops="1979 TFLOP/s")
     assert "floating point" in e.value.message
+
+
+def test_rounding_is_right_for_large_counts_and_halves():
+    # 3e9 + 0.4 GPUs rounds up to 3e9 + 1 (a relative slack of 1e-9 used to round it *down*)
+    r = symcalc.solve("n_gpus", gpu_hours="3000000000.4 hour", train_time="1 hour")
+    assert r.value == 3000000001 and r.exact == pytest.approx(3000000000.4, rel=1e-15)
+    # nearest rounds halves up: 4096.5 -> 4097 (numpy's np.round would give 4096)
+    r = symcalc.solve("dp", n_gpus=8193, tp=2)
+    assert r.value == 4097
+    assert any("not a whole number" in w for w in r.warnings)
+
+
+def test_function_applies_the_same_checks_as_solve():
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+    with pytest.raises(OutOfBoundsError):
+        r.function(n_params=7e9, tokens_per_second="1.5e7 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+    g = symcalc.solve("n_gpus", message_size="2 GB", allreduce_time="70 ms", link_bandwidth="50 GB/s")
+    with pytest.raises(OutOfBoundsError):    # 300 ms > 2 M / beta = 80 ms: no ring is that slow
+        g.function(message_size="2 GB", allreduce_time="300 ms", link_bandwidth="50 GB/s")
+    assert g.function(message_size="2 GB", allreduce_time="75 ms", link_bandwidth="50 GB/s").magnitude == 16
+
+
+def test_results_do_not_share_state_with_the_cache():
+    kw = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+    r = symcalc.solve("mfu", **kw)
+    r.defaults_used["flops_per_param_per_token"]["magnitude"] = 8.0
+    assert symcalc.solve("mfu", **kw).value == pytest.approx(r.value, rel=1e-12)
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda: symcalc.solve("mfu", {"n_params": 7e9}, n_params=14e9), "given twice"),
+    (lambda: symcalc.solve("mfu", n_params=("abc", "")), "number"),
+    (lambda: symcalc.solve("mfu", tokens_per_second=([], "token/s")), "empty"),
+    (lambda: symcalc.solve("mfu", options=5), "mapping"),
+    (lambda: symcalc.solve("mfu", n_params="7b"), "'b' is the bit"),
+    (lambda: symcalc.solve("mfu", mfu="101%"), "(got 101 %)"),
+])
+def test_api_input_errors_are_clear(call, needle):
+    with pytest.raises(symcalc.SymcalcError) as e:
+        call()
+    assert needle in e.value.message and "did you mean 1.01" not in e.value.message
+
+
+def test_options_may_be_pairs():
+    r = symcalc.solve("model_state_memory", n_params=7e9, dp=64, options=[("zero_stage", 3)])
+    assert r.value == pytest.approx(1.75, rel=1e-12)

@@ -26,7 +26,8 @@ def _values(result, latex_mode: bool) -> dict:
         value, unit = result.display(name)
         if np.ndim(value) > 0:
             continue
-        shown = with_unit_latex(value, unit) if latex_mode else with_unit(value, unit)
+        digits = 10 if name in result.given else 4   # given values as written, derived ones rounded
+        shown = with_unit_latex(value, unit, digits) if latex_mode else with_unit(value, unit, digits)
         out[lib.quantities[name].symbol] = wrap(shown, latex_mode)
     return out
 
@@ -55,13 +56,19 @@ def unknown_views(result, step):
     (name, "side") for a block's by-product nothing later needs (value only), else
     (name, "solved") with the full rearranged form and numbers."""
     needed = needed_downstream(result, step)
-    for name in step.solves_for:
-        if name not in step.solution:
-            yield name, "numeric"
-        elif name not in needed:
-            yield name, "side"
-        else:
-            yield name, "solved"
+    views = [(name, "numeric" if name not in step.solution else "solved" if name in needed else "side")
+             for name in step.solves_for]
+    yield from sorted(views, key=lambda v: v[1] == "side")   # the values that matter first
+
+
+def step_value_latex(result, name: str) -> list[str]:
+    """The value(s) closing a step's chain of equalities: the exact value and then the
+    rounded one for a rounded whole-number target, else just the value."""
+    from .text import was_rounded
+    if name == result.target and was_rounded(result):
+        return [with_unit_latex(result.exact, result.unit, digits=6),
+                value_latex(result, name) + r"\ \text{(rounded " + result.quantity.whole + ")}"]
+    return [value_latex(result, name)]
 
 
 def value_text(result, name: str) -> str:
@@ -69,9 +76,9 @@ def value_text(result, name: str) -> str:
     return with_unit(v, unit)
 
 
-def value_latex(result, name: str) -> str:
+def value_latex(result, name: str, digits: int = 4) -> str:
     v, unit = result.display(name)
-    return with_unit_latex(v, unit)
+    return with_unit_latex(v, unit, digits)
 
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",

@@ -54,8 +54,9 @@ def result_dict(result) -> dict:
         "defaults_used": {name: {k: d[k] for k in ("value", "source") if k in d}
                           for name, d in result.defaults_used.items()},
         "steps": steps,
-        "expression": text(result.closed_form, tnames),
-        "latex": f"{q.latex} = {latex(result.closed_form, lnames)}",
+        "expression": text(result.closed_form, tnames) if result.has_closed_form else None,
+        "latex": f"{q.latex} = {latex(result.closed_form, lnames)}" if result.has_closed_form else None,
+        "found_numerically": result.numeric_symbols or ([result.target] if result.steps and not result.has_closed_form else []),
         "unused": list(result.unused),
         "warnings": list(result.warnings),
         "out_of_bounds": list(result.violations),

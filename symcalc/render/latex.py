@@ -6,7 +6,8 @@ so the document compiles on a minimal TeX installation.
 
 from __future__ import annotations
 
-from .common import has_arrays, latex_symbols, latex_values, tex_escape, unknown_views, value_latex
+from .common import (has_arrays, latex_symbols, latex_values, step_value_latex, tex_escape, unknown_views,
+                     value_latex)
 from .expressions import latex
 from .text import was_rounded
 
@@ -21,19 +22,35 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 """
 
 
+def _fit(body: str) -> str:
+    """Math that is scaled down only if it is wider than the line."""
+    return ("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}"
+            f"{{$\\displaystyle {body}$}}")
+
+
 def display_math(body: str) -> str:
     """A displayed equation; one too long for the line is scaled down rather than overflowing."""
     if len(body) > LONG:
-        return ("\\begin{center}\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}"
-                f"{{$\\displaystyle {body}$}}\\end{{center}}")
+        return f"\\begin{{center}}{_fit(body)}\\end{{center}}"
     return f"\\[ {body} \\]"
+
+
+def display_chain(parts: list[str]) -> str:
+    """``a = b = c = d`` on one line if it fits, else one ``= ...`` per line, aligned."""
+    if sum(len(p) for p in parts) <= LONG:
+        return display_math(" = ".join(parts))
+    lines = [f"{parts[0]} &= {parts[1] if len(parts[1]) <= LONG else _fit(parts[1])}"]
+    for p in parts[2:]:
+        lines.append(f"&= {p if len(p) <= LONG else _fit(p)}")
+    return "\\begin{align*}\n" + " \\\\\n".join(lines) + "\n\\end{align*}"
 
 
 def result_equation(result) -> str:
     """``target = closed form = value``: the one-line summary (Jupyter shows this)."""
-    names = latex_symbols(result.library)
     lhs = result.quantity.latex
-    closed = latex(result.closed_form, names)
+    if not result.has_closed_form:
+        return f"{lhs} = {value_latex(result, result.target)}"
+    closed = latex(result.closed_form, latex_symbols(result.library))
     return f"{lhs} = {closed} = {value_latex(result, result.target)}"
 
 
@@ -49,12 +66,12 @@ def render_latex(result, standalone: bool = False) -> str:
     out.append(display_math(f"{q.latex} = {value_latex(result, result.target)}"))
     if was_rounded(result):
         out.append(f"Rounded {tex_escape(q.whole)} from "
-                   f"${value_latex_exact(result)}$ ({tex_escape(result.target)} is a whole number).")
+                   f"${step_value_latex(result, result.target)[0]}$ ({tex_escape(result.target)} is a whole number).")
     out.append("\\paragraph{Given.}")
     out.append("\\begin{itemize}")
-    for name, gv in result.given.items():
+    for name, _gv in result.given.items():
         sym = lib.quantities[name].latex
-        out.append(f"  \\item ${sym}$ (\\texttt{{{tex_escape(name)}}}) $= {value_latex(result, name)}$")
+        out.append(f"  \\item ${sym}$ (\\texttt{{{tex_escape(name)}}}) $= {value_latex(result, name, digits=10)}$")
     out.append("\\end{itemize}")
     if result.options:
         opts = ", ".join(f"\\texttt{{{tex_escape(k)}={tex_escape(v)}}}" for k, v in result.options.items())
@@ -75,7 +92,12 @@ def render_latex(result, standalone: bool = False) -> str:
     for step in result.steps:
         out.extend(_step(step, lib, names, numbers, result))
     out.append("\\subsection*{Closed form}")
-    out.append(display_math(f"{q.latex} = {latex(result.closed_form, names)}"))
+    if result.has_closed_form:
+        out.append(display_math(f"{q.latex} = {latex(result.closed_form, names)}"))
+        if result.numeric_symbols:
+            out.append(f"where {', '.join(tex_escape(n) for n in result.numeric_symbols)} is found numerically.")
+    else:
+        out.append(f"None: {tex_escape(result.target)} is found numerically.")
     if result.violations:
         out.append("\\paragraph{Out of bounds.} " + " ".join(tex_escape(v) for v in result.violations))
     body = "\n".join(out)
@@ -86,9 +108,6 @@ def render_latex(result, standalone: bool = False) -> str:
             + body + "\n\\end{document}\n")
 
 
-def value_latex_exact(result) -> str:
-    from .numbers import with_unit_latex
-    return with_unit_latex(result.exact, result.unit, digits=6)
 
 
 def _step(step, lib, names, numbers, result) -> list[str]:
@@ -119,16 +138,12 @@ def _step(step, lib, names, numbers, result) -> list[str]:
             parts.append(latex(expr, names))
         if numbers is not None:
             parts.append(latex(expr, numbers, numbers=True))
-        if name == result.target and was_rounded(result):
-            parts.append(value_latex_exact(result))
-            parts.append(value_latex(result, name) + r"\ \text{(rounded " + result.quantity.whole + ")}")
-        else:
-            parts.append(value_latex(result, name))
+        parts.extend(step_value_latex(result, name))
         if step.method == "rearranged":
             out.append(f"Rearranged for ${sym}$ and evaluated:")
         elif step.method == "block":
             out.append(f"Solution for ${sym}$:")
-        out.append(display_math(" = ".join(parts)))
+        out.append(display_chain(parts))
         if step.numeric:
             out.append("(The closed form is singular at these values; the value was found numerically.)")
     return out

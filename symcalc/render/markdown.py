@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .common import has_arrays, latex_symbols, latex_values, unknown_views, value_latex, value_text
+from .common import (has_arrays, latex_symbols, latex_values, step_value_latex, unknown_views, value_latex)
 from .expressions import latex
+from .latex import result_equation
 from .text import headline
 
 
@@ -11,11 +12,9 @@ def render_markdown(result) -> str:
     lib = result.library
     names = latex_symbols(lib)
     numbers = None if has_arrays(result) else latex_values(result)
-    q = result.quantity
-    out = [f"# {result.target}", "", f"**{headline(result)}**", "",
-           f"$$ {q.latex} = {latex(result.closed_form, names)} = {value_latex(result, result.target)} $$", ""]
+    out = [f"# {result.target}", "", f"**{headline(result)}**", "", f"$$ {result_equation(result)} $$", ""]
     out += ["## Given", "", "| quantity | value |", "|---|---|"]
-    out += [f"| `{name}` | {value_text(result, name)} |" for name in result.given]
+    out += [f"| `{name}` | {g.text} |" for name, g in result.given.items()]
     out.append("")
     if result.options:
         out += ["## Options", "", ", ".join(f"`{k}={v}`" for k, v in result.options.items()), ""]
@@ -45,7 +44,7 @@ def render_markdown(result) -> str:
             parts = [sym] + ([latex(expr, names)] if step.method != "explicit" else [])
             if numbers is not None:
                 parts.append(latex(expr, numbers, numbers=True))
-            parts.append(value_latex(result, name))
+            parts.extend(step_value_latex(result, name))
             out += [f"$$ {' = '.join(parts)} $$", ""]
     if result.violations:
         out += ["## Out of bounds", ""] + [f"- {v}" for v in result.violations] + [""]

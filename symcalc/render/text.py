@@ -49,12 +49,23 @@ def render_text(result) -> str:
         for name, d in result.defaults_used.items():
             lines.append(f"  {name} = {d['value']}  ({d['source']})")
     lines.append("")
-    lines.append(f"Closed form: {result.target} = {text(result.closed_form, names)}")
+    lines.append(closed_form_line(result, names))
     if result.unused:
         lines.append(f"Not needed: {', '.join(result.unused)}")
     for w in result.violations:
         lines.append(f"OUT OF BOUNDS: {w}")
     return "\n".join(lines)
+
+
+def closed_form_line(result, names) -> str:
+    if not result.steps:
+        return f"{result.target} is given (no derivation)"
+    if not result.has_closed_form:
+        return f"Closed form: none ({result.target} is found numerically)"
+    line = f"Closed form: {result.target} = {text(result.closed_form, names)}"
+    if result.numeric_symbols:
+        line += f"  (where {', '.join(result.numeric_symbols)} is found numerically)"
+    return line
 
 
 def was_rounded(result) -> bool:
