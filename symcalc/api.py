@@ -231,13 +231,26 @@ def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
             shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
             where = "" if v.ndim == 0 else f" at {int(bad.sum())} of {v.size} points"
             ids = ", ".join(f.id for f in s.formulas)
-            if s.method == "explicit":
-                why = "the given values are inconsistent or out of the formulas' range"
-            else:
-                why = (f"no admissible {name} satisfies {ids} for these values of "
-                       f"{', '.join(x for x in s.inputs)}")
-            out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: {why}")
+            sources = ", ".join(_given_ancestors(derivation, s))
+            out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: the values of "
+                       f"{sources} are inconsistent, or outside the range of {ids}")
     return out
+
+
+def _given_ancestors(derivation: Derivation, step) -> list[str]:
+    """The known quantities (given or defaults) a step's result depends on, through the plan."""
+    producer = {u: s for s in derivation.steps for u in s.unknowns}
+    seen, out, todo = set(), set(), list(step.inputs)
+    while todo:
+        q = todo.pop()
+        if q in seen:
+            continue
+        seen.add(q)
+        if q in producer:
+            todo.extend(producer[q].inputs)
+        else:
+            out.add(q)
+    return sorted(out)
 
 
 def _bounds_text(q) -> str:
