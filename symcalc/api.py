@@ -17,7 +17,7 @@ import numpy as np
 
 from . import units
 from .derivation import Derivation
-from .errors import DimensionError, NoSolutionError, OutOfBoundsError, SymcalcError
+from .errors import DimensionError, NoSolutionError, OutOfBoundsError, SymcalcError, UnderdeterminedError
 from .library import Library, default_library
 from .plan import make_plan
 from .render.numbers import fmt, with_unit
@@ -58,7 +58,15 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     defaults = {name: spec for name, spec in library.coefficient_defaults(options).items() if name not in known}
     zero = {name for name, (text, _) in defaults.items()
             if units.parse_quantity(text, name).magnitude == 0}
-    plan = make_plan(library.active_formulas(options), target, known, defaults, zero)
+    try:
+        plan = make_plan(library.active_formulas(options), target, known, defaults, zero)
+    except UnderdeterminedError as e:
+        own = library.quantities[target]
+        if own.default is not None:
+            e.message += (f". ({target} has a default, {own.default}, but it is only used as an input; "
+                          "give it to use it)")
+            e.args = (e.message,)
+        raise
     used: dict[str, dict] = {}
     for name in plan.defaults:
         text, source = defaults[name]
@@ -96,7 +104,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     if given is not None and not isinstance(given, Mapping):
         raise QueryError("given values must be a mapping of name -> value")
     knowns = read_given(lib, [*(given or {}).items(), *values.items()])
-    opts = lib.option_values(_option_mapping(options))
+    explicit_options = _option_mapping(options) or {}
+    opts = lib.option_values(explicit_options)
     if tq.name in knowns:
         return _conversion(lib, tq, knowns, opts, to)
     derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts)
@@ -104,43 +113,49 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     env = {k: v.magnitude for k, v in knowns.items()}
     env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
     ev = derivation.evaluate(env)
-
     unit, factor = _output_unit(tq, to)
     exact = ev.values[tq.name]
     rounded = _round(exact, tq.whole)
-    warnings = list(ev.warnings)
-    _check_solvable(lib, derivation, ev.values)
-    violations = _violations(lib, derivation, ev.values)
-    if tq.whole and not violations and not np.all(tq.domain.contains(rounded)):
-        violations.append(f"{tq.name} = {with_unit(np.min(exact) / tq.factor, tq.display_unit)} rounds "
-                          f"{tq.whole} to {with_unit(np.min(rounded) / tq.factor, tq.display_unit)}, outside "
-                          f"{_bounds_text(tq)}: a whole number this small makes no sense here")
+    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded)
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
-    warnings += _whole_number_notes(lib, derivation, ev.values)
-    if derivation.plan.unused:
-        warnings.append(f"not used by this derivation: {', '.join(derivation.plan.unused)} "
-                        "(no formula on the route needs it; check the options if it should matter)")
-    if ev.numeric_steps:
-        for i in sorted(ev.numeric_steps):
-            s = derivation.steps[i]
-            warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
 
     steps = [StepView(number=i + 1, formulas=list(s.formulas), method=s.method,
                       solves_for=list(s.unknowns), inputs=list(s.inputs),
                       solution=(s.candidates[ev.choices[i]] if s.candidates and ev.choices.get(i, -1) >= 0 else {}),
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
-    if tq.whole == "nearest" and _far_from_whole(exact):
-        warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
-                        "nearest: the given values do not fit whole numbers exactly")
     return Result(library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
                   base_value=exact, rounded_base=rounded, given=knowns,
-                  options=_relevant_options(lib, derivation, defaults_used, _option_mapping(options) or {}, opts),
+                  options=_relevant_options(derivation, defaults_used, explicit_options, opts),
                   all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
                   derivation=derivation, closed_form=derivation.closed_form(ev.choices),
                   unused=list(derivation.plan.unused), warnings=warnings, violations=violations)
+
+
+def _findings(lib, derivation: Derivation, ev, tq, exact, rounded) -> tuple[list[str], list[str]]:
+    """What to tell the user about an evaluated derivation: (warnings, bound violations).
+
+    Raises NoSolutionError when a step has no finite value at all.
+    """
+    _check_solvable(lib, derivation, ev.values)
+    violations = _violations(lib, derivation, ev.values)
+    if tq.whole and not violations and not np.all(tq.domain.contains(rounded)):
+        violations.append(f"{tq.name} = {with_unit(np.min(exact) / tq.factor, tq.display_unit)} rounds "
+                          f"{tq.whole} to {with_unit(np.min(rounded) / tq.factor, tq.display_unit)}, outside "
+                          f"{_bounds_text(tq)}: a whole number this small makes no sense here")
+    warnings = list(ev.warnings) + _whole_number_notes(lib, derivation, ev.values)
+    if tq.whole == "nearest" and _far_from_whole(exact):
+        warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
+                        "nearest: the given values do not fit whole numbers exactly")
+    if derivation.plan.unused:
+        warnings.append(f"not used by this derivation: {', '.join(derivation.plan.unused)} "
+                        "(no formula on the route needs it; check the options if it should matter)")
+    for i in sorted(ev.numeric_steps):
+        s = derivation.steps[i]
+        warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
+    return warnings, violations
 
 
 def _option_mapping(options) -> Mapping | None:
@@ -279,7 +294,9 @@ def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[str]:
     return notes
 
 
-def _relevant_options(lib, derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:
+def _relevant_options(derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:
+    """The options that shaped this derivation (selected a formula or set a default used),
+    plus any given explicitly."""
     names = set(explicit)
     for s in derivation.steps:
         for f in s.formulas:

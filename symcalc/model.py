@@ -78,10 +78,6 @@ class QuantitySpec:
     factor: float = 1.0        # size of one display unit in base units
     symbol: sympy.Symbol | None = None
 
-    @property
-    def is_count(self) -> bool:
-        return not self.dim
-
 
 @dataclass
 class OptionSpec:
@@ -118,7 +114,3 @@ class FormulaSpec:
 
     def active(self, options: dict[str, str]) -> bool:
         return all(options.get(k) in allowed for k, allowed in self.when.items())
-
-    @property
-    def residual(self) -> sympy.Expr:
-        return self.lhs - self.rhs

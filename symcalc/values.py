@@ -32,10 +32,6 @@ class GivenValue:
     text: str
     magnitude: object      # float or numpy array, in base units
 
-    @property
-    def is_array(self) -> bool:
-        return np.ndim(self.magnitude) > 0
-
 
 _EXAMPLES = {"%": "45", "GB": "80", "TFLOP/s": "989", "PFLOP/s": "6.3", "hour": "24", "day": "30",
              "GB/s": "50", "TB/s": "3.35", "ms": "70", "us": "5", "min": "30", "s": "98",
