@@ -217,6 +217,8 @@ def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
     left floating point's range (1e300 x 1e300) or the equations have no admissible root."""
     for s in derivation.steps:
         for name in s.unknowns:
+            if lib.quantities[name].kind == "text":
+                continue
             v = np.asarray(values[name], dtype=float)
             if np.any(np.isfinite(v)):
                 continue
@@ -238,6 +240,8 @@ def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
     for s in derivation.steps:
         for name in s.unknowns:
             q = lib.quantities[name]
+            if q.kind == "text":
+                continue
             v = np.asarray(values[name], dtype=float)
             bad = ~q.domain.contains(v)
             if not np.any(bad):

@@ -126,6 +126,11 @@ class Derivation:
             return e if out.has(sympy.zoo, sympy.nan, sympy.oo) else out
 
         candidates: tuple[dict, ...] = ()
+        if len(formulas) == 1 and formulas[0].algorithm:
+            # a registered procedure: its "solution" is the call itself, evaluated in Python
+            solved = SolvedStep(step=step, formulas=formulas, method="algorithm",
+                                candidates=({step.solves_for[0]: formulas[0].rhs},), domains=domains)
+            return solved
         if len(formulas) == 1:
             f, name = formulas[0], step.solves_for[0]
             x = self._sym(name)
@@ -206,6 +211,8 @@ class Derivation:
         """Values of one step's unknowns. Per element: the first root inside the unknowns'
         domains; else the first finite root (the bounds check reports it); else a numeric root."""
         names = s.unknowns
+        if s.method == "algorithm":
+            return {names[0]: self._algorithm(s, args)}, 0, False
         if s.method == "numeric":
             return self._numeric(s, args, None), -1, True
         results = [{u: _real(fn(*args)) for u, fn in fns.items()} for fns in s.functions]
@@ -240,6 +247,16 @@ class Derivation:
                 chosen[u] = np.where(taken, chosen[u], np.broadcast_to(fallback[u], shape))
         out = {u: (float(v) if v.ndim == 0 else v) for u, v in chosen.items()}
         return out, (first_used if first_used is not None else -1), used_numeric
+
+    def _algorithm(self, s: SolvedStep, args: list):
+        """Apply a registered algorithm, element by element over any arrays among its inputs."""
+        from .algorithms import REGISTRY
+        fn = REGISTRY[s.formulas[0].algorithm]
+        text_out = self.library.quantities[s.unknowns[0]].kind == "text"
+        if all(np.ndim(a) == 0 for a in args):
+            return fn(*args)
+        out = np.vectorize(fn, otypes=[object])(*args)
+        return out if text_out else out.astype(float)
 
     def _numeric(self, s: SolvedStep, args: list, where) -> dict:
         """Numeric roots of the step's equations, for the elements selected by ``where``."""

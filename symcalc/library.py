@@ -38,7 +38,8 @@ QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "dom
 OPTION_KEYS = {"description", "default", "values"}
 OPTION_VALUE_KEYS = {"description", "sets", "source"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default"}
-FILE_KEYS = {"meta", "quantities", "options", "formulas"}
+ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
+FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
 
 def formula_dir() -> Path:
@@ -181,8 +182,12 @@ def load_library(paths: Iterable[str | Path] | None = None, extra: Iterable[str 
         entries = doc.get("formulas", [])
         if not isinstance(entries, list):
             raise LibraryError(f"{path.name}: 'formulas' must be an array of tables ([[formulas]])")
-        for table in entries:
-            f = _load_formula(table, path.name, quantities, options, symbols)
+        algorithms = doc.get("algorithms", [])
+        if not isinstance(algorithms, list):
+            raise LibraryError(f"{path.name}: 'algorithms' must be an array of tables ([[algorithms]])")
+        loaded = [_load_formula(t, path.name, quantities, options, symbols) for t in entries]
+        loaded += [_load_algorithm(t, path.name, quantities, options) for t in algorithms]
+        for f in loaded:
             if f.id in formulas:
                 raise LibraryError(f"{path.name}: formula id '{f.id}' is already used in {formulas[f.id].file}")
             formulas[f.id] = f
@@ -256,6 +261,13 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         if not isinstance(table.get(key), str):
             raise LibraryError(f"{where}: '{key}' (text) is required")
     unit = table["unit"].strip()
+    if unit == "text":
+        if table.get("default") is not None or "domain" in table or table.get("whole"):
+            raise LibraryError(f"{where}: a text quantity has no default, domain or rounding")
+        return QuantitySpec(name=name, unit="", display_unit="", latex=table["latex"],
+                            description=table["description"].strip(), file=file,
+                            aliases=tuple(table.get("aliases", [])), source=str(table.get("source", "")),
+                            kind="text", dim=None, factor=1.0, symbol=sympy.Symbol(name))
     try:
         dim = units.dimensionality(unit)
         display = str(table.get("display_unit", unit)).strip()
@@ -351,6 +363,58 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
                       values=values, sets=sets, sources=sources, file=file)
 
 
+def _load_when(table: dict, where: str, options: dict[str, OptionSpec]) -> dict[str, tuple[str, ...]]:
+    when: dict[str, tuple[str, ...]] = {}
+    for key, allowed in _require_table(table.get("when", {}), f"{where}: when").items():
+        if key not in options:
+            raise LibraryError(f"{where}: 'when' names unknown option '{key}'.{did_you_mean(key, options)}")
+        vals = tuple(_option_text(v) for v in (allowed if isinstance(allowed, list) else [allowed]))
+        for v in vals:
+            if v not in options[key].values:
+                raise LibraryError(f"{where}: option {key} has no value '{v}' (values: {list(options[key].values)})")
+        when[key] = vals
+    return when
+
+
+def _load_algorithm(table, file: str, quantities: dict[str, QuantitySpec],
+                    options: dict[str, OptionSpec]) -> FormulaSpec:
+    """An [[algorithms]] entry: a registered procedure from named inputs to one output.
+
+    It joins the graph like a formula that can only be solved for its output.
+    """
+    from .algorithms import REGISTRY
+    table = _require_table(table, f"{file}: an [[algorithms]] entry")
+    fid = table.get("id")
+    if not isinstance(fid, str) or not NAME_RE.match(fid):
+        raise LibraryError(f"{file}: every algorithm needs an id in snake_case (got {fid!r})")
+    where = f"{file}: algorithm '{fid}'"
+    _check_keys(table, ALGORITHM_KEYS, where)
+    for key in ("title", "source", "function", "output"):
+        if not isinstance(table.get(key), str) or not table[key].strip():
+            raise LibraryError(f"{where}: '{key}' (text) is required")
+    function = table["function"]
+    if function not in REGISTRY:
+        raise LibraryError(f"{where}: unknown function '{function}'.{did_you_mean(function, REGISTRY)} "
+                           f"Available: {', '.join(sorted(REGISTRY))}")
+    inputs = table.get("inputs")
+    if not isinstance(inputs, list) or not inputs or not all(isinstance(i, str) for i in inputs):
+        raise LibraryError(f"{where}: 'inputs' must be a list of quantity names")
+    output = table["output"]
+    for name in [*inputs, output]:
+        if name not in quantities:
+            raise LibraryError(f"{where}: unknown quantity '{name}'.{did_you_mean(name, quantities)}")
+    if output in inputs or len(set(inputs)) != len(inputs):
+        raise LibraryError(f"{where}: inputs must be distinct and not include the output")
+    lhs = quantities[output].symbol
+    rhs = sympy.Function(function)(*[quantities[i].symbol for i in inputs])
+    return FormulaSpec(id=fid, title=table["title"].strip(), source=table["source"].strip(), file=file,
+                       equation=f"{output} = {function}({', '.join(inputs)})",
+                       when=_load_when(table, where, options), notes=str(table.get("notes", "")).strip(),
+                       algorithm=function, lhs=lhs, rhs=rhs, display_lhs=lhs, display_rhs=rhs,
+                       quantities=tuple(inputs) + (output,),
+                       solvability={**{i: "none" for i in inputs}, output: "explicit"})
+
+
 def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
                   symbols: dict[sympy.Symbol, QuantitySpec]) -> FormulaSpec:
     table = _require_table(table, f"{file}: a [[formulas]] entry")
@@ -362,18 +426,12 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     for key in ("equation", "title", "source"):
         if not isinstance(table.get(key), str) or not table[key].strip():
             raise LibraryError(f"{where}: '{key}' (text) is required")
-    when: dict[str, tuple[str, ...]] = {}
-    for key, allowed in _require_table(table.get("when", {}), f"{where}: when").items():
-        if key not in options:
-            raise LibraryError(f"{where}: 'when' names unknown option '{key}'.{did_you_mean(key, options)}")
-        vals = tuple(_option_text(v) for v in (allowed if isinstance(allowed, list) else [allowed]))
-        for v in vals:
-            if v not in options[key].values:
-                raise LibraryError(f"{where}: option {key} has no value '{v}' (values: {list(options[key].values)})")
-        when[key] = vals
+    when = _load_when(table, where, options)
 
     def resolve(name: str) -> sympy.Expr:
         if name in quantities:
+            if quantities[name].kind == "text":
+                raise ParseError(f"'{name}' is text, not a number: only an algorithm can use it")
             return quantities[name].symbol
         if _is_unit_name(name):
             return unit_symbol(name)

@@ -73,6 +73,7 @@ class QuantitySpec:
     default: str | None = None  # value text of a coefficient's default, e.g. "6 FLOP/token"
     default_source: str = ""
     source: str = ""
+    kind: str = "number"       # "number", or "text" (a word or a pattern, for algorithms only)
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units
@@ -104,6 +105,7 @@ class FormulaSpec:
     when: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: str = ""
     default_rule: bool = False  # a default, not a law: gives its left side only when not known
+    algorithm: str | None = None  # name in symcalc.algorithms.REGISTRY: a procedure, not an equation
     # derived at load
     lhs: sympy.Expr | None = None
     rhs: sympy.Expr | None = None

@@ -93,6 +93,15 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = froz
         if q not in hard:
             heapq.heappush(heap, (DEFAULT_COST, next(tie), q, None))
 
+    def offer(f: FormulaSpec) -> None:
+        """f has one unsettled quantity left: offer it, if f can be solved for it."""
+        v = next(x for x in f.quantities if x not in cost)
+        if f.solvability[v] != "none":
+            inputs = tuple(x for x in f.quantities if x != v)
+            penalty = DEFAULT_COST if f.default_rule else 0
+            heapq.heappush(heap, (1 + penalty + sum(cost[x] for x in inputs), next(tie), v,
+                                  Step((f.id,), (v,), inputs)))
+
     def settle(q: str, c: float, step: Step | None) -> None:
         cost[q] = c
         producer[q] = step
@@ -100,12 +109,11 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = froz
         for f in by_quantity.get(q, ()):
             remaining[f.id] -= 1
             if remaining[f.id] == 1:
-                v = next(x for x in f.quantities if x not in cost)
-                if f.solvability[v] != "none":
-                    inputs = tuple(x for x in f.quantities if x != v)
-                    penalty = DEFAULT_COST if f.default_rule else 0
-                    heapq.heappush(heap, (1 + penalty + sum(cost[x] for x in inputs), next(tie), v,
-                                          Step((f.id,), (v,), inputs)))
+                offer(f)
+
+    for f in formulas:   # constant definitions ("x = 6 FLOP/token") need no trigger
+        if len(f.quantities) == 1:
+            offer(f)
 
     while True:
         while heap:

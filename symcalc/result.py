@@ -72,8 +72,10 @@ class Result:
         return self.value
 
     @property
-    def quantity_value(self) -> pint.Quantity:
-        """The answer as a pint quantity of symcalc's registry."""
+    def quantity_value(self):
+        """The answer as a pint quantity of symcalc's registry (text answers stay text)."""
+        if self.quantity.kind == "text":
+            return self.value
         return units.Q(self.value, self.unit) if self.unit else units.Q(self.value)
 
     def to(self, unit: str) -> pint.Quantity:
@@ -153,6 +155,8 @@ class Result:
 
 
 def _scale(base, factor: float):
+    if isinstance(base, str) or (isinstance(base, np.ndarray) and base.dtype == object):
+        return base     # text: a word or a description, nothing to scale
     if np.ndim(base) > 0:
         return np.asarray(base, dtype=float) / factor
     return float(base) / factor

@@ -53,6 +53,12 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
     ``(value, "unit")`` pairs and quantities made with :func:`symcalc.Q`.
     """
     ureg = units.registry()
+    if q.kind == "text":
+        if not isinstance(raw, str) or not raw.strip():
+            raise MalformedValueError(f"{q.name} is text (e.g. {q.description}); got {raw!r:.40}")
+        if len(raw) > 2000:
+            raise MalformedValueError(f"{q.name}: the text is longer than 2000 characters")
+        return GivenValue(q.name, raw.strip(), raw.strip())
     if isinstance(raw, str):
         text = raw.strip()
         magnitude, got = _parse_text(text, q)

@@ -38,3 +38,32 @@ def pdflatex():
             pytest.fail("pdflatex is required (apt-get install texlive-latex-base)")
         pytest.skip("pdflatex not installed (apt-get install texlive-latex-base); CI requires it")
     return exe
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Count the seed worked examples run, by kind and outcome."""
+    from collections import Counter
+    import sys
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    from pathlib import Path
+    data = Path(__file__).parent / "data" / "seed_examples.toml"
+    kinds = {e["id"]: e["kind"] for e in tomllib.loads(data.read_text())["example"]}
+    counts = Counter()
+    for outcome in ("passed", "failed", "skipped"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(rep, "nodeid", "")
+            if "test_seed_example[" in nodeid and rep.when == "call":
+                ex = nodeid.split("[", 1)[1].rstrip("]")
+                counts[(kinds.get(ex, "?"), outcome)] += 1
+            elif "test_comparison_example[" in nodeid and rep.when == "call":
+                ex = nodeid.split("[", 1)[1].rstrip("]")
+                counts[(kinds.get(ex, "?"), outcome)] += 1
+    if counts:
+        by_kind = {}
+        for (kind, outcome), n in counts.items():
+            by_kind.setdefault(kind, Counter())[outcome] += n
+        parts = [f"{k}: " + ", ".join(f"{n} {o}" for o, n in sorted(c.items())) for k, c in sorted(by_kind.items())]
+        terminalreporter.write_line("seed worked examples -- " + "; ".join(parts))

@@ -10,13 +10,13 @@ from symcalc.errors import NoSolutionError
 from symcalc.library import load_library
 
 OVERLAP = """
-[quantities.compute_time]
+[quantities.busy_time]
 unit = "s"
 display_unit = "ms"
 latex = "T_{c}"
 description = "compute time of a step"
 
-[quantities.comm_time]
+[quantities.transfer_time]
 unit = "s"
 display_unit = "ms"
 latex = "T_{m}"
@@ -35,7 +35,7 @@ description = "x e^x"
 [[formulas]]
 id = "overlapped_step"
 title = "Step time with communication fully overlapped"
-equation = "step_time = Max(compute_time, comm_time)"
+equation = "step_time = Max(busy_time, transfer_time)"
 source = "test"
 
 [[formulas]]
@@ -54,7 +54,7 @@ def lib(tmp_path_factory):
 
 
 def test_max_is_inverted_numerically_and_the_step_says_so(lib):
-    r = symcalc.solve("compute_time", step_time="250 ms", comm_time="100 ms", library=lib)
+    r = symcalc.solve("busy_time", step_time="250 ms", transfer_time="100 ms", library=lib)
     # Max(T_c, 100 ms) = 250 ms  =>  T_c = 250 ms
     assert r.value == pytest.approx(250, rel=1e-9)
     assert r.steps[0].method == "numeric"
@@ -63,16 +63,16 @@ def test_max_is_inverted_numerically_and_the_step_says_so(lib):
 
 
 def test_max_over_a_sweep(lib):
-    r = symcalc.solve("compute_time", step_time=symcalc.Q(np.array([150.0, 250.0, 400.0]), "ms"),
-                      comm_time="100 ms", library=lib)
+    r = symcalc.solve("busy_time", step_time=symcalc.Q(np.array([150.0, 250.0, 400.0]), "ms"),
+                      transfer_time="100 ms", library=lib)
     assert np.allclose(r.value, [150, 250, 400], rtol=1e-9)
 
 
 def test_no_admissible_root_is_a_clear_error(lib):
     # the step cannot be shorter than its fully overlapped communication
     with pytest.raises(NoSolutionError) as e:
-        symcalc.solve("compute_time", step_time="50 ms", comm_time="100 ms", library=lib)
-    assert "compute_time" in e.value.message and "overlapped_step" in e.value.message
+        symcalc.solve("busy_time", step_time="50 ms", transfer_time="100 ms", library=lib)
+    assert "busy_time" in e.value.message and "overlapped_step" in e.value.message
 
 
 def test_transcendental_inverse_uses_lambert_w(lib):
@@ -83,8 +83,8 @@ def test_transcendental_inverse_uses_lambert_w(lib):
 
 
 def test_a_target_without_closed_form_says_so(lib):
-    r = symcalc.solve("compute_time", step_time="250 ms", comm_time="100 ms", library=lib)
+    r = symcalc.solve("busy_time", step_time="250 ms", transfer_time="100 ms", library=lib)
     assert not r.has_closed_form
     assert "Closed form: none" in r.text()
     d = r.as_dict()
-    assert d["expression"] is None and d["found_numerically"] == ["compute_time"]
+    assert d["expression"] is None and d["found_numerically"] == ["busy_time"]

@@ -9,7 +9,11 @@ from .expressions import latex, text
 
 
 def _plain(v):
-    """Floats, or nested lists keeping an array's shape; NaN and inf become null."""
+    """Floats, or nested lists keeping an array's shape; NaN and inf become null; text stays text."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, np.ndarray) and v.dtype == object:
+        return v.tolist()
     if np.ndim(v) > 0:
         arr = np.asarray(v, dtype=float)
         return np.where(np.isfinite(arr), arr, None).tolist()

@@ -134,7 +134,7 @@ def _step(step, lib, names, numbers, result) -> list[str]:
             continue
         expr = step.solution[name]
         parts = [sym]
-        if step.method != "explicit":
+        if step.method in ("rearranged", "block"):
             parts.append(latex(expr, names))
         if numbers is not None:
             parts.append(latex(expr, numbers, numbers=True))

@@ -45,6 +45,10 @@ def _finite_range(x) -> tuple[int, float, float] | None:
 
 def fmt(x, digits: int = DIGITS) -> str:
     """``150000``, ``4.974``, ``4.2e10``, ``1.75``; arrays as ``[min .. max] (n values)``."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, np.ndarray) and x.dtype == object:
+        return ", ".join(sorted(set(map(str, x.ravel()))))
     if np.ndim(x) > 0:
         rng = _finite_range(x)
         if rng is None:
@@ -56,6 +60,9 @@ def fmt(x, digits: int = DIGITS) -> str:
 
 def fmt_latex(x, digits: int = DIGITS) -> str:
     """``4.2 \\times 10^{10}``; arrays as their range."""
+    if isinstance(x, str) or (isinstance(x, np.ndarray) and x.dtype == object):
+        from .common import tex_escape
+        return r"\text{" + tex_escape(fmt(x)) + "}"
     if np.ndim(x) > 0:
         rng = _finite_range(x)
         if rng is None:

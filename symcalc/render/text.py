@@ -34,7 +34,7 @@ def render_text(result) -> str:
                 lines.append(f"     also {name} = {value_text(result, name)}")
                 continue
             expr = step.solution[name]
-            if step.method != "explicit":
+            if step.method in ("rearranged", "block"):
                 lines.append(f"     -> {name} = {text(expr, names)}")
             shown = step_value_text(result, name)
             if numbers is not None:
