@@ -17,7 +17,8 @@ import numpy as np
 
 from . import units
 from .derivation import Derivation
-from .errors import DimensionError, NoSolutionError, OutOfBoundsError, SymcalcError, UnderdeterminedError
+from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, SymcalcError,
+                     UnderdeterminedError)
 from .library import Library, default_library
 from .plan import make_plan
 from .render.numbers import fmt, with_unit
@@ -85,7 +86,8 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
 
 def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           options: Mapping[str, object] | None = None, to: str | None = None,
-          library: Library | None = None, on_bounds: str = "raise", **values) -> Result:
+          library: Library | None = None, on_bounds: str = "raise",
+          hardware: str | None = None, model: str | None = None, **values) -> Result:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -94,6 +96,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     a numpy array (the answer broadcasts). ``to`` picks the unit of the answer.
     ``on_bounds="raise"`` raises OutOfBoundsError when a computed value leaves its quantity's
     bounds (MFU above 1, negative memory); ``"flag"`` records it in ``result.violations``.
+    ``hardware`` and ``model`` name presets (``symcalc list hardware``, ``symcalc list models``;
+    a model may also be the path of a Hugging Face config.json): they fill in known values and
+    options, below anything given explicitly, and never the target itself.
     """
     if on_bounds not in ("raise", "flag"):
         raise ValueError("on_bounds must be 'raise' or 'flag'")
@@ -105,7 +110,10 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         raise QueryError("given values must be a mapping of name -> value")
     knowns = read_given(lib, [*(given or {}).items(), *values.items()])
     explicit_options = _option_mapping(options) or {}
-    opts = lib.option_values(explicit_options)
+    presets = _presets(hardware, model)
+    preset_options = {k: v for p in presets for k, v in p.options.items()}
+    opts = lib.option_values({**preset_options, **explicit_options})
+    knowns.update(_preset_values(lib, presets, opts, tq.name, knowns))
     if tq.name in knowns:
         return _conversion(lib, tq, knowns, opts, to)
     derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts)
@@ -116,7 +124,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     unit, factor = _output_unit(tq, to)
     exact = ev.values[tq.name]
     rounded = _round(exact, tq.whole)
-    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded)
+    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns)
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
 
@@ -126,7 +134,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
     return Result(library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
-                  base_value=exact, rounded_base=rounded, given=knowns,
+                  base_value=exact, rounded_base=rounded, given=knowns, presets={p.kind: p.key for p in presets},
+                  preset_args={"hardware": hardware, "model": model},
                   options=_relevant_options(derivation, defaults_used, explicit_options, opts),
                   all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
@@ -134,7 +143,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   unused=list(derivation.plan.unused), warnings=warnings, violations=violations)
 
 
-def _findings(lib, derivation: Derivation, ev, tq, exact, rounded) -> tuple[list[str], list[str]]:
+def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict) -> tuple[list[str], list[str]]:
     """What to tell the user about an evaluated derivation: (warnings, bound violations).
 
     Raises NoSolutionError when a step has no finite value at all.
@@ -149,13 +158,40 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded) -> tuple[list
     if tq.whole == "nearest" and _far_from_whole(exact):
         warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
                         "nearest: the given values do not fit whole numbers exactly")
-    if derivation.plan.unused:
-        warnings.append(f"not used by this derivation: {', '.join(derivation.plan.unused)} "
+    typed = [q for q in derivation.plan.unused if not given.get(q) or not given[q].origin]
+    if typed:
+        warnings.append(f"not used by this derivation: {', '.join(typed)} "
                         "(no formula on the route needs it; check the options if it should matter)")
     for i in sorted(ev.numeric_steps):
         s = derivation.steps[i]
         warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
     return warnings, violations
+
+
+def _presets(hardware: str | None, model: str | None) -> list:
+    from .presets import find_preset
+    out = []
+    if hardware:
+        out.append(find_preset("hardware", str(hardware)))
+    if model:
+        out.append(find_preset("models", str(model)))
+    return out
+
+
+def _preset_values(lib: Library, presets: list, opts: dict, target: str, given: dict) -> dict[str, GivenValue]:
+    """Known values from presets, below the user's own and never the target."""
+    out: dict[str, GivenValue] = {}
+    dtype = lib.compute_dtype(opts)
+    for preset in presets:
+        for name, (text, source) in preset.resolve(opts, dtype).items():
+            if name not in lib.quantities:
+                raise LibraryError(f"preset {preset.key} sets '{name}', which the formula library does not define")
+            if name == target or name in given or name in out:
+                continue
+            gv = read_value(lib.quantities[name], text)
+            gv.origin = f"{preset.kind[:-1] if preset.kind == 'models' else preset.kind} {preset.key}: {source}"
+            out[name] = gv
+    return out
 
 
 def _option_mapping(options) -> Mapping | None:
@@ -176,7 +212,7 @@ def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: 
     plan = Plan(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
     derivation = Derivation(lib, plan, opts, {})
     return Result(library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
-                  rounded_base=_round(value, q.whole), given=knowns, options={}, all_options=opts,
+                  rounded_base=_round(value, q.whole), given=knowns, presets={}, options={}, all_options=opts,
                   defaults_used={}, values={k: v.magnitude for k, v in knowns.items()}, steps=[],
                   derivation=derivation, closed_form=q.symbol, unused=list(plan.unused),
                   warnings=[f"{q.name} is given: the answer is that value converted"])

@@ -76,3 +76,19 @@ def describe(lib, name: str) -> dict:
     near = closest_names(name, pool)
     hint = f" Did you mean: {', '.join(near)}?" if near else " Try `symcalc list`."
     raise UnknownNameError(f"'{name}' is not a quantity, formula or option.{hint}", near)
+
+
+def preset_catalog(kind: str, term: str | None = None) -> list[dict]:
+    """Built-in hardware or model presets, filtered by every word of ``term``."""
+    from .presets import all_presets
+    out = []
+    for p in all_presets()[kind].values():
+        text = " ".join([p.key, p.title, *p.aliases, p.source])
+        if not _match(term, text):
+            continue
+        values = {k: v for k, (v, _) in p.values.items()}
+        values.update({f"peak_flops_{k}": v for k, (v, _) in p.peak_flops.items()})
+        out.append({"name": p.key, "title": p.title, "aliases": list(p.aliases), "values": values,
+                    "options": dict(p.options), "source": p.source,
+                    "sources": {k: s for k, (_, s) in {**p.values, **{f"peak_flops_{k}": x for k, x in p.peak_flops.items()}}.items()}})
+    return out

@@ -67,8 +67,11 @@ def cli() -> None:
       symcalc solve mfu n_params=7e9 "tokens_per_second=150000 token/s" n_gpus=64 "peak_flops=1979 TFLOP/s"
       symcalc solve n_gpus n_params=30e9 "n_tokens=600e9 token" train_time=30day mfu=0.45 "peak_flops=989 TFLOP/s"
       symcalc solve model_state_memory n_params=7e9 dp=64 --option zero_stage=3
+      symcalc solve train_time --model llama3-8b --hardware h100 n_gpus=64 mfu=40%
       symcalc list memory
+      symcalc list hardware
       symcalc show young_interval
+      symcalc formulas --latex library.tex
     """
 
 
@@ -82,9 +85,13 @@ def cli() -> None:
 @click.option("--latex", "latex_file", metavar="FILE", help="Write the derivation as a LaTeX document ('-' for stdout).")
 @click.option("--markdown", "markdown_file", metavar="FILE", help="Write the derivation as Markdown ('-' for stdout).")
 @click.option("--brief", is_flag=True, help="Print only the answer line.")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).")
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`), "
+              "or read a Hugging Face config.json.")
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
               help="Load extra formula files on top of the built-in library.")
-def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, formula_files):
+def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, hardware, model,
+          formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
     from .api import solve as api_solve
     to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file),
@@ -95,7 +102,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
                        "give --latex/--markdown a file name")
     lib = _library(formula_files)
     result = api_solve(target, _pairs(values, "a value"), options=_pairs(options, "an option"),
-                       to=to_unit, library=lib)
+                       to=to_unit, library=lib, hardware=hardware, model=model)
     if latex_file:
         _write(latex_file, result.latex(standalone=True))
     if markdown_file:
@@ -117,9 +124,21 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
 def list_cmd(what, term, as_json, formula_files):
-    """List quantities, formulas and options. WHAT is one of those kinds, or a search term."""
-    from .catalog import catalog
+    """List quantities, formulas, options, hardware or models. WHAT is one of those kinds,
+    or a search term (searched in names, aliases and descriptions)."""
+    from .catalog import catalog, preset_catalog
     kinds = {"quantities", "formulas", "options"}
+    if what in ("hardware", "models", "model", "gpus"):
+        entries = {"hardware" if what in ("hardware", "gpus") else "models":
+                   preset_catalog("hardware" if what in ("hardware", "gpus") else "models", term)}
+        if as_json:
+            click.echo(json.dumps(entries, indent=2))
+            return
+        if not any(entries.values()):
+            raise CliError(f"nothing matches '{term}'")
+        from .render.tables import print_presets
+        print_presets(entries)
+        return
     if what and what not in kinds | {"all"}:
         term, what = (f"{what} {term}" if term else what), None
     lib = _library(formula_files)
@@ -147,6 +166,20 @@ def show(name, as_json, formula_files):
         return
     from .render.tables import print_description
     print_description(info)
+
+
+@cli.command()
+@click.option("--latex", "latex_file", metavar="FILE", required=True,
+              help="Write the whole library (formulas, quantities, options, presets) as a LaTeX document.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+def formulas(latex_file, formula_files):
+    """Write the formula library as one LaTeX reference document that compiles with pdflatex."""
+    from .presets import all_presets
+    from .render.reference import render_reference
+    lib = _library(formula_files)
+    _write(latex_file, render_reference(lib, all_presets()))
+    if latex_file != "-":
+        click.echo(f"wrote {latex_file}: {len(lib.formulas)} formulas, {len(lib.quantities)} quantities")
 
 
 @cli.command()

@@ -36,7 +36,7 @@ ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source"}
 OPTION_KEYS = {"description", "default", "values"}
-OPTION_VALUE_KEYS = {"description", "sets", "source"}
+OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
@@ -105,6 +105,14 @@ class Library:
                     f"option {key}={value} is not allowed; choose one of: {', '.join(opt.values)}")
             values[key] = value
         return values
+
+    def compute_dtype(self, options: Mapping[str, str]) -> str | None:
+        """The dtype the options say the math runs in (picks a hardware preset's dense peak)."""
+        for name, opt in self.options.items():
+            value = options.get(name, opt.default)
+            if value in opt.compute_dtype:
+                return opt.compute_dtype[value]
+        return None
 
     def active_formulas(self, options: Mapping[str, str]) -> list[FormulaSpec]:
         return [f for f in self.formulas.values() if f.active(options)]
@@ -340,6 +348,7 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     values: dict[str, str] = {}
     sets: dict[str, dict[str, str]] = {}
     sources: dict[str, str] = {}
+    dtypes: dict[str, str] = {}
     for value, spec in values_table.items():
         vwhere = f"{where} value '{value}'"
         if isinstance(spec, str):
@@ -349,6 +358,8 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
         _check_keys(spec, OPTION_VALUE_KEYS, vwhere)
         values[value] = str(spec.get("description", ""))
         sources[value] = str(spec.get("source", ""))
+        if "compute_dtype" in spec:
+            dtypes[value] = str(spec["compute_dtype"])
         sets[value] = {}
         for qname, text in _require_table(spec.get("sets", {}), f"{vwhere}: sets").items():
             if qname not in quantities:
@@ -360,7 +371,7 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     if default not in values:
         raise LibraryError(f"{where}: default '{default}' is not one of its values {list(values)}")
     return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
-                      values=values, sets=sets, sources=sources, file=file)
+                      values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes)
 
 
 def _load_when(table: dict, where: str, options: dict[str, OptionSpec]) -> dict[str, tuple[str, ...]]:

@@ -91,6 +91,7 @@ class OptionSpec:
     sets: dict[str, dict[str, str]]             # value -> {coefficient quantity: value text}
     sources: dict[str, str]                     # value -> citation for what it sets
     file: str
+    compute_dtype: dict[str, str] = field(default_factory=dict)  # value -> dtype of the math (presets' peak)
 
 
 @dataclass

@@ -44,6 +44,7 @@ class Result:
     base_value: object                     # exact value in base units (float or array)
     rounded_base: object                   # rounded for whole-number quantities, else base_value
     given: dict[str, GivenValue]
+    presets: dict[str, str]                # kind -> preset key that supplied values
     options: dict[str, str]                # options that shaped this derivation
     all_options: dict[str, str]
     defaults_used: dict[str, dict]
@@ -55,6 +56,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     on_bounds: str = "raise"
+    preset_args: dict = field(default_factory=dict)   # hardware=/model= as given to solve
 
     # -- the value ----------------------------------------------------------------------
     @property
@@ -103,11 +105,12 @@ class Result:
         ``result.derivation.evaluate``.
         """
         from .api import read_given, solve
+        typed = {n for n, g in self.given.items() if not g.origin}
         names = set(read_given(self.library, values))
-        if names != set(self.given):
-            raise TypeError(f"function() takes exactly the knowns of this result: {sorted(self.given)}")
+        if names != typed:
+            raise TypeError(f"function() takes exactly the values given to this result: {sorted(typed)}")
         r = solve(self.target, values, options=self.all_options, to=self.unit or None, library=self.library,
-                  on_bounds=self.on_bounds)
+                  on_bounds=self.on_bounds, **{k: v for k, v in self.preset_args.items() if v})
         return r.quantity_value
 
     @property

@@ -31,6 +31,7 @@ class GivenValue:
     name: str
     text: str
     magnitude: object      # float or numpy array, in base units
+    origin: str = ""       # "" when the user gave it, else the preset it came from
 
 
 _EXAMPLES = {"%": "45", "GB": "80", "TFLOP/s": "989", "PFLOP/s": "6.3", "hour": "24", "day": "30",

@@ -75,3 +75,45 @@ def _flat(v) -> str:
     if isinstance(v, list):
         return ", ".join(str(x) for x in v)
     return str(v)
+
+
+_HW_COLUMNS = [("memory", "gpu_memory"), ("HBM", "hbm_bandwidth"), ("BF16 dense", "peak_flops_bf16"),
+               ("FP8 dense", "peak_flops_fp8"), ("NVLink/dir", "nvlink_bandwidth"), ("NIC", "nic_bandwidth"),
+               ("TDP", "gpu_power")]
+_MODEL_COLUMNS = [("params", "n_params"), ("layers", "n_layers"), ("d_model", "d_model"), ("heads", "n_heads"),
+                  ("kv", "n_kv_heads"), ("d_ffn", "d_ffn"), ("vocab", "vocab_size"), ("experts", "n_experts")]
+
+
+def _short(value: str) -> str:
+    """Big bare counts as 6.738e9; values with units as written."""
+    from ..render.numbers import fmt
+    try:
+        x = float(value)
+    except ValueError:
+        return value
+    return fmt(x) if abs(x) >= 1e7 else value
+
+
+def print_presets(entries: dict[str, list[dict]]) -> None:
+    """One row per preset, one column per key figure (sources: `symcalc list KIND --json`)."""
+    from rich.table import Table
+    console = _console()
+    for kind, rows in entries.items():
+        if not rows:
+            continue
+        columns = _HW_COLUMNS if kind == "hardware" else _MODEL_COLUMNS
+        t = Table(title=f"{'Hardware' if kind == 'hardware' else 'Models'} ({len(rows)}; sources: --json)",
+                  title_justify="left")
+        t.add_column("name", style="bold", no_wrap=True)
+        for header, _ in columns:
+            t.add_column(header, justify="right")
+        if kind == "models":
+            t.add_column("options")
+        for r in rows:
+            cells = [r["name"]] + [_short(r["values"].get(key, "-")) for _, key in columns]
+            if kind == "models":
+                o = r["options"]
+                cells.append(" ".join(x for x in (o.get("attention", ""), o.get("ffn", ""),
+                                                  "tied" if o.get("tied_embeddings") == "true" else "") if x))
+            t.add_row(*_cells(*cells))
+        console.print(t)

@@ -1,0 +1,173 @@
+"""Presets: known values of real hardware and real models, each with its source.
+
+``formulas/presets/hardware.toml`` and ``models.toml`` hold them; a Hugging Face
+``config.json`` file is read as a model (from disk only, never the network). A preset turns
+into given values and options for a query; what the user gives explicitly wins, and a preset
+never supplies the quantity being solved for.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import LibraryError, MalformedValueError, UnknownNameError, closest_names
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KINDS = ("hardware", "models")
+PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak_flops"}
+
+
+@dataclass
+class Preset:
+    """One piece of hardware or one model: values (with sources) and implied options."""
+
+    kind: str                                     # "hardware" or "models"
+    key: str
+    title: str
+    source: str
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+    values: dict[str, tuple[str, str]] = field(default_factory=dict)      # quantity -> (value, source)
+    peak_flops: dict[str, tuple[str, str]] = field(default_factory=dict)  # compute dtype -> (value, source)
+    options: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, options: dict[str, str], compute_dtype: str | None) -> dict[str, tuple[str, str]]:
+        """Values this preset gives under ``options``: its values, plus the dense peak for the
+        compute dtype the precision option implies."""
+        out = dict(self.values)
+        if self.peak_flops:
+            dtype = compute_dtype or "bf16"
+            if dtype in self.peak_flops:
+                out["peak_flops"] = self.peak_flops[dtype]
+        return out
+
+
+def presets_dir() -> Path:
+    from .library import formula_dir
+    return formula_dir() / "presets"
+
+
+@lru_cache(maxsize=1)
+def all_presets() -> dict[str, dict[str, Preset]]:
+    """Every built-in preset, by kind and key (loaded once)."""
+    out: dict[str, dict[str, Preset]] = {}
+    for kind in KINDS:
+        path = presets_dir() / f"{kind}.toml"
+        try:
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise LibraryError(f"presets/{path.name}: cannot be read: {e}") from None
+        out[kind] = {key: _load(kind, key, table, path.name) for key, table in doc.items()}
+    return out
+
+
+def _load(kind: str, key: str, table: dict, file: str) -> Preset:
+    where = f"presets/{file}: [{key}]"
+    unknown = set(table) - PRESET_KEYS
+    if unknown:
+        raise LibraryError(f"{where}: unknown key(s) {sorted(unknown)}")
+
+    def pairs(section: str) -> dict[str, tuple[str, str]]:
+        out = {}
+        for name, spec in table.get(section, {}).items():
+            if not isinstance(spec, dict) or "value" not in spec or "source" not in spec:
+                raise LibraryError(f"{where}: {section}.{name} needs a value and a source")
+            out[name] = (str(spec["value"]), str(spec["source"]))
+        return out
+
+    return Preset(kind=kind, key=key, title=str(table.get("title", key)), source=str(table.get("source", "")),
+                  aliases=tuple(table.get("aliases", [])), notes=str(table.get("notes", "")),
+                  values=pairs("values"), peak_flops=pairs("peak_flops"),
+                  options={k: str(v).lower() if isinstance(v, bool) else str(v)
+                           for k, v in table.get("options", {}).items()})
+
+
+def find_preset(kind: str, name: str) -> Preset:
+    """A built-in preset by key or alias (case-insensitive), or a config.json for models."""
+    if kind == "models" and (name.endswith(".json") or Path(name).is_file()):
+        return model_from_hf_config(name)
+    table = all_presets()[kind]
+    wanted = name.strip().lower().replace("_", "-")
+    for p in table.values():
+        names = [p.key, *p.aliases]
+        if wanted in {n.lower().replace("_", "-") for n in names}:
+            return p
+    pool = [n for p in table.values() for n in (p.key, *p.aliases)]
+    near = closest_names(name, pool)
+    what = "hardware" if kind == "hardware" else "model"
+    hint = f" Did you mean: {', '.join(near)}?" if near else ""
+    raise UnknownNameError(f"unknown {what} '{name}'.{hint} See `symcalc list {kind}`"
+                           + (" (or give the path of a Hugging Face config.json)" if kind == "models" else ""),
+                           near)
+
+
+# -- Hugging Face config.json -----------------------------------------------------------------
+
+# config key -> (quantity, unit appended to the value)
+_HF_KEYS = [
+    (("num_hidden_layers", "n_layer", "num_layers"), "n_layers", ""),
+    (("hidden_size", "n_embd", "d_model"), "d_model", ""),
+    (("num_attention_heads", "n_head"), "n_heads", ""),
+    (("num_key_value_heads",), "n_kv_heads", ""),
+    (("intermediate_size", "n_inner", "ffn_dim"), "d_ffn", ""),
+    (("vocab_size",), "vocab_size", ""),
+    (("num_local_experts", "n_routed_experts", "num_experts"), "n_experts", ""),
+    (("num_experts_per_tok", "moe_topk"), "n_experts_activated", ""),
+]
+_GATED = ("silu", "swiglu", "swish")
+
+
+def model_from_hf_config(path: str | Path) -> Preset:
+    """Read a Hugging Face ``config.json`` (layers, widths, heads, vocabulary, experts, and the
+    options they imply). Missing optional keys are left out; unreadable files are a clear error."""
+    p = Path(path)
+    where = f"config.json '{p}'"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise MalformedValueError(f"{where}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise MalformedValueError(f"{where}: not a text file") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise MalformedValueError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}); truncated?") from None
+    if not isinstance(cfg, dict):
+        raise MalformedValueError(f"{where}: expected a JSON object of model settings")
+    if isinstance(cfg.get("text_config"), dict):     # multimodal wrappers keep the LM here
+        cfg = {**cfg, **cfg["text_config"]}
+    values: dict[str, tuple[str, str]] = {}
+    for keys, quantity, unit in _HF_KEYS:
+        for key in keys:
+            if key in cfg and cfg[key] is not None:
+                value = cfg[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                    raise MalformedValueError(f"{where}: '{key}' must be a positive number, got {value!r}")
+                values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}")
+                break
+    required = {"n_layers", "d_model", "n_heads"}
+    missing = sorted(required - set(values))
+    if missing:
+        raise MalformedValueError(f"{where}: missing {', '.join(missing)} (keys like num_hidden_layers, "
+                                  "hidden_size, num_attention_heads); is this a transformer config?")
+    options: dict[str, str] = {}
+    heads = float(values["n_heads"][0])
+    kv = float(values.get("n_kv_heads", values["n_heads"])[0])
+    options["attention"] = "gqa" if kv < heads else "mha"
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
+    options["ffn"] = "swiglu" if any(g in act for g in _GATED) else "gelu"
+    if "tie_word_embeddings" in cfg:
+        options["tied_embeddings"] = "true" if cfg["tie_word_embeddings"] else "false"
+    elif "n_embd" in cfg:      # GPT-2 style configs tie the LM head to the embedding
+        options["tied_embeddings"] = "true"
+    name = str(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
+    return Preset(kind="models", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
+                  options=options)
