@@ -1,0 +1,115 @@
+"""Presets: real hardware and real models fill in known values; config.json files are read."""
+
+import json
+
+import pytest
+
+import symcalc
+from helpers import DATA
+from symcalc.errors import MalformedValueError, UnknownNameError
+from symcalc.presets import all_presets, find_preset, model_from_hf_config
+
+HF = DATA / "hf"
+
+
+def test_every_preset_value_has_a_source_and_a_known_name_and_unit():
+    lib = symcalc.default_library()
+    for kind, table in all_presets().items():
+        for p in table.values():
+            assert p.source, p.key
+            for name, (value, source) in {**p.values, **{"peak_flops": v for v in p.peak_flops.values()}}.items():
+                assert source, (p.key, name)
+                q = lib.quantity(name)
+                symcalc.values.read_value(q, value)        # parses, with the right dimension
+
+
+def test_required_presets_exist():
+    hw = {find_preset("hardware", n).key for n in ["a100-40gb", "a100", "h100", "h200", "b200", "mi300x", "l4"]}
+    assert len(hw) == 7
+    models = ["gpt3", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
+              "mixtral-8x7b", "deepseek-v3"]
+    assert len({find_preset("models", n).key for n in models}) == 9
+
+
+def test_h100_dense_bf16_peak_is_989_not_1979():
+    h100 = find_preset("hardware", "H100")
+    assert h100.peak_flops["bf16"][0] == "989.4 TFLOP/s"
+    assert "sparsity" in h100.peak_flops["bf16"][1]
+
+
+def test_hardware_preset_fills_peak_by_precision_and_user_values_win():
+    kw = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64)
+    r = symcalc.solve("mfu", hardware="h100", **kw)
+    # 6 * 7e9 * 150e3 / (64 * 989.4e12) = 9.95 % (seed 000 says 4.97 % against the sparse 1979)
+    assert r.value == pytest.approx(100 * 6.3e15 / (64 * 989.4e12), rel=1e-9)
+    assert r.given["peak_flops"].origin.startswith("hardware h100_sxm")
+    fp8 = symcalc.solve("mfu", hardware="h100", options={"precision": "fp8"}, **kw)
+    assert fp8.value == pytest.approx(100 * 6.3e15 / (64 * 1978.9e12), rel=1e-9)
+    mine = symcalc.solve("mfu", hardware="h100", peak_flops="1979 TFLOP/s", **kw)
+    assert mine.value == pytest.approx(4.9741, rel=1e-4) and not mine.given["peak_flops"].origin
+
+
+def test_a_preset_never_supplies_the_target():
+    # Llama 3 8B from its shapes: 32 x (2 d^2 (1 + 8/32) + 3 d 14336) + 2 x 128256 x d, d = 4096
+    d = 4096
+    shapes = 32 * (2 * d * d * (1 + 8 / 32) + 3 * d * 14336) + 2 * 128256 * d
+    r = symcalc.solve("n_params", model="llama3-8b")
+    assert r.value == pytest.approx(shapes, rel=1e-12)
+    # the published count adds 2 RMSNorms per layer and a final one: 65 x 4096 = 266,240
+    assert r.value == pytest.approx(8030261248 - 65 * 4096, rel=1e-12)
+
+
+def test_model_preset_options_and_training_time():
+    r = symcalc.solve("train_time", model="llama3-405b", n_gpus=16384, mfu=0.4, peak_flops="989 TFLOP/s")
+    # seed 001: 6 x 405e9 x 15.6e12 / (16384 x 989e12 x 0.4) = 67.7 days; with 405.85e9 params 67.9
+    assert r.value == pytest.approx(6 * 405853388800 * 15.6e12 / (16384 * 989e12 * 0.4) / 86400, rel=1e-9)
+    assert r.presets == {"models": "llama3_405b"}
+
+
+def test_hugging_face_config_of_llama3_8b():
+    p = model_from_hf_config(HF / "llama3-8b-config.json")
+    assert p.options == {"attention": "gqa", "ffn": "swiglu", "tied_embeddings": "false"}
+    r = symcalc.solve("n_params", model=str(HF / "llama3-8b-config.json"))
+    assert r.value == pytest.approx(8030261248 - 65 * 4096, rel=1e-12)
+
+
+def test_hugging_face_config_of_gpt2():
+    # GPT-2 small: 12 x 12 x 768^2 + 50257 x 768 (tied) = 123,532,032; the published 124,439,808
+    # adds 1024 x 768 position embeddings, biases and LayerNorms (0.7 %)
+    r = symcalc.solve("n_params", model=str(HF / "gpt2-config.json"))
+    assert r.value == pytest.approx(12 * 12 * 768 ** 2 + 50257 * 768, rel=1e-12)
+    assert r.value == pytest.approx(124439808, rel=0.01)
+
+
+@pytest.mark.parametrize("content,needle", [
+    ('{"num_hidden_layers": 32, "hidden_size": 40', "not valid JSON"),
+    ('{"num_hidden_layers": 32}', "missing"),
+    ('[1, 2, 3]', "JSON object"),
+    ('{"num_hidden_layers": -2, "hidden_size": 4096, "num_attention_heads": 32}', "positive"),
+])
+def test_broken_config_json_is_a_clear_error(tmp_path, content, needle):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(MalformedValueError) as e:
+        symcalc.solve("n_params", model=str(path))
+    assert needle in e.value.message
+
+
+def test_unknown_preset_names_suggest(cli):
+    with pytest.raises(UnknownNameError) as e:
+        find_preset("hardware", "h10")
+    assert "h100" in e.value.message
+    run = cli("solve", "mfu", "n_params=7e9", "--hardware", "h1000")
+    assert run.code == 2 and "unknown hardware" in run.err
+
+
+def test_cli_presets_and_lists(cli):
+    run = cli("solve", "n_gpus", "--model", "llama3-8b", "--hardware", "h100", "train_time=30 day", "mfu=40%",
+              "--json")
+    d = run.json()
+    # 6 x 8.03e9 x 15e12 / (0.4 x 989.4e12 x 2.592e6 s) = 704.5 -> 705 GPUs
+    assert d["exact"] == pytest.approx(6 * 8030261248 * 15e12 / (0.4 * 989.4e12 * 2.592e6), rel=1e-9)
+    hw = json.loads(cli("list", "hardware", "--json").out)["hardware"]
+    assert {h["name"] for h in hw} >= {"h100_sxm", "l4", "mi300x"}
+    assert all(h["sources"] for h in hw)
+    assert "llama3_8b" in cli("list", "models").out
