@@ -253,10 +253,11 @@ def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
     left floating point's range (1e300 x 1e300) or the equations have no admissible root."""
     for s in derivation.steps:
         for name in s.unknowns:
-            if lib.quantities[name].kind == "text":
+            q = lib.quantities[name]
+            if q.kind == "text":
                 continue
             v = np.asarray(values[name], dtype=float)
-            if np.any(np.isfinite(v)):
+            if np.any(np.isfinite(v)) or np.any(q.domain.contains(v)):   # (0, inf] admits inf
                 continue
             ids = ", ".join(f.id for f in s.formulas)
             inputs = [np.asarray(values[x], dtype=float) for x in s.inputs]

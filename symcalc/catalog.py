@@ -20,7 +20,8 @@ def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, 
     out: dict[str, list[dict]] = {}
     if kind in (None, "quantities"):
         out["quantities"] = [
-            {"name": q.name, "unit": q.display_unit or "count", "description": q.description,
+            {"name": q.name, "unit": "text" if q.kind == "text" else q.display_unit or "count",
+             "description": q.description,
              "aliases": list(q.aliases), "default": q.default}
             for q in sorted(lib.quantities.values(), key=lambda q: q.name)
             if _match(term, q.name, q.description, " ".join(q.aliases), q.unit, q.display_unit)]
@@ -44,9 +45,11 @@ def describe(lib, name: str) -> dict:
     if name in lib.quantities or name in lib.aliases:
         q = lib.quantity(name)
         used_in = [f.id for f in lib.formulas.values() if q.name in f.quantities]
+        text = q.kind == "text"
         info = {"kind": "quantity", "name": q.name, "description": q.description,
-                "unit": q.unit or "count", "display_unit": q.display_unit or "count",
-                "latex": q.latex, "domain": str(q.domain), "aliases": list(q.aliases),
+                "unit": "text" if text else q.unit or "count",
+                "display_unit": "text" if text else q.display_unit or "count",
+                "latex": q.latex, "domain": None if text else str(q.domain), "aliases": list(q.aliases),
                 "whole_number": q.whole, "default": q.default, "default_source": q.default_source,
                 "source": q.source, "file": q.file, "formulas": used_in}
         set_by = {f"{o.name}={v}": sets[q.name] for o in lib.options.values()

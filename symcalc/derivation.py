@@ -32,8 +32,30 @@ from .model import FormulaSpec, Interval
 from .plan import Plan, Step
 
 
+def floor_tol(x):
+    """floor() that does not fall through an integer by float noise: 3/(3*0.1) = 9.999999999999998
+    is 10. The slack is relative (1e-12) and capped (1e-3), as for rounding answers."""
+    x = np.asarray(x, dtype=float)
+    out = np.floor(x + np.minimum(1e-12 * np.abs(x), 1e-3))
+    return float(out) if out.ndim == 0 else out
+
+
+def ceil_tol(x):
+    """ceiling() with the same guard: 1120.0000000002 is 1120."""
+    x = np.asarray(x, dtype=float)
+    out = np.ceil(x - np.minimum(1e-12 * np.abs(x), 1e-3))
+    return float(out) if out.ndim == 0 else out
+
+
 class _BroadcastMinMax:
-    """Min/Max that broadcast scalars against arrays (sympy#21611 prints amin over a tuple)."""
+    """Min/Max that broadcast scalars against arrays (sympy#21611 prints amin over a tuple), and
+    floor/ceiling guarded against float noise."""
+
+    def _print_floor(self, expr):
+        return f"floor_tol({self._print(expr.args[0])})"
+
+    def _print_ceiling(self, expr):
+        return f"ceil_tol({self._print(expr.args[0])})"
 
     def _print_Min(self, expr):
         args = [self._print(a) for a in expr.args]
@@ -62,8 +84,9 @@ def compile_expr(expr: sympy.Expr, args: list[sympy.Symbol]) -> Callable:
     """``expr`` as a numpy function of ``args`` (units replaced by base-unit factors)."""
     numeric_expr = expr.subs(unit_factors(expr))
     special = numeric_expr.has(sympy.LambertW)
-    return sympy.lambdify(args, numeric_expr, modules=["scipy", "numpy"] if special else ["numpy"], cse=True,
-                          printer=_ScipyPrinter if special else _NumpyPrinter, docstring_limit=0)
+    guards = {"floor_tol": floor_tol, "ceil_tol": ceil_tol}
+    return sympy.lambdify(args, numeric_expr, modules=[guards, "scipy", "numpy"] if special else [guards, "numpy"],
+                          cse=True, printer=_ScipyPrinter if special else _NumpyPrinter, docstring_limit=0)
 
 
 @dataclass
@@ -193,7 +216,10 @@ class Derivation:
         ``values`` holds the knowns (given and defaults). Returns every quantity's value.
         Raises NoSolutionError when a step has no admissible value anywhere.
         """
-        env = dict(values)
+        # numpy scalars, not Python floats: 1/0 must give inf (and a clear message later),
+        # not a ZeroDivisionError from inside a compiled formula
+        env = {k: (np.float64(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+               for k, v in values.items()}
         choices: dict[int, int] = {}
         numeric_steps: set[int] = set()
         warnings: list[str] = []

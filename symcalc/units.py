@@ -71,8 +71,11 @@ _VALUE = re.compile(rf"^({_NUMBER})(?:\s*/\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!
 _DOLLAR_FIRST = re.compile(rf"^USD\s*({_NUMBER})\s*(.*)$")
 # A unit is names joined by *, / or spaces, each with at most one one-digit power: enough for
 # "TFLOP/s", "USD/hour", "s^-1", and too little for pint to be asked to compute 9**9**9.
+# One level of brackets is allowed: "USD/(TB/s*hour)".
 _ATOM = r"[A-Za-zµμ_%]+(?:\s*(?:\^|\*\*)\s*-?\d)?"
-_UNIT_GRAMMAR = re.compile(rf"^(?:1\s*/\s*)?{_ATOM}(?:\s*[*/]\s*{_ATOM}|\s+{_ATOM})*$")
+_PRODUCT = rf"{_ATOM}(?:\s*[*/]\s*{_ATOM}|\s+{_ATOM})*"
+_TERM = rf"(?:{_ATOM}|\(\s*{_PRODUCT}\s*\))"
+_UNIT_GRAMMAR = re.compile(rf"^(?:1\s*/\s*)?{_TERM}(?:\s*[*/]\s*{_TERM}|\s+{_TERM})*$")
 MAX_UNIT_TEXT = 60
 
 

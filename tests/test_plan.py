@@ -69,9 +69,12 @@ def test_two_missing_quantities_are_named_together():
     assert ["gpu_hour_price", "gpu_hours"] in [sorted(s) for s in e.value.missing]
 
 
-def test_no_formula_at_all():
+def test_no_formula_at_all(tmp_path):
+    path = tmp_path / "orphan.toml"
+    path.write_text('[quantities.orphan_quantity]\nunit = "s"\nlatex = "o"\ndescription = "in no formula"\n')
+    lib = symcalc.load_library(extra=[path])
     with pytest.raises(UnderdeterminedError) as e:
-        plan("activation_memory", {"n_params"})
+        symcalc.solve("orphan_quantity", n_params=7e9, library=lib)
     assert "no formula" in e.value.message
 
 

@@ -18,8 +18,19 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ALL = tomllib.loads((DATA / "seed_examples.toml").read_text())["example"]
+ERRATA = {e["id"]: e for e in tomllib.loads((DATA / "seed_examples_errata.toml").read_text())["erratum"]}
+for _e in ALL:
+    _fix = ERRATA.get(_e["id"])
+    if _fix:
+        _e["options"] = {**_e.get("options", {}), **_fix.get("set_options", {})}
+        _e["given"] = {**_e["given"], **_fix.get("set_given", {})}
 SOLVED_KINDS = ("numeric", "qualitative", "algorithm")
 EXAMPLES = [e for e in ALL if e["kind"] in SOLVED_KINDS]
+
+
+def test_errata_are_few_and_explained():
+    assert set(ERRATA) <= {e["id"] for e in ALL}
+    assert all(len(e["reason"]) > 80 for e in ERRATA.values())
 
 
 def test_every_example_is_accounted_for():

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 import sympy
+from sympy.core.function import AppliedUndef
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
@@ -30,6 +31,13 @@ class _LatexPrinter(LatexPrinter):
         if isinstance(expr, UnitSymbol):
             return unit_to_latex(expr.unit)
         return super()._print_Symbol(expr, style=style)
+
+    def _print_Function(self, expr, exp=None):
+        if isinstance(expr, AppliedUndef):   # an algorithm: its name as written, not name_subscript
+            name = r"\operatorname{" + expr.func.__name__.replace("_", r"\_") + "}"
+            args = ", ".join(self._print(a) for a in expr.args)
+            return f"{name}\\left({args}\\right)" + (f"^{{{exp}}}" if exp else "")
+        return super()._print_Function(expr, exp=exp)
 
 
 class _TextPrinter(StrPrinter):
