@@ -1,0 +1,93 @@
+"""Checkpointing and failures (formulas/checkpointing.toml), forwards and backwards. Every
+expectation is a number seed 001 prints or a hand computation written next to it.
+
+Seed 001's case: a 980 GB checkpoint at 10 GB/s (C = 98 s), MTBF F = 24 h = 86,400 s, Young's
+interval sqrt(2 x 98 x 86400) = 4115.16 s = 68.59 min, 512 GPUs at $2/GPU-hour.
+"""
+
+import math
+
+import pytest
+
+import symcalc
+
+C, F = 98.0, 86_400.0
+YOUNG = math.sqrt(2 * C * F)        # 4115.16 s
+
+
+def test_young_interval_and_the_waste_at_the_optimum():
+    r = symcalc.solve("checkpoint_interval", checkpoint_write_time="98 s", mtbf="24 hour")
+    assert r.base_value == pytest.approx(YOUNG, rel=1e-12)          # seed: ~68 min (68.59)
+    # waste = C/I + I/(2F); at Young's optimum both are sqrt(C/(2F)) and the waste sqrt(2C/F) = 4.763 %
+    w = symcalc.solve("checkpoint_waste_fraction", checkpoint_write_time="98 s", mtbf="24 hour")
+    assert w.base_value == pytest.approx(math.sqrt(2 * C / F), rel=1e-12)
+    assert w.base_value == pytest.approx(0.047629, rel=1e-5)
+
+
+def test_mtbf_a_waste_target_tolerates():
+    # at the optimal interval waste = sqrt(2C/F), so F = 2C / waste^2 = 196 / 0.05^2 = 78,400 s = 21.78 h
+    r = symcalc.solve("mtbf", checkpoint_waste_fraction="5 %", checkpoint_write_time="98 s")
+    assert r.base_value == pytest.approx(78_400, rel=1e-9)
+
+
+def test_write_bandwidth_for_a_2_percent_overhead_at_the_optimal_interval():
+    # overhead C / sqrt(2CF) = sqrt(C/(2F)) = 0.02 -> C = 2F x 0.02^2 = 2 x 86400 x 0.0004 = 69.12 s;
+    # 980 GB / 69.12 s = 14.178 GB/s (one writer, the default)
+    r = symcalc.solve("checkpoint_write_bandwidth", checkpoint_overhead_fraction="2 %", mtbf="24 hour",
+                      checkpoint_size="980 GB")
+    assert r.base_value == pytest.approx(980e9 / 69.12, rel=1e-9)
+    assert "n_writers" in r.defaults_used
+
+
+def test_writers_needed_for_a_write_time():
+    # seed 001: 64 writers -> 98/64 = 1.53 s; to finish within 2 s: 980 / (10 x 2) = 49 writers
+    r = symcalc.solve("checkpoint_write_time", checkpoint_size="980 GB", checkpoint_write_bandwidth="10 GB/s",
+                      n_writers="64")
+    assert r.base_value == pytest.approx(98 / 64, rel=1e-12)
+    r = symcalc.solve("n_writers", checkpoint_size="980 GB", checkpoint_write_bandwidth="10 GB/s",
+                      checkpoint_write_time="2 s")
+    assert r.rounded_base == 49
+    # 1.5 s needs 980 / 15 = 65.3 -> 66 writers (rounds up)
+    r = symcalc.solve("n_writers", checkpoint_size="980 GB", checkpoint_write_bandwidth="10 GB/s",
+                      checkpoint_write_time="1.5 s")
+    assert r.rounded_base == 66
+
+
+def test_interval_in_steps_rounds_down_and_inverts():
+    # 68.586 min = 4115.16 s at 10 s/step = 411.5 -> 411 (seed ~410)
+    r = symcalc.solve("checkpoint_interval_steps", checkpoint_interval="68.586 min", step_time="10 s")
+    assert r.rounded_base == 411
+    # backwards: 411 steps in 68.5 min -> 4110 s / 411 = 10 s per step
+    r = symcalc.solve("step_time", checkpoint_interval_steps="411", checkpoint_interval="68.5 min")
+    assert r.base_value == pytest.approx(10, rel=1e-12)
+
+
+def test_recovery_time_implied_by_the_seeds_618_dollars():
+    # $618 / (512 x $2/h) = 0.603516 h = 2172.66 s; minus 34 min of lost work (2040 s) = 132.66 s
+    r = symcalc.solve("recovery_time", crash_cost="618 USD", n_gpus="512", gpu_hour_price="2 USD/hour",
+                      checkpoint_interval="68 min")
+    assert r.base_value == pytest.approx(618 / 1024 * 3600 - 2040, rel=1e-9)
+
+
+def test_crash_cost_over_a_run_from_first_principles():
+    # interval 4115.16 s, lost 2057.58 s + 98 s recovery = 2155.58 s; x 512 x $2/h = $613.14 per crash;
+    # 30 days / 24 h = 30 crashes -> $18,394
+    r = symcalc.solve("total_crash_cost", train_time="30 day", mtbf="24 hour", n_gpus="512",
+                      gpu_hour_price="2 USD/hour", checkpoint_write_time="98 s", recovery_time="98 s")
+    per_crash = 1024 / 3600 * (YOUNG / 2 + 98)
+    assert r.base_value == pytest.approx(30 * per_crash, rel=1e-12)
+    # backwards: 30 crashes in 30 days -> MTBF 24 h
+    r = symcalc.solve("mtbf", n_crashes="30", train_time="30 day")
+    assert r.base_value == pytest.approx(F, rel=1e-12)
+
+
+def test_daly_correction():
+    # sqrt(2 x 98 x 86400) - 98 = 4115.16 - 98 = 4017.16 s = 66.95 min
+    r = symcalc.solve("checkpoint_interval_daly", checkpoint_write_time="98 s", mtbf="24 hour")
+    assert r.base_value == pytest.approx(YOUNG - 98, rel=1e-12)
+
+
+def test_overhead_of_a_given_interval_does_not_need_an_mtbf():
+    # 98 s per 68.586-minute interval = 2.38 % (seed 2.4 %)
+    r = symcalc.solve("checkpoint_overhead_fraction", checkpoint_write_time="98 s", checkpoint_interval="68.586 min")
+    assert r.base_value == pytest.approx(98 / (68.586 * 60), rel=1e-12)
