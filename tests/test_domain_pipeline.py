@@ -41,9 +41,8 @@ def test_a_given_accumulation_count_wins_over_the_bubble_target_default():
     assert r.rounded_base == 64
 
 
-@pytest.mark.xfail(strict=True, reason="engine: floor() is evaluated on raw floats; 3/(3*0.1) = 9.999999999999998 "
-                                       "floors to 9 (see the H4 report)")
 def test_strict_minimum_at_an_exact_boundary_with_float_noise():
+    # the engine's floor() is guarded: 3/(3*0.1) = 9.999999999999998 in floats is 10
     # (4-1)/(3*m) < 10 % -> m > 10 -> 11 (m = 10 gives exactly 10 %)
     assert symcalc.solve("min_microbatches_for_bubble", pp=4, virtual_stages=3, target_bubble_ratio=0.1,
                          options=INTERLEAVED).rounded_base == 11

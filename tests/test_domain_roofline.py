@@ -128,10 +128,8 @@ def test_cluster_throughput_of_a_fleet():
     assert r.base_value == pytest.approx(150 * 0.75 * R_COMP_H100, rel=1e-12)
 
 
-@pytest.mark.xfail(reason="engine: dp = 1 makes net_bytes_per_token_per_gpu 0 and r_net = W/0 raises "
-                          "ZeroDivisionError (scalar floats are not evaluated under numpy's errstate); "
-                          "seed 004 treats r_net as infinite there", strict=False)
 def test_no_data_parallelism_means_no_network_bound():
     # dp = 1: no gradient AllReduce, r_net infinite (seed 004's code), compute binds: 0.75 x 1785.714
     r = symcalc.solve("tokens_per_second_per_gpu", {**RUN, **H100, "dp": "1"})
     assert r.base_value == pytest.approx(0.75 * R_COMP_H100, rel=1e-12)
+    assert r.values["network_bound_tokens_per_second_per_gpu"] == float("inf")
