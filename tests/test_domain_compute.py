@@ -1,0 +1,261 @@
+"""Model size, compute, energy and money (formulas/model.toml, compute.toml, cost.toml,
+energy.toml, moe.toml): inverse questions and edge cases. Every expectation is a seed's answer
+or a hand computation written next to it."""
+
+import math
+
+import pytest
+
+import symcalc
+from symcalc.errors import UnderdeterminedError
+
+DAY = 86400.0
+
+
+def solve(target, options=None, **given):
+    return symcalc.solve(target, given, options=options or {})
+
+
+# ---- inverse questions --------------------------------------------------------------------------
+
+def test_the_mfu_a_deadline_requires():
+    # seed 000 Exercise 3 summary: 30B on 2T tokens, 512 H100s at 1979 TFLOP/s, 30 days.
+    # 6 * 30e9 * 2e12 = 3.6e23 FLOP; / 2.592e6 s = 1.3889e17 FLOP/s; / (512 * 1979e12) = 0.137073
+    r = solve("mfu", n_params=30e9, n_tokens="2e12 token", n_gpus=512, peak_flops="1979 TFLOP/s",
+              train_time="30 day")
+    assert r.to("").magnitude == pytest.approx(3.6e23 / 2.592e6 / (512 * 1979e12), rel=1e-12)
+    assert r.to("").magnitude == pytest.approx(0.137073, rel=1e-5)
+
+
+def test_the_gpu_hour_price_a_budget_allows():
+    # seed 001: 16,384 GPUs x 77 days x 24 h x $2 = $60,555,264, read backwards
+    r = solve("gpu_hour_price", total_cost="60555264 USD", n_gpus=16384, train_time="77 day")
+    assert r.to("USD/hour").magnitude == pytest.approx(60555264 / (16384 * 77 * 24), rel=1e-12)
+    assert r.to("USD/hour").magnitude == pytest.approx(2.0, rel=1e-12)
+
+
+def test_n_layers_from_the_parameter_count_with_gqa_and_swiglu():
+    # Llama 3.1 405B: per layer 2 d^2 (1 + 8/128) + 3 d d_ffn = 570,425,344 + 2,617,245,696
+    # = 3,187,671,040; embeddings 2 x 128256 x 16384 = 4,202,692,608;
+    # (405.849e9 - 4.2027e9) / 3.18767e9 = 126.0
+    per_layer = 2 * 16384**2 * (1 + 8 / 128) + 3 * 16384 * 53248
+    n_params = 126 * per_layer + 2 * 128256 * 16384
+    r = solve("n_layers", {"ffn": "swiglu", "attention": "gqa"}, n_params=n_params, d_model=16384,
+              n_heads=128, n_kv_heads=8, d_ffn=53248, vocab_size=128256)
+    assert r.value == 126 and r.exact == pytest.approx(126, rel=1e-12)
+
+
+def test_d_model_from_the_parameter_count_with_gqa_and_the_swiglu_default_width():
+    # d = 4096, L = 32, 32 heads / 8 KV heads, d_ffn = 8/3 d (default): per layer
+    # 2 d^2 (1 + 1/4) + 3 d (8/3 d) = 10.5 d^2 = 176,160,768; x 32 = 5,637,144,576;
+    # + 2 x 32000 x 4096 = 262,144,000 -> 5,899,288,576
+    r = solve("d_model", {"ffn": "swiglu", "attention": "gqa"}, n_params=5899288576, n_layers=32,
+              vocab_size=32000, n_heads=32, n_kv_heads=8)
+    assert r.value == 4096 and r.exact == pytest.approx(4096, rel=1e-9)
+    assert "d_ffn_from_expansion" in {d.get("rule") for d in r.defaults_used.values()}
+
+
+def test_tokens_trainable_in_a_time_on_a_cluster():
+    # 70B on 128 GPUs at 45 % of 1979 TFLOP/s for 30 days:
+    # 0.45 * 1979e12 * 128 = 1.139904e17 FLOP/s; x 2.592e6 s = 2.95463e23 FLOP; / (6 * 70e9) = 7.0348e11
+    r = solve("n_tokens", n_params=70e9, train_time="30 day", n_gpus=128, mfu=0.45,
+              peak_flops="1979 TFLOP/s")
+    assert r.to("token").magnitude == pytest.approx(0.45 * 1979e12 * 128 * 30 * DAY / (6 * 70e9), rel=1e-12)
+    assert "n_tokens" not in r.defaults_used          # the Chinchilla default rule is not needed here
+
+
+def test_the_electricity_price_a_budget_allows():
+    # seed 001: 16,384 x 0.7 kW x 77 x 24 h = 21,194,342.4 kWh; $1,059,717.12 / that = $0.05/kWh
+    kwh = 16384 * 0.7 * 77 * 24
+    r = solve("electricity_price", electricity_cost=f"{kwh * 0.05} USD", n_gpus=16384, gpu_power="700 W",
+              train_time="77 day")
+    assert r.to("USD/kWh").magnitude == pytest.approx(0.05, rel=1e-12)
+    assert r.defaults_used["pue"]["value"] == "1"                  # GPUs only unless PUE is given
+    # with PUE 1.4 the same price makes $1,483,603.97
+    r = solve("electricity_price", electricity_cost=f"{kwh * 0.05 * 1.4} USD", n_gpus=16384,
+              gpu_power="700 W", train_time="77 day", pue=1.4)
+    assert r.to("USD/kWh").magnitude == pytest.approx(0.05, rel=1e-12)
+
+
+def test_the_pue_behind_two_electricity_bills():
+    # seed 001: $1,483,604 with PUE against $1,059,717 without -> 1.4
+    kwh = 16384 * 0.7 * 77 * 24
+    r = solve("pue", electricity_cost=f"{kwh * 0.05 * 1.4} USD", n_gpus=16384, gpu_power="700 W",
+              train_time="77 day", electricity_price="0.05 USD/kWh")
+    assert r.to("").magnitude == pytest.approx(1.4, rel=1e-12)
+
+
+def test_the_compute_optimal_model_for_a_compute_budget():
+    # No token count given: the Chinchilla default rule n_tokens = 20 N closes the system,
+    # C = 6 N (20 N) -> N = sqrt(C / 120); C = 1.08e23 -> N = 3e10 (seed 000 Exercise 3's 30B, 600B tokens)
+    r = solve("n_params", total_flops="1.08e23 FLOP")
+    assert r.value == pytest.approx(math.sqrt(1.08e23 / 120), rel=1e-9)
+    assert r.defaults_used["n_tokens"]["rule"] == "n_tokens_chinchilla_default"
+    assert r.defaults_used["tokens_per_param"]["value"] == "20 token"
+
+
+def test_the_mfu_gain_behind_a_saving():
+    # seed 001: $60,555,264 x (1 - 1/1.01) = $599,557.07 -> a 1 % RELATIVE gain
+    saving = 60555264 * (1 - 1 / 1.01)
+    r = solve("mfu_relative_gain", total_cost="60555264 USD", mfu_cost_saving=f"{saving} USD")
+    assert r.to("").magnitude == pytest.approx(0.01, rel=1e-9)
+    # one percentage point, 40 % -> 41 %, is a relative gain of 1/40: $60.56M x (1 - 40/41) = $1,476,957.66
+    r = solve("mfu_cost_saving", total_cost="60555264 USD", mfu_relative_gain=1 / 40)
+    assert r.to("USD").magnitude == pytest.approx(60555264 * (1 - 40 / 41), rel=1e-12)
+
+
+def test_the_exposed_communication_behind_an_effective_mfu():
+    # seed 001: 50 % x 242 / (242 + 350) = 20.44 %; backwards: 242 ms x (0.5 / 0.2044 - 1) = 350 ms
+    eff = 0.5 * 242 / 592
+    r = solve("exposed_comm_time", mfu=0.5, effective_mfu=eff, compute_time="242 ms")
+    assert r.to("ms").magnitude == pytest.approx(350, rel=1e-9)
+
+
+def test_the_sequence_length_behind_a_layer_flop_count():
+    # 6 x (805,306,368 + s x 8192) = 5,033,164,800 -> s = 4096 (causal count)
+    r = solve("seq_len", {"attention_flops": "causal"}, d_model=8192, params_per_layer=805306368,
+              flops_per_token_per_layer="5033164800 FLOP/token")
+    assert r.to("token").magnitude == pytest.approx(4096, rel=1e-12)
+
+
+def test_tensor_parallel_degree_from_the_shard_width():
+    # seed 001: a [8192, 8192] weight split into [8192, 1024] column shards -> TP = 8
+    assert solve("tp", tp_shard_columns=1024, d_model=8192).value == 8
+
+
+def test_active_parameters_from_an_moe_total():
+    # seed 003's rule backwards: 5.184e12 / (2 x 32 / 5) = 405e9
+    r = solve("n_active_params", n_params=5.184e12, n_routed_experts=32, n_experts_activated=2)
+    assert r.value == pytest.approx(405e9, rel=1e-12)
+
+
+# ---- edge cases -----------------------------------------------------------------------------------
+
+def test_max_gpus_for_a_budget_rounds_down_and_gpus_needed_round_up():
+    # seed 000 Exercise 3: $2M / $4 = 500,000 GPU-hours over 720 h = 694.4
+    r = solve("n_gpus_max_budget", total_cost="2000000 USD", gpu_hour_price="4 USD/hour", train_time="30 day")
+    assert r.value == 694
+    # the GPUs needed to spend all of it (a need, so it rounds up)
+    assert solve("n_gpus", total_cost="2000000 USD", gpu_hour_price="4 USD/hour", train_time="30 day").value == 695
+    # the minimum for the compute, at 45 % MFU of 1979 TFLOP/s: 1.08e23 / (0.45 * 1979e12 * 2.592e6) = 46.79 -> 47
+    r = solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
+              peak_flops="1979 TFLOP/s")
+    assert r.value == 47
+
+
+def test_min_gpus_for_static_memory_rounds_up():
+    # seed 000: 16 bytes x 70e9 = 1.12 TB over 80 GB = 14 exactly; 71e9 -> 14.2 -> 15
+    assert solve("n_gpus_min_memory", n_params=70e9, gpu_memory="80 GB").value == 14
+    assert solve("n_gpus_min_memory", n_params=71e9, gpu_memory="80 GB").value == 15
+
+
+def test_executed_flops_follow_the_recompute_option_and_mfu_does_not():
+    # no recomputation: flops_per_token = 6 N = 4.2e10 for 7B (seed 000 Exercise 2)
+    r = solve("flops_per_token", n_params=7e9)
+    assert r.value == pytest.approx(4.2e10, rel=1e-12)
+    assert r.defaults_used["recompute_multiplier"]["rule"] == "recompute_multiplier_none"
+    # selective recomputation is counted as no extra FLOPs
+    assert solve("flops_per_token", {"recompute": "selective"}, n_params=7e9).value == pytest.approx(4.2e10)
+    # full recomputation: one extra forward, (1 + 2 + 1)/(1 + 2) = 4/3 -> 5.6e10
+    r = solve("flops_per_token", {"recompute": "full"}, n_params=7e9)
+    assert r.value == pytest.approx(4.2e10 * 4 / 3, rel=1e-12)
+    # a given multiplier wins over the option's default (seed 004: gamma = 1.2, 70B -> 5.04e11)
+    r = solve("flops_per_token", {"recompute": "full"}, n_params=70e9, recompute_multiplier=1.2)
+    assert r.value == pytest.approx(5.04e11, rel=1e-12)
+    # MFU counts model FLOPs whatever the recomputation: seed 000 Exercise 2 stays at 4.974 %
+    kw = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+    mfu = 6 * 7e9 * 150e3 / (64 * 1979e12)
+    assert solve("mfu", {"recompute": "full"}, **kw).to("").magnitude == pytest.approx(mfu, rel=1e-12)
+    # ... while HFU counts the recomputed forward: 4/3 x 4.974 % = 6.632 %
+    assert solve("hfu", {"recompute": "full"}, **kw).to("").magnitude == pytest.approx(mfu * 4 / 3, rel=1e-12)
+
+
+def test_the_recompute_multiplier_measured_from_hfu_and_mfu():
+    # HFU 60 % against MFU 50 % -> gamma = 1.2
+    assert solve("recompute_multiplier", hfu=0.6, mfu=0.5).value == pytest.approx(1.2, rel=1e-12)
+
+
+def test_forward_and_backward_flops_split_two_to_four():
+    # 7B: forward 2 N = 1.4e10, backward 4 N = 2.8e10
+    assert solve("flops_per_token_forward", n_params=7e9).value == pytest.approx(1.4e10, rel=1e-12)
+    assert solve("flops_per_token_backward", n_params=7e9).value == pytest.approx(2.8e10, rel=1e-12)
+
+
+def test_noncausal_attention_counts_twice_the_score_flops():
+    # Megatron count: 6 x (805,306,368 + 2 x 4096 x 8192) = 5,234,491,392 FLOP/token
+    r = solve("flops_per_token_per_layer", {"attention_flops": "noncausal"}, d_model=8192,
+              seq_len="4096 token", params_per_layer=805306368)
+    assert r.value == pytest.approx(6 * (805306368 + 2 * 4096 * 8192), rel=1e-12)
+    # per sequence: x 4096 tokens
+    r = solve("flops_per_sequence_per_layer", d_model=8192, seq_len="4096 token", params_per_layer=805306368)
+    assert r.to("FLOP").magnitude == pytest.approx(4096 * 6 * (805306368 + 4096 * 8192), rel=1e-12)
+
+
+def test_chinchilla_tokens_never_override_a_given_token_count():
+    # 30B for 2T tokens: 6 * 30e9 * 2e12 = 3.6e23 (not the 1.08e23 of 600B compute-optimal tokens)
+    r = solve("total_flops", n_params=30e9, n_tokens="2e12 token")
+    assert r.to("FLOP").magnitude == pytest.approx(3.6e23, rel=1e-12) and "n_tokens" not in r.defaults_used
+    # asked for directly, chinchilla_tokens is 20 N = 6e11
+    assert solve("chinchilla_tokens", n_params=30e9).to("token").magnitude == pytest.approx(6e11)
+
+
+def test_train_time_from_tokens_and_throughput():
+    # T = D / R: 2e12 tokens at 400,000 token/s = 5e6 s = 57.87 days (through C = 6 N D and C = F T)
+    r = solve("train_time", n_params=70e9, n_tokens="2e12 token", tokens_per_second="400000 token/s")
+    assert r.to("s").magnitude == pytest.approx(5e6, rel=1e-12)
+
+
+def test_the_moe_rule_is_an_estimate_that_is_never_run_backwards():
+    # the ratio 2E/5 is a default rule: it gives the ratio, but a ratio does not give E
+    with pytest.raises(UnderdeterminedError):
+        solve("n_routed_experts", n_params=5.184e12, n_active_params=405e9, n_experts_activated=2)
+
+
+def test_moe_layer_of_the_405b_shapes_with_five_active_experts():
+    # inventory (seed 003 '~2T'): k = 5 experts of d_ffn/5 each, 1 shared + 32 routed:
+    # 570,425,344 + 33 x 3 x 16384 x 53248/5 = 570,425,344 + 17,273,821,593.6 = 17,844,246,937.6 per layer;
+    # x 126 + 2 x 128256 x 16384 = 2.2526e12
+    opts = {"ffn": "swiglu", "attention": "gqa"}
+    shapes = dict(d_model=16384, n_heads=128, n_kv_heads=8, d_ffn=53248, n_shared_experts=1,
+                  n_routed_experts=32, n_experts_activated=5)
+    layer = 2 * 16384**2 * (1 + 8 / 128) + 33 * 3 * 16384 * 53248 / 5
+    r = solve("moe_params_per_layer", opts, **shapes)
+    assert r.value == pytest.approx(layer, rel=1e-12)
+    assert 126 * layer + 2 * 128256 * 16384 == pytest.approx(2.2526e12, rel=1e-4)
+    # with d_ffn / k experts the active parameters equal the dense layer's: 3,187,671,040
+    r = solve("moe_active_params_per_layer", opts, **shapes)
+    assert r.value == pytest.approx(2 * 16384**2 * (1 + 8 / 128) + 3 * 16384 * 53248, rel=1e-12)
+
+
+def test_moe_flops_follow_the_active_parameters():
+    # seed 004 section 10: 6 x 405e9 = 2.43e12 FLOP/token for the 5.18T-parameter MoE
+    assert solve("moe_model_flops_per_token", n_active_params=405e9).value == pytest.approx(2.43e12)
+    # per layer, d_ffn / k experts cost what the dense layer costs:
+    # 6 x 12 x 8192^2 + 6 x 4096 x 8192 = 5,033,164,800 FLOP/token
+    r = solve("flops_per_token_per_moe_layer", d_model=8192, seq_len="4096 token", d_ffn=32768,
+              n_shared_experts=1, n_routed_experts=32, n_experts_activated=2)
+    assert r.value == pytest.approx(6 * 12 * 8192**2 + 6 * 4096 * 8192, rel=1e-12)
+
+
+def test_cluster_peak_and_per_gpu_rates():
+    # seed 000 Exercise 2: 64 x 1979 = 126,656 TFLOP/s
+    assert solve("cluster_peak_flops", n_gpus=64, peak_flops="1979 TFLOP/s").to("TFLOP/s").magnitude == \
+        pytest.approx(126656, rel=1e-12)
+    # seed 002: 150 TFLOP/s per A100 on 128 GPUs -> 19.2 PFLOP/s; MFU against 312 TFLOP/s = 48.08 %
+    r = solve("achieved_flops_cluster", n_gpus=128, achieved_flops_per_gpu="150 TFLOP/s")
+    assert r.to("PFLOP/s").magnitude == pytest.approx(19.2, rel=1e-12)
+    r = solve("mfu", n_gpus=128, achieved_flops_per_gpu="150 TFLOP/s", peak_flops="312 TFLOP/s")
+    assert r.to("").magnitude == pytest.approx(150 / 312, rel=1e-12)
+
+
+def test_pf_days_of_the_405b_run():
+    # seed 001: 6 x 405e9 x 15.6e12 = 3.7908e25 FLOP / 8.64e19 = 438,750 PF-days
+    r = symcalc.solve("total_flops", n_params=405e9, n_tokens="15.6e12 token", to="PF_day")
+    assert r.value == pytest.approx(438750, rel=1e-9)
+
+
+def test_cluster_cost_per_hour_and_back():
+    # seed 004: 150 x $3.93 = $589.50 per hour; backwards 589.5 / 3.93 = 150 GPUs
+    assert solve("cluster_cost_per_hour", n_gpus=150, gpu_hour_price="3.93 USD/hour").value == \
+        pytest.approx(589.5, rel=1e-12)
+    assert solve("n_gpus", cluster_cost_per_hour="589.5 USD/hour", gpu_hour_price="3.93 USD/hour").value == 150
