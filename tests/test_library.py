@@ -120,26 +120,26 @@ def test_malformed_files_fail_with_a_reason(tmp_path, body, needle):
 def test_a_user_formula_file_extends_the_library(tmp_path):
     # A new domain is one data file: energy of the run.
     path = write(tmp_path, """
-        [quantities.gpu_power]
+        [quantities.rack_power]
         unit = "W"
         display_unit = "kW"
-        latex = "P_{GPU}"
-        description = "average power draw of one GPU"
+        latex = "P_{rack}"
+        description = "average power draw of one rack of GPUs"
 
-        [quantities.energy]
+        [quantities.rack_energy]
         unit = "J"
         display_unit = "MWh"
-        latex = "E"
-        description = "energy of the run"
+        latex = "E_{rack}"
+        description = "energy the racks draw over the run"
 
         [[formulas]]
-        id = "energy_of_run"
-        title = "Energy"
-        equation = "energy = n_gpus * gpu_power * train_time"
+        id = "rack_energy_of_run"
+        title = "Energy of the racks"
+        equation = "rack_energy = n_gpus * rack_power * train_time"
         source = "seed 001 (16384 x 0.7 kW x 1848 h = 21.2 GWh)"
     """)
     lib = load_library(extra=[path])
-    r = symcalc.solve("energy", n_gpus=16384, gpu_power="0.7 kW", train_time="1848 hour", library=lib)
+    r = symcalc.solve("rack_energy", n_gpus=16384, rack_power="0.7 kW", train_time="1848 hour", library=lib)
     # hand: 16384 * 0.7 kW * 1848 h = 21,194.8 MWh
     assert r.value == pytest.approx(16384 * 0.7 * 1848 / 1000, rel=1e-12)
     assert r.unit == "MWh"
