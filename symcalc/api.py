@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import units
-from .derivation import Derivation
+from .derivation import Derivation, SingularBlock
 from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, SymcalcError,
                      UnderdeterminedError)
 from .library import Library, default_library
@@ -59,15 +59,34 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     defaults = {name: spec for name, spec in library.coefficient_defaults(options).items() if name not in known}
     zero = {name for name, (text, _) in defaults.items()
             if units.parse_quantity(text, name).magnitude == 0}
-    try:
-        plan = make_plan(library.active_formulas(options), target, known, defaults, zero)
-    except UnderdeterminedError as e:
-        own = library.quantities[target]
-        if own.default is not None:
-            e.message += (f". ({target} has a default, {own.default}, but it is only used as an input; "
-                          "give it to use it)")
-            e.args = (e.message,)
-        raise
+    formulas = library.active_formulas(options)
+    for _ in range(len(formulas)):
+        try:
+            plan = make_plan(formulas, target, known, defaults, zero)
+        except UnderdeterminedError as e:
+            own = library.quantities[target]
+            if own.default is not None:
+                e.message += (f". ({target} has a default, {own.default}, but it is only used as an input; "
+                              "give it to use it)")
+                e.args = (e.message,)
+            raise
+        used = _defaults_used(library, plan, defaults)
+        try:
+            derivation = Derivation(library, plan, options,
+                                    {k: d["magnitude"] for k, d in used.items() if "magnitude" in d})
+            break
+        except SingularBlock as singular:
+            # The block's equations share a fact (C = 6ND, F = 6NR, T = D/R, C = FT): one of them
+            # adds nothing for this question. Plan again without it.
+            formulas = [f for f in formulas if f.id != singular.formula]
+    else:  # pragma: no cover - every round removes a formula, so make_plan fails first
+        raise NoSolutionError(f"the equations for {target} are not independent")
+    library.derivation_cache[key] = (derivation, used)
+    return derivation, used
+
+
+def _defaults_used(library: Library, plan, defaults: dict) -> dict[str, dict]:
+    """What the plan takes from defaults: coefficient values and default rules, with sources."""
     used: dict[str, dict] = {}
     for name in plan.defaults:
         text, source = defaults[name]
@@ -78,10 +97,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
         lhs = library.symbols[f.lhs]
         used[lhs] = {"value": f.equation.split("=", 1)[1].strip(), "source": f"default rule {fid}: {f.source}",
                      "rule": fid}
-    derivation = Derivation(library, plan, options,
-                            {k: d["magnitude"] for k, d in used.items() if "magnitude" in d})
-    library.derivation_cache[key] = (derivation, used)
-    return derivation, used
+    return used
 
 
 def solve(target: str, given: Mapping[str, object] | None = None, /, *,

@@ -27,7 +27,7 @@ from sympy.printing.numpy import NumPyPrinter, SciPyPrinter
 from . import numeric, units
 from .errors import NoSolutionError
 from .exprparse import UnitSymbol
-from .invert import reduce_block, solve_block, solve_for
+from .invert import dependent_equation, reduce_block, solve_block, solve_for
 from .model import FormulaSpec, Interval
 from .plan import Plan, Step
 
@@ -45,6 +45,15 @@ def ceil_tol(x):
     x = np.asarray(x, dtype=float)
     out = np.ceil(x - np.minimum(1e-12 * np.abs(x), 1e-3))
     return float(out) if out.ndim == 0 else out
+
+
+class SingularBlock(Exception):
+    """A block of equations that are not independent: ``formula`` is implied by the others."""
+
+    def __init__(self, formula: str, block: tuple[str, ...]):
+        super().__init__(formula)
+        self.formula = formula
+        self.block = block
 
 
 class _BroadcastMinMax:
@@ -131,7 +140,14 @@ class Derivation:
         self.options = dict(options)
         self.constants = dict(constants)   # defaults fixed at 0: their terms are dropped
         zero = {library.quantities[q].symbol: sympy.Integer(0) for q, v in constants.items() if v == 0}
-        self.steps = [self._solve_step(step, zero) for step in plan.steps]
+        self._in_knowns: dict = {}   # solved quantity -> its closed form in the knowns (first root)
+        self.steps = []
+        for step in plan.steps:
+            solved = self._solve_step(step, zero)
+            self.steps.append(solved)
+            if solved.candidates and solved.method != "algorithm":
+                for name, expr in solved.candidates[0].items():
+                    self._in_knowns[self._sym(name)] = expr.subs(self._in_knowns)
         self._closed: dict[tuple, sympy.Expr] = {}
 
     # -- building -------------------------------------------------------------------------
@@ -169,7 +185,14 @@ class Derivation:
                     method = "numeric"
         else:
             xs = tuple(self._sym(u) for u in step.solves_for)
-            sols = solve_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas), xs)
+            equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
+            # Test independence in the knowns themselves: an input derived earlier (R = D/T) can
+            # make the block singular (C = fpt D, A = fpt R, C = A T) though it looks regular.
+            in_knowns = tuple((lhs.subs(self._in_knowns), rhs.subs(self._in_knowns)) for lhs, rhs in equations)
+            dependent = dependent_equation(in_knowns, xs)
+            if dependent is not None:
+                raise SingularBlock(formulas[dependent].id, tuple(f.id for f in formulas))
+            sols = solve_block(equations, xs)
             if sols:
                 names = {self._sym(u): u for u in step.solves_for}
                 candidates = tuple({names[s]: e for s, e in sol.items()} for sol in sols)

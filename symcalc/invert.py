@@ -93,6 +93,47 @@ def _polynomial_roots(residual: sympy.Expr, var: sympy.Symbol) -> list | None:
     return out
 
 
+@lru_cache(maxsize=1024)
+def dependent_equation(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
+                       unknowns: tuple[sympy.Symbol, ...]) -> int | None:
+    """Index of an equation of a square block that the others already imply, or None.
+
+    A block can be square in structure yet singular: C = 6 N D, F = 6 N R, T = D / R and
+    C = F T share one fact, and a solver would return any point of a line. The test is the
+    elimination itself: substituting the others into an equation that they imply leaves it
+    with no unknown. When elimination fails, the fallback is the rank of the Jacobian at
+    random positive points, which catches linear dependence; the equation removed is the last
+    one whose removal keeps the rank.
+    """
+    import random
+
+    import numpy as np
+
+    red = reduce_block(equations, unknowns)
+    if red is not None:
+        return red.dependent
+    residuals = [lhs - rhs for lhs, rhs in equations]
+    jac = sympy.Matrix(residuals).jacobian(list(unknowns))
+    symbols = sorted(set().union(*(r.free_symbols for r in residuals)), key=str)
+    fn = sympy.lambdify(symbols, jac, modules="numpy")
+    rng = random.Random(20251122)
+    k = len(unknowns)
+    for _ in range(3):
+        point = [rng.uniform(0.5, 2.0) for _ in symbols]
+        with np.errstate(all="ignore"):
+            m = np.array(fn(*point), dtype=float)
+        if not np.all(np.isfinite(m)):
+            continue
+        rank = np.linalg.matrix_rank(m, tol=1e-9 * max(1.0, np.abs(m).max()))
+        if rank == k:
+            return None
+        for i in reversed(range(k)):
+            rest = np.delete(m, i, axis=0)
+            if np.linalg.matrix_rank(rest, tol=1e-9 * max(1.0, np.abs(rest).max())) == rank:
+                return i
+    return None
+
+
 @dataclass(frozen=True)
 class Reduction:
     """A block reduced by substitution to one equation in one unknown.
@@ -102,8 +143,9 @@ class Reduction:
     """
 
     eliminated: tuple[tuple[sympy.Symbol, sympy.Expr], ...]
-    last: sympy.Symbol
-    residual: sympy.Expr
+    last: sympy.Symbol | None
+    residual: sympy.Expr | None
+    dependent: int | None = None   # an equation left with no unknown: implied by the others
 
     def back_substitute(self, root: sympy.Expr) -> dict:
         sol = {self.last: root}
@@ -121,6 +163,8 @@ def solve_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
     :func:`reduce_block`); what cannot be reduced goes to sympy's system solver.
     """
     red = reduce_block(equations, unknowns)
+    if red is not None and red.dependent is not None:
+        return None
     if red is not None:
         roots = solve_for(red.residual, red.last)
         if roots is None:
@@ -184,6 +228,9 @@ def reduce_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
                     break
             if progress:
                 break
+    for j in pending:   # an equation the substitutions emptied of unknowns adds nothing
+        if not (sympy.cancel(sympy.together(residuals[j])).free_symbols & remaining):
+            return Reduction(tuple(eliminated), None, None, dependent=j)
     if len(pending) != 1 or len(remaining) != 1:
         return None
     last = next(iter(remaining))

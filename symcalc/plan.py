@@ -143,27 +143,34 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
     """Blocks of the stalled system that the settled quantities make solvable, in order.
 
     The matching may only pair a formula with a quantity it can be solved for; the order of
-    blocks follows every unsettled quantity a formula mentions.
+    blocks follows every unsettled quantity a formula mentions. A formula that needs a quantity
+    nothing here can determine (a default rule whose input is unknown) cannot fire in this
+    round; it is dropped and the decomposition redone, so that it cannot take a quantity that a
+    real block needs in the matching.
     """
-    if not formulas:
-        return []
-    unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in formulas}
-    rows = {f.id: {q for q in unsettled[f.id] if f.solvability[q] != "none"} for f in formulas}
-    by_id = {f.id: f for f in formulas}
-    dm = dulmage_mendelsohn(rows, maximum_matching(rows))
-    determined = dm["square_rows"] | dm["over_rows"]
-    match = {r: c for r, c in dm["match"].items() if r in determined}
-    if not match:
-        return []
-    available = set(settled)
-    out = []
-    for block in block_triangular_order({r: unsettled[r] for r in match}, match):
-        cols = [match[r] for r in block]
-        needs = {q for r in block for q in by_id[r].quantities}
-        if needs <= available | set(cols):
-            out.append(([by_id[r] for r in block], cols))
-            available |= set(cols)
-    return out
+    candidates = list(formulas)
+    while candidates:
+        unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in candidates}
+        rows = {f.id: {q for q in unsettled[f.id] if f.solvability[q] != "none"} for f in candidates}
+        by_id = {f.id: f for f in candidates}
+        dm = dulmage_mendelsohn(rows, maximum_matching(rows))
+        determined = dm["square_rows"] | dm["over_rows"]
+        match = {r: c for r, c in dm["match"].items() if r in determined}
+        reachable = set(match.values())
+        hopeless = {r for r in unsettled if not unsettled[r] <= reachable}
+        available = set(settled)
+        out = []
+        usable = {r: c for r, c in match.items() if r not in hopeless}
+        for block in block_triangular_order({r: unsettled[r] for r in usable}, usable):
+            cols = [usable[r] for r in block]
+            needs = {q for r in block for q in by_id[r].quantities}
+            if needs <= available | set(cols):
+                out.append(([by_id[r] for r in block], cols))
+                available |= set(cols)
+        if out or not (hopeless & set(match)):
+            return out
+        candidates = [f for f in candidates if f.id not in hopeless]
+    return []
 
 
 def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],

@@ -1,5 +1,7 @@
 """Planning: the right formulas in the right order, defaults only when needed, clear diagnoses."""
 
+import json
+
 import pytest
 
 import symcalc
@@ -85,3 +87,45 @@ def test_a_quantity_with_a_default_is_still_solved_for():
     r = symcalc.solve("link_latency", allreduce_time="70.07 ms", message_size="2 GB", n_gpus=8,
                       link_bandwidth="50 GB/s")
     assert r.to("us").magnitude == pytest.approx(5, rel=1e-9)        # (70.07 - 70) ms / 14 steps
+
+
+def test_a_default_rule_that_cannot_fire_does_not_break_a_block(tmp_path):
+    # A default rule whose input (n_active_params) is unknowable used to take model_flops_per_token
+    # in the block matching, leaving the ZeRO-3 block unmatched, depending on the hash seed.
+    import os
+    import subprocess
+    import sys
+    rule = tmp_path / "rule.toml"
+    rule.write_text('[[formulas]]\nid = "stray_rule"\ntitle = "t"\nsource = "test"\ndefault = true\n'
+                    'equation = "model_flops_per_token = flops_per_param_per_token * n_active_params"\n')
+    for seed in ("0", "1", "2", "3"):
+        run = subprocess.run([sys.executable, "-m", "symcalc", "solve", "n_params", "model_state_memory=80 GB",
+                              "dp=8", "--option", "zero_stage=3", "--formulas", str(rule), "--json"],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["value"] == pytest.approx(80e9 * 8 / 16, rel=1e-12)   # 16 B/param over 8
+
+
+def test_dependent_laws_never_give_garbage():
+    # total_flops = 6 N D, achieved = 6 N R, total_flops = achieved T and T = D / R share one fact.
+    # Structurally square blocks of them are singular; the engine leaves one law out per question.
+    # 2e12 tokens at 272,000 token/s: 7.35e6 s = 85.10 days (no n_params needed)
+    r = symcalc.solve("train_time", n_tokens="2e12 token", tokens_per_second="272000 token/s")
+    assert r.value == pytest.approx(2e12 / 272000 / 86400, rel=1e-12)
+    # seed 000: 6 x 70e9 x 2e12 / (0.45 x 1979e12 x 128) = 7.369e6 s = 85.29 days
+    r = symcalc.solve("train_time", n_params=70e9, n_tokens="2e12 token", n_gpus=128, mfu=0.45,
+                      peak_flops="1979 TFLOP/s")
+    assert r.value == pytest.approx(6 * 70e9 * 2e12 / (0.45 * 1979e12 * 128) / 86400, rel=1e-12)
+    assert not any("numerically" in w for w in r.warnings)
+
+
+def test_a_dependent_equation_in_a_block_is_found():
+    import sympy
+    from symcalc.invert import dependent_equation
+    C, F, fpt, R, D, T = sympy.symbols("C F fpt R D T", positive=True)
+    block = ((C, fpt * D), (F, fpt * R), (C, F * T))
+    # independent while R is a free input...
+    assert dependent_equation(block, (C, F, fpt)) is None
+    # ...dependent once R = D / T
+    substituted = tuple((lhs, rhs.subs(R, D / T)) for lhs, rhs in block)
+    assert dependent_equation(substituted, (C, F, fpt)) is not None
