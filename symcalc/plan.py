@@ -177,8 +177,9 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
               defaults: Iterable[str] = (), zero: Iterable[str] = ()) -> Plan:
     """Plan the derivation of ``target`` from ``given`` (and, only if needed, ``defaults``).
 
-    Default rules among ``formulas`` (``d_ffn = 4 d_model`` unless given) are admitted with
-    the coefficient defaults, only when the given values alone cannot reach the target.
+    Coefficient defaults are admitted only when the given values alone cannot reach the
+    target, and default rules among ``formulas`` (``d_ffn = 4 d_model`` unless given) only when
+    the coefficient defaults are not enough either.
     ``zero`` names defaults whose value is 0 (a term that vanishes): the diagnosis never
     proposes a route that would have to divide by one.
     Raises UnderdeterminedError naming the smallest sets of extra quantities that would do.
@@ -187,9 +188,12 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     # the target's own default is never an answer: `solve pp n_gpus=64 dp=8 tp=2` is 4, not 1
     defaults = set(defaults) - given - {target}
     laws = [f for f in formulas if not f.default_rule]
-    settled = propagate(laws, given, set(), stop_at=target)
-    if target not in settled.cost and (defaults or len(laws) < len(formulas)):
-        settled = propagate(formulas, given, defaults, stop_at=target)
+    # Stages: laws alone; then with coefficient defaults; default rules ("d_ffn = 4 d unless
+    # given") only as a last resort, since they assume a relation nobody stated.
+    for stage_formulas, soft in ((laws, set()), (laws, defaults), (formulas, defaults)):
+        settled = propagate(stage_formulas, given, soft, stop_at=target)
+        if target in settled.cost:
+            break
     if target not in settled.cost:
         raise _underdetermined(formulas, target, given, defaults, set(zero))
     return _extract(settled, target, given, defaults, {f.id for f in formulas if f.default_rule})

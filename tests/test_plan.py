@@ -129,3 +129,27 @@ def test_a_dependent_equation_in_a_block_is_found():
     # ...dependent once R = D / T
     substituted = tuple((lhs, rhs.subs(R, D / T)) for lhs, rhs in block)
     assert dependent_equation(substituted, (C, F, fpt)) is not None
+
+
+def test_sums_of_memory_terms_solve_backwards_whatever_the_hash_seed(tmp_path):
+    import os
+    import subprocess
+    import sys
+    extra = tmp_path / "wo.toml"
+    extra.write_text('[quantities.wo_memory]\nunit = "byte"\nlatex = "M_{wo}"\ndescription = "w + o"\n'
+                     '[[formulas]]\nid = "wo_memory_sum"\ntitle = "t"\nsource = "test"\n'
+                     'equation = "wo_memory = weight_memory + optimizer_memory"\n')
+    for seed in ("0", "1", "2", "6"):
+        run = subprocess.run([sys.executable, "-m", "symcalc", "solve", "n_params", "wo_memory=182 GB",
+                              "--formulas", str(extra), "--json"], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        assert run.returncode == 0, run.stderr
+        # weights 2 + optimizer 12 bytes per parameter: 182 GB / 14 B = 13e9
+        assert json.loads(run.stdout)["value"] == pytest.approx(13e9, rel=1e-12)
+
+
+def test_laws_come_before_a_default_rule_for_the_target():
+    # block checkpointing keeps L/k layers' activations: 40/k x 8.13695 GB = 60 GB -> k = 5.425
+    r = symcalc.solve("checkpoint_every_k_layers", n_layers=40, activation_memory_per_layer="8.13695 GB",
+                      activation_memory="60 GB", options={"checkpoint_model": "block"})
+    assert r.value == pytest.approx(40 * 8.13695 / 60, rel=1e-9)
