@@ -153,3 +153,29 @@ def test_laws_come_before_a_default_rule_for_the_target():
     r = symcalc.solve("checkpoint_every_k_layers", n_layers=40, activation_memory_per_layer="8.13695 GB",
                       activation_memory="60 GB", options={"checkpoint_model": "block"})
     assert r.value == pytest.approx(40 * 8.13695 / 60, rel=1e-9)
+
+
+def test_missing_inputs_are_underdetermined_not_garbage_in_any_hash_seed():
+    # Rules and laws used to form square but singular blocks: -8e31 ms, or 0 ms, depending on the
+    # hash seed. The ring needs the group size; the TP time needs d_model.
+    import os
+    import subprocess
+    import sys
+    code = ("import symcalc\n"
+            "for target, given in [('allreduce_time', dict(message_size='2 GB', link_bandwidth='50 GB/s')),\n"
+            "    ('tp_comm_time_per_step', dict(n_layers=80, link_bandwidth='600 GB/s', micro_batch_size=1,\n"
+            "                                   seq_len='4096 token'))]:\n"
+            "    try:\n"
+            "        print(symcalc.solve(target, **given))\n"
+            "    except symcalc.UnderdeterminedError:\n"
+            "        print('underdetermined')\n"
+            "print(symcalc.solve('allreduce_time', message_size='2 GB', dp=8, link_bandwidth='50 GB/s',\n"
+            "                    link_latency='5 us').value)\n")
+    for seed in ("0", "1", "2", "3"):
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        lines = run.stdout.split()
+        assert run.returncode == 0, run.stderr
+        assert lines[:2] == ["underdetermined", "underdetermined"]
+        # dp = 8 is the ring (tp = pp = cp = 1): 2 x 2 GB x 7/8 / 50 GB/s + 14 x 5 us = 70.07 ms
+        assert float(lines[2]) == pytest.approx(70.07, rel=1e-9)
