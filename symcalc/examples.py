@@ -10,8 +10,11 @@ import shlex
 
 import click
 
-# (question, target, given, options, source)
+# (question, target, given, options, source[, presets])
 EXAMPLES = [
+    ("Seed 000's opening question: a 30B model on 128 H100s, time per step (1M-token batch, 45% MFU)?",
+     "step_time", {"n_params": "30e9", "n_gpus": "128", "global_batch_tokens": "1e6 token", "mfu": "45%"}, {},
+     "seed 000, with the H100 preset's dense BF16 peak", {"hardware": "h100"}),
     ("What MFU does 150K tokens/s on 64 H100s mean for a 7B model? (peak as seed 000 quotes it)",
      "mfu", {"n_params": "7e9", "tokens_per_second": "150000 token/s", "n_gpus": "64",
              "peak_flops": "1979 TFLOP/s"}, {}, "seed 000, Exercise 2"),
@@ -30,22 +33,24 @@ EXAMPLES = [
      "seed 000's 12 L H^2 + 2 V H, solved backwards"),
 ]
 
-SHOWN = 1  # the example whose whole derivation is printed
+SHOWN = 2  # the example whose whole derivation is printed
 
 
-def command_line(target: str, given: dict, options: dict) -> str:
+def command_line(target: str, given: dict, options: dict, presets: dict | None = None) -> str:
     parts = ["symcalc", "solve", target] + [f"{k}={v}" for k, v in given.items()]
     parts += [f"--option {k}={v}" for k, v in options.items()]
-    return " ".join(shlex.quote(p) if " " in p and not p.startswith("--option") else p for p in parts)
+    parts += [f"--{k} {v}" for k, v in (presets or {}).items()]
+    return " ".join(shlex.quote(p) if " " in p and not p.startswith("--") else p for p in parts)
 
 
 def run_examples(as_json: bool = False) -> None:
     from .api import solve
     from .render.text import headline
     answers = []
-    for question, target, given, options, source in EXAMPLES:
-        r = solve(target, given, options=options)
-        answers.append((question, source, command_line(target, given, options), r))
+    for question, target, given, options, source, *rest in EXAMPLES:
+        presets = rest[0] if rest else {}
+        r = solve(target, given, options=options, **presets)
+        answers.append((question, source, command_line(target, given, options, presets), r))
     if as_json:
         click.echo(json.dumps([{"question": q, "source": s, "command": c, **r.as_dict()}
                                for q, s, c, r in answers], indent=2))

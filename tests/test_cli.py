@@ -132,8 +132,9 @@ def test_example_command_runs_the_built_in_examples(cli):
     run = cli("example")
     assert run.code == 0
     assert "mfu = 4.974 %" in run.out and "n_gpus = 94" in run.out and "model_state_memory = 1.75 GB" in run.out
+    assert "step_time = 3.158 s" in run.out          # 6 x 30e9 x 1e6 / (0.45 x 989.4e12 x 128)
     d = json.loads(cli("example", "--json").out)
-    assert len(d) == 6 and d[0]["target"] == "mfu"
+    assert len(d) == 7 and d[1]["target"] == "mfu"
 
 
 def _console_script():

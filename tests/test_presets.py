@@ -113,3 +113,20 @@ def test_cli_presets_and_lists(cli):
     assert {h["name"] for h in hw} >= {"h100_sxm", "l4", "mi300x"}
     assert all(h["sources"] for h in hw)
     assert "llama3_8b" in cli("list", "models").out
+
+
+def test_the_opening_question_of_seed_000_with_presets():
+    # "A 30B model on 128 H100s: memory per GPU, time per step, tokens per second", with seed
+    # 000's own settings (1M-token batch, 45 % MFU) but the H100's dense BF16 peak (989.4 TFLOP/s)
+    common = dict(n_params=30e9, n_gpus=128, hardware="h100")
+    # model states fully sharded (ZeRO-3 over 128): 16 B x 30e9 / 128 = 3.75 GB
+    mem = symcalc.solve("model_state_memory", dp=128, options={"zero_stage": 3}, **common)
+    assert mem.value == pytest.approx(16 * 30e9 / 128 / 1e9, rel=1e-12)
+    # 6 x 30e9 x 1e6 FLOP / (0.45 x 989.4e12 FLOP/s x 128) = 3.158 s per step
+    step = symcalc.solve("step_time", global_batch_tokens="1e6 token", mfu="45%", **common)
+    assert step.value == pytest.approx(6 * 30e9 * 1e6 / (0.45 * 989.4e12 * 128), rel=1e-12)
+    tps = symcalc.solve("tokens_per_second", global_batch_tokens="1e6 token", mfu="45%", **common)
+    assert tps.value == pytest.approx(1e6 / step.value, rel=1e-12)          # 316,627 token/s
+    # it fits: 3.75 GB of model states in the preset's 80 GB leaves room for activations
+    assert mem.value * 1e9 < symcalc.values.read_value(symcalc.default_library().quantity("gpu_memory"),
+                                                       "80 GB").magnitude
