@@ -387,6 +387,21 @@ def _load_when(table: dict, where: str, options: dict[str, OptionSpec]) -> dict[
     return when
 
 
+def _entry(table, file: str, kind: str, allowed: set[str], required: tuple[str, ...]) -> tuple[dict, str, str]:
+    """Common checks of a [[formulas]] or [[algorithms]] entry: a table, a snake_case id, only
+    known keys, the required text fields. Returns (table, id, where-prefix for messages)."""
+    table = _require_table(table, f"{file}: a [[{kind}s]] entry")
+    fid = table.get("id")
+    if not isinstance(fid, str) or not NAME_RE.match(fid):
+        raise LibraryError(f"{file}: every {kind} needs an id in snake_case (got {fid!r})")
+    where = f"{file}: {kind} '{fid}'"
+    _check_keys(table, allowed, where)
+    for key in required:
+        if not isinstance(table.get(key), str) or not table[key].strip():
+            raise LibraryError(f"{where}: '{key}' (text) is required")
+    return table, fid, where
+
+
 def _load_algorithm(table, file: str, quantities: dict[str, QuantitySpec],
                     options: dict[str, OptionSpec]) -> FormulaSpec:
     """An [[algorithms]] entry: a registered procedure from named inputs to one output.
@@ -394,15 +409,7 @@ def _load_algorithm(table, file: str, quantities: dict[str, QuantitySpec],
     It joins the graph like a formula that can only be solved for its output.
     """
     from .algorithms import REGISTRY
-    table = _require_table(table, f"{file}: an [[algorithms]] entry")
-    fid = table.get("id")
-    if not isinstance(fid, str) or not NAME_RE.match(fid):
-        raise LibraryError(f"{file}: every algorithm needs an id in snake_case (got {fid!r})")
-    where = f"{file}: algorithm '{fid}'"
-    _check_keys(table, ALGORITHM_KEYS, where)
-    for key in ("title", "source", "function", "output"):
-        if not isinstance(table.get(key), str) or not table[key].strip():
-            raise LibraryError(f"{where}: '{key}' (text) is required")
+    table, fid, where = _entry(table, file, "algorithm", ALGORITHM_KEYS, ("title", "source", "function", "output"))
     function = table["function"]
     if function not in REGISTRY:
         raise LibraryError(f"{where}: unknown function '{function}'.{did_you_mean(function, REGISTRY)} "
@@ -428,15 +435,7 @@ def _load_algorithm(table, file: str, quantities: dict[str, QuantitySpec],
 
 def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
                   symbols: dict[sympy.Symbol, QuantitySpec]) -> FormulaSpec:
-    table = _require_table(table, f"{file}: a [[formulas]] entry")
-    fid = table.get("id")
-    if not isinstance(fid, str) or not NAME_RE.match(fid):
-        raise LibraryError(f"{file}: every formula needs an id in snake_case (got {fid!r})")
-    where = f"{file}: formula '{fid}'"
-    _check_keys(table, FORMULA_KEYS, where)
-    for key in ("equation", "title", "source"):
-        if not isinstance(table.get(key), str) or not table[key].strip():
-            raise LibraryError(f"{where}: '{key}' (text) is required")
+    table, fid, where = _entry(table, file, "formula", FORMULA_KEYS, ("equation", "title", "source"))
     when = _load_when(table, where, options)
 
     def resolve(name: str) -> sympy.Expr:
