@@ -131,7 +131,10 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     opts = lib.option_values({**preset_options, **explicit_options})
     knowns.update(_preset_values(lib, presets, opts, tq.name, knowns))
     if tq.name in knowns:
-        return _conversion(lib, tq, knowns, opts, to)
+        result = _conversion(lib, tq, knowns, opts, to)
+        if knowns[tq.name].origin:
+            result.warnings[:] = [f"{tq.name} is the published value from the preset ({knowns[tq.name].origin})"]
+        return result
     derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts)
 
     env = {k: v.magnitude for k, v in knowns.items()}
@@ -141,6 +144,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     exact = ev.values[tq.name]
     rounded = _round(exact, tq.whole)
     warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns)
+    warnings += [w for p in presets for w in p.warnings]
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
 
@@ -202,7 +206,7 @@ def _preset_values(lib: Library, presets: list, opts: dict, target: str, given: 
         for name, (text, source) in preset.resolve(opts, dtype).items():
             if name not in lib.quantities:
                 raise LibraryError(f"preset {preset.key} sets '{name}', which the formula library does not define")
-            if name == target or name in given or name in out:
+            if (name == target and name not in preset.published) or name in given or name in out:
                 continue
             gv = read_value(lib.quantities[name], text)
             gv.origin = f"{preset.kind[:-1] if preset.kind == 'models' else preset.kind} {preset.key}: {source}"

@@ -22,7 +22,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 KINDS = ("hardware", "models")
-PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak_flops"}
+PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak_flops", "published"}
 
 
 @dataclass
@@ -38,6 +38,8 @@ class Preset:
     values: dict[str, tuple[str, str]] = field(default_factory=dict)      # quantity -> (value, source)
     peak_flops: dict[str, tuple[str, str]] = field(default_factory=dict)  # compute dtype -> (value, source)
     options: dict[str, str] = field(default_factory=dict)
+    published: tuple[str, ...] = ()     # values kept even when asked for (the shapes do not model them)
+    warnings: tuple[str, ...] = ()      # what a reader of this preset should know (config.json caveats)
 
     def resolve(self, options: dict[str, str], compute_dtype: str | None) -> dict[str, tuple[str, str]]:
         """Values this preset gives under ``options``: its values, plus the dense peak for the
@@ -87,7 +89,8 @@ def _load(kind: str, key: str, table: dict, file: str) -> Preset:
                   aliases=tuple(table.get("aliases", [])), notes=str(table.get("notes", "")),
                   values=pairs("values"), peak_flops=pairs("peak_flops"),
                   options={k: str(v).lower() if isinstance(v, bool) else str(v)
-                           for k, v in table.get("options", {}).items()})
+                           for k, v in table.get("options", {}).items()},
+                  published=tuple(table.get("published", [])))
 
 
 def find_preset(kind: str, name: str) -> Preset:
@@ -117,12 +120,14 @@ _HF_KEYS = [
     (("hidden_size", "n_embd", "d_model"), "d_model", ""),
     (("num_attention_heads", "n_head"), "n_heads", ""),
     (("num_key_value_heads",), "n_kv_heads", ""),
+    (("head_dim",), "head_dim", ""),
     (("intermediate_size", "n_inner", "ffn_dim"), "d_ffn", ""),
     (("vocab_size",), "vocab_size", ""),
-    (("num_local_experts", "n_routed_experts", "num_experts"), "n_experts", ""),
-    (("num_experts_per_tok", "moe_topk"), "n_experts_activated", ""),
 ]
 _GATED = ("silu", "swiglu", "swish")
+# model families whose feed-forward block is gated (3 matrices) whatever the activation's name
+_GATED_FAMILIES = ("llama", "mistral", "mixtral", "qwen", "gemma", "phi3", "deepseek", "olmo", "granite",
+                   "cohere", "internlm", "yi", "baichuan", "starcoder2_gated")
 
 
 def model_from_hf_config(path: str | Path) -> Preset:
@@ -153,6 +158,8 @@ def model_from_hf_config(path: str | Path) -> Preset:
                     raise MalformedValueError(f"{where}: '{key}' must be a positive number, got {value!r}")
                 values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}")
                 break
+    warnings: list[str] = []
+    experts = _hf_experts(cfg, values, p.name)
     required = {"n_layers", "d_model", "n_heads"}
     missing = sorted(required - set(values))
     if missing:
@@ -161,13 +168,61 @@ def model_from_hf_config(path: str | Path) -> Preset:
     options: dict[str, str] = {}
     heads = float(values["n_heads"][0])
     kv = float(values.get("n_kv_heads", values["n_heads"])[0])
-    options["attention"] = "gqa" if kv < heads else "mha"
-    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
-    options["ffn"] = "swiglu" if any(g in act for g in _GATED) else "gelu"
+    d = float(values["d_model"][0])
+    head = float(values["head_dim"][0]) if "head_dim" in values else d / heads
+    if abs(head * heads - d) > 0.5:
+        options["attention"] = "gqa_head_dim"       # Gemma: n_heads x head_dim != d_model
+    else:
+        values.pop("head_dim", None)
+        options["attention"] = "gqa" if kv < heads else "mha"
+    act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "").lower()
+    family = str(cfg.get("model_type", "")).lower()
+    gated = any(g in act for g in _GATED) or any(family.startswith(f) for f in _GATED_FAMILIES)
+    options["ffn"] = "swiglu" if gated else "gelu"
+    if experts:
+        options["architecture"] = "moe"
+        values.update(experts)
+        if "moe_intermediate_size" not in cfg:          # Mixtral: every layer's FFN is the experts
+            values["d_ffn_expert"] = values.pop("d_ffn")
+    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
+        warnings.append(f"{p.name}: multi-head latent attention (kv_lora_rank) is not modelled: attention "
+                        "parameters and counts from the shapes are approximate")
+    if cfg.get("first_k_dense_replace"):
+        warnings.append(f"{p.name}: the first {cfg['first_k_dense_replace']} layers are dense, which the uniform "
+                        "MoE formulas do not model: counts from the shapes are approximate")
     if "tie_word_embeddings" in cfg:
         options["tied_embeddings"] = "true" if cfg["tie_word_embeddings"] else "false"
     elif "n_embd" in cfg:      # GPT-2 style configs tie the LM head to the embedding
         options["tied_embeddings"] = "true"
+    if "tie_word_embeddings" not in cfg and family.startswith("gemma"):
+        options["tied_embeddings"] = "true"      # Gemma ties its embeddings by default
     name = str(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
     return Preset(kind="models", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
-                  options=options)
+                  options=options, warnings=tuple(warnings))
+
+
+def _hf_experts(cfg: dict, values: dict, file: str) -> dict[str, tuple[str, str]]:
+    """Expert counts and sizes of an MoE config (Mixtral, DeepSeek, Qwen-MoE key names)."""
+    out: dict[str, tuple[str, str]] = {}
+
+    def take(key: str, quantity: str, value=None) -> None:
+        v = cfg.get(key) if value is None else value
+        if v is None:
+            return
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise MalformedValueError(f"config.json '{file}': '{key}' must be a non-negative number, got {v!r}")
+        out[quantity] = (str(v), f"{file}: {key} = {v}")
+
+    routed = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts")
+    if not routed:
+        return out
+    shared = cfg.get("n_shared_experts") or 0
+    take("n_routed_experts", "n_routed_experts", routed)
+    if shared:
+        take("n_shared_experts", "n_shared_experts", shared)
+    take("num_local_experts", "n_experts", routed + shared)
+    top_k = cfg.get("num_experts_per_tok") or cfg.get("moe_topk")
+    if top_k:
+        take("num_experts_per_tok", "n_experts_activated", top_k + shared)
+    take("moe_intermediate_size", "d_ffn_expert")
+    return out

@@ -118,7 +118,7 @@ def test_list_is_searchable(cli):
 
 def test_show_quantity_formula_and_option(cli):
     q = json.loads(cli("show", "Psi", "--json").out)
-    assert q["kind"] == "quantity" and q["name"] == "n_params" and "flops_per_token_train" in q["formulas"]
+    assert q["kind"] == "quantity" and q["name"] == "n_params" and "all_params_active" in q["formulas"]
     f = json.loads(cli("show", "young_interval", "--json").out)
     assert f["kind"] == "formula" and "Young" in f["source"]
     assert f["latex"] == r"\tau_{\mathrm{ckpt}} = \sqrt{2 \delta \mathrm{MTBF}}"

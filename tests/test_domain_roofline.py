@@ -124,7 +124,7 @@ def test_optimizer_traffic_from_measured_hbm_bytes():
 
 def test_cluster_throughput_of_a_fleet():
     # 150 H100s x 1339.2857 token/s = 200,892.9 token/s
-    r = symcalc.solve("tokens_per_second", {**RUN, **H100, "n_gpus": "150"})
+    r = symcalc.solve("roofline_tokens_per_second", {**RUN, **H100, "n_gpus": "150"})
     assert r.base_value == pytest.approx(150 * 0.75 * R_COMP_H100, rel=1e-12)
 
 

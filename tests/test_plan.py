@@ -18,8 +18,9 @@ def plan(target, given, options=None):
 
 def test_mfu_from_throughput_is_three_steps_with_the_6_flop_default():
     p = plan("mfu", {"tokens_per_second", "n_params", "n_gpus", "peak_flops"})
-    assert [s.formulas for s in p.steps] == [("flops_per_token_train",), ("achieved_flops_from_throughput",),
-                                             ("mfu_definition",)]
+    # a dense model uses every parameter; model FLOPs per token; achieved FLOP/s; MFU
+    assert [s.formulas for s in p.steps] == [("all_params_active",), ("flops_per_token_train",),
+                                             ("achieved_flops_from_throughput",), ("mfu_definition",)]
     assert p.defaults == ("flops_per_param_per_token",)
 
 

@@ -130,3 +130,45 @@ def test_the_opening_question_of_seed_000_with_presets():
     # it fits: 3.75 GB of model states in the preset's 80 GB leaves room for activations
     assert mem.value * 1e9 < symcalc.values.read_value(symcalc.default_library().quantity("gpu_memory"),
                                                        "80 GB").magnitude
+
+
+def test_hugging_face_config_of_mixtral_is_a_mixture_of_experts():
+    p = model_from_hf_config(HF / "mixtral-8x7b-config.json")
+    assert p.options["architecture"] == "moe" and p.values["d_ffn_expert"][0] == "14336"
+    # per layer: GQA attention 2 x 4096^2 x (1 + 8/32) = 41,943,040; 8 experts x 3 x 4096 x 14336
+    # = 1,409,286,144; x 32 layers + 2 x 32000 x 4096 = 46,701,477,888. The published
+    # 46,702,792,704 adds the routers (32 x 8 x 4096) and the norms (65 x 4096): 1,314,816.
+    attention, expert = 2 * 4096**2 * (1 + 8 / 32), 3 * 4096 * 14336
+    total = 32 * (attention + 8 * expert) + 2 * 32000 * 4096
+    r = symcalc.solve("n_params", model=str(HF / "mixtral-8x7b-config.json"))
+    assert r.value == pytest.approx(total, rel=1e-12) and total + 1314816 == 46702792704
+    active = symcalc.solve("n_active_params", model=str(HF / "mixtral-8x7b-config.json"))
+    assert active.value == pytest.approx(32 * (attention + 2 * expert) + 2 * 32000 * 4096, rel=1e-12)
+
+
+def test_hugging_face_config_of_gemma_with_its_own_head_size():
+    # Gemma 7B: 16 heads of 256 on d_model 3072 (16 x 256 = 4096), gated GELU, tied embeddings.
+    # 28 x (2 x 3072 x 256 x 32 + 3 x 3072 x 24576) + 256000 x 3072 = 8,537,505,792; the published
+    # 8,537,680,896 adds the RMSNorms, 57 x 3072 = 175,104.
+    p = model_from_hf_config(HF / "gemma-7b-config.json")
+    assert p.options == {"attention": "gqa_head_dim", "ffn": "swiglu", "tied_embeddings": "true"}
+    r = symcalc.solve("n_params", model=str(HF / "gemma-7b-config.json"))
+    assert r.value == pytest.approx(8537680896 - 57 * 3072, rel=1e-12)
+
+
+def test_hugging_face_config_of_deepseek_v3_says_what_is_not_modelled():
+    p = model_from_hf_config(HF / "deepseek-v3-config.json")
+    assert p.options["architecture"] == "moe"
+    assert p.values["n_experts"][0] == "257" and p.values["n_experts_activated"][0] == "9"   # 8 routed + 1 shared
+    assert p.values["d_ffn_expert"][0] == "2048"
+    r = symcalc.solve("n_params", model=str(HF / "deepseek-v3-config.json"))
+    assert any("latent attention" in w for w in r.warnings) and any("dense" in w for w in r.warnings)
+
+
+def test_moe_presets_count_active_parameters_for_compute():
+    # DeepSeek-V3 trains on 37e9 active parameters: 6 x 37e9 x 14.8e12 / (2048 x 989.4e12 x 0.4)
+    r = symcalc.solve("train_time", model="deepseek-v3", hardware="h100", n_gpus=2048, mfu=0.4)
+    assert r.value == pytest.approx(6 * 37e9 * 14.8e12 / (2048 * 989.4e12 * 0.4) / 86400, rel=1e-9)
+    # its published total is kept (MLA and the dense first layers are not modelled)
+    n = symcalc.solve("n_params", model="deepseek-v3")
+    assert n.value == 671e9 and n.warnings

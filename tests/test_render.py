@@ -81,8 +81,8 @@ def test_json_object_has_the_documented_fields():
     assert d["value"] == pytest.approx(4.9741, rel=1e-4)
     assert d["given"]["peak_flops"] == "1979 TFLOP/s"
     assert d["defaults_used"]["flops_per_param_per_token"]["value"] == "6 FLOP/token"
-    assert [s["formula"] for s in d["steps"]] == ["flops_per_token_train", "achieved_flops_from_throughput",
-                                                  "mfu_definition"]
+    assert [s["formula"] for s in d["steps"]] == ["all_params_active", "flops_per_token_train",
+                                                  "achieved_flops_from_throughput", "mfu_definition"]
     assert all({"formula", "solves_for", "latex"} <= set(s) for s in d["steps"])
     assert d["latex"].startswith(r"\mathrm{MFU} = ")
 

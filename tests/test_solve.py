@@ -16,7 +16,8 @@ def test_mfu_from_observed_throughput_seed_000_exercise_2():
     assert r.value == pytest.approx(100 * 6.3e15 / 1.26656e17, rel=1e-12)
     assert float(r.to("")) == pytest.approx(0.049741, rel=1e-4)
     # MFU counts the model's FLOPs (6 N per token), not executed ones (recomputation is HFU's)
-    assert [s.solves_for for s in r.steps] == [["model_flops_per_token"], ["achieved_flops_cluster"], ["mfu"]]
+    assert [s.solves_for for s in r.steps] == [["n_active_params"], ["model_flops_per_token"],
+                                                ["achieved_flops_cluster"], ["mfu"]]
     assert "flops_per_param_per_token" in r.defaults_used
     assert str(r.closed_form) == "flops_per_param_per_token*n_params*tokens_per_second/(n_gpus*peak_flops)"
 
