@@ -134,10 +134,10 @@ def test_no_tensor_parallelism_moves_no_tp_bytes():
 
 
 def test_generic_and_tp_allreduces_in_one_question_stay_apart():
-    # A DP gradient AllReduce (2 GB on 8 GPUs at 50 GB/s: 70 ms) and a TP group (t = 8, b=1, s=4096,
-    # d=8192) in the same question: allreduce_time is the generic ring, tp_allreduce_time the TP one
-    # (117.44 MB / 50 GB/s = 2.349 ms).
-    both = dict(message_size="2 GB", n_gpus=8, link_bandwidth="50 GB/s", tp=8, micro_batch_size=1,
+    # A DP gradient AllReduce (2 GB over dp = 8 at 50 GB/s: 70 ms) and a TP group (t = 8, b=1,
+    # s=4096, d=8192) in the same question: allreduce_time is the generic ring, tp_allreduce_time
+    # the TP one (117.44 MB / 50 GB/s = 2.349 ms).
+    both = dict(message_size="2 GB", dp=8, link_bandwidth="50 GB/s", tp=8, micro_batch_size=1,
                 seq_len="4096 token", d_model=8192)
     assert solve("allreduce_time", **both).to("ms").magnitude == pytest.approx(70, rel=1e-12)
     assert solve("tp_allreduce_time", **both).to("ms").magnitude == pytest.approx(
@@ -203,3 +203,16 @@ def test_zero3_traffic_without_its_group_size_is_underdetermined():
     with pytest.raises(UnderdeterminedError) as e:
         solve("zero3_comm_bytes_per_gpu", message_size="14 GB")
     assert ["dp"] in e.value.missing
+
+
+def test_the_gradient_ring_is_the_data_parallel_group():
+    # 512 GPUs as TP 8 x PP 4 x DP 16: the gradient AllReduce runs over 16 ranks, not 512.
+    # Llama 3 70B's shard: 70.553706496e9 x 2 B / 32 = 4.4096 GB; 2 x 4.4096 GB x 15/16 / 50 GB/s
+    # + 30 x 5 us = 165.5 ms
+    r = solve("allreduce_time", n_params=70553706496, n_gpus=512, tp=8, pp=4, link_bandwidth="50 GB/s",
+              link_latency="5 us")
+    shard = 70553706496 * 2 / 32
+    assert r.to("s").magnitude == pytest.approx(2 * shard * 15 / 16 / 50e9 + 30 * 5e-6, rel=1e-12)
+    # with only n_gpus the job is all data parallel and the ring has n_gpus ranks (the seeds' convention)
+    assert solve("allreduce_time", message_size="2 GB", n_gpus=8, link_bandwidth="50 GB/s").to(
+        "ms").magnitude == pytest.approx(70, rel=1e-12)
