@@ -37,7 +37,7 @@ QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "dom
                  "default", "default_source", "source"}
 OPTION_KEYS = {"description", "default", "values"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
-FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default"}
+FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
@@ -475,12 +475,14 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         raise LibraryError(f"{where}: the equation relates no quantities")
     solvability = {n: classify(lhs, rhs, quantities[n].symbol) for n in names}
     rule = table.get("default", False)
-    if not isinstance(rule, bool):
-        raise LibraryError(f"{where}: 'default' must be true or false")
-    if rule:
-        # A default rule ("d_ffn = 4 d_model unless given") only ever delivers its left side.
+    forward = table.get("forward_only", False)
+    if not isinstance(rule, bool) or not isinstance(forward, bool):
+        raise LibraryError(f"{where}: 'default' and 'forward_only' must be true or false")
+    if rule or forward:
+        # A default rule ("d_ffn = 4 d_model unless given"), or a law that is ill-posed backwards
+        # (min(pp, m) = pp holds for every m >= pp), only ever delivers its left side.
         if not isinstance(lhs, sympy.Symbol) or lhs not in symbols or solvability[symbols[lhs].name] != "explicit":
-            raise LibraryError(f"{where}: a default rule must read 'quantity = expression'")
+            raise LibraryError(f"{where}: a default rule or forward_only formula must read 'quantity = expression'")
         solvability = {n: ("explicit" if quantities[n].symbol == lhs else "none") for n in names}
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,

@@ -62,6 +62,12 @@ def solve_scalar(residual: Callable, args: list, domain: Interval) -> np.ndarray
         if idx.size == 0:
             return result.reshape(shape)
         k = first[idx]
+        # a residual that is exactly 0 at two neighbouring scan points is flat there: every value
+        # between them is a root (Min(pp, m) = pp for all m >= pp), so there is no one answer
+        plateau = exact[k, idx] & exact[np.minimum(k + 1, pts.size - 1), idx]
+        idx, k = idx[~plateau], k[~plateau]
+        if idx.size == 0:
+            return result.reshape(shape)
         lo_x, hi_x = pts[k], pts[k + 1]
         exact_lo = exact[k, idx]
         result[idx[exact_lo]] = lo_x[exact_lo]

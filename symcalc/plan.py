@@ -188,9 +188,12 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     # the target's own default is never an answer: `solve pp n_gpus=64 dp=8 tp=2` is 4, not 1
     defaults = set(defaults) - given - {target}
     laws = [f for f in formulas if not f.default_rule]
-    # Stages: laws alone; then with coefficient defaults; default rules ("d_ffn = 4 d unless
-    # given") only as a last resort, since they assume a relation nobody stated.
-    for stage_formulas, soft in ((laws, set()), (laws, defaults), (formulas, defaults)):
+    own_rules = {f.id for f in formulas if f.default_rule and f.solvability.get(target) == "explicit"}
+    others = [f for f in formulas if f.id not in own_rules]
+    # Stages: laws alone; then with coefficient defaults; then default rules ("d_ffn = 4 d unless
+    # given"), which assume a relation nobody stated; and only last a default rule for the target
+    # itself (Chinchilla's n_tokens = 20 N when nothing else gives n_tokens).
+    for stage_formulas, soft in ((laws, set()), (laws, defaults), (others, defaults), (formulas, defaults)):
         settled = propagate(stage_formulas, given, soft, stop_at=target)
         if target in settled.cost:
             break

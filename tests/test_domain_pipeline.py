@@ -225,3 +225,19 @@ def test_steps_for_a_token_budget():
     # 15.6e12 tokens / (4096 x 4096 tokens per step) = 929,832.5 -> 929,833 steps (rounded up)
     r = symcalc.solve("total_steps", n_tokens="15.6e12 token", global_batch_size=4096, seq_len="4096 token")
     assert r.base_value == pytest.approx(15.6e12 / 4096 ** 2, rel=1e-12) and r.rounded_base == 929833
+
+
+def test_1f1b_never_holds_more_micro_batches_than_there_are():
+    # seed 001's 405B case: pp = 16 but only m = 4 micro-batches: the first stage holds 4, like GPipe
+    kw = dict(pp=16, activation_memory_per_microbatch="2 GB")
+    assert symcalc.solve("activation_memory", n_microbatches=4, **kw).to("GB").magnitude == pytest.approx(8)
+    gpipe = symcalc.solve("activation_memory", n_microbatches=4, options={"pipeline_schedule": "gpipe"}, **kw)
+    assert gpipe.to("GB").magnitude == pytest.approx(8)
+    # with m >= pp it holds pp: 16 x 2 GB
+    assert symcalc.solve("activation_memory", n_microbatches=64, **kw).to("GB").magnitude == pytest.approx(32)
+
+
+def test_the_micro_batch_count_is_not_inferred_from_a_min():
+    # min(pp, m) = pp for every m >= pp: activation memory cannot tell how many micro-batches there are
+    with pytest.raises(symcalc.UnderdeterminedError):
+        symcalc.solve("n_microbatches", pp=4, activation_memory_per_microbatch="2 GB", activation_memory="8 GB")

@@ -88,3 +88,9 @@ def test_a_target_without_closed_form_says_so(lib):
     assert "Closed form: none" in r.text()
     d = r.as_dict()
     assert d["expression"] is None and d["found_numerically"] == ["busy_time"]
+
+
+def test_a_flat_residual_has_no_single_answer(lib):
+    # step = max(busy, transfer) = 250 ms with busy = 250 ms: any transfer up to 250 ms fits
+    with pytest.raises(NoSolutionError):
+        symcalc.solve("transfer_time", step_time="250 ms", busy_time="250 ms", library=lib)
