@@ -269,3 +269,27 @@ def test_3d_zero1_total_with_partitioned_activations():
     r = symcalc.solve("activation_memory_unsplit", n_params=70e9, n_gpus=64, pp=4, tp=4,
                       total_memory_per_gpu="40.625 GB", options={"zero_stage": "1"})
     assert r.base_value == pytest.approx(40e9, rel=1e-12)
+
+
+def test_context_parallelism_splits_activations_and_joins_the_zero_group():
+    import symcalc
+    # activations follow the local tokens: s / cp (the hidden terms halve at cp = 2; eager scores
+    # are local queries x all keys, so they halve too)
+    kw = dict(n_layers=80, d_model=8192, n_heads=64, seq_len="8192 token", micro_batch_size=1, tp=8, pp=4)
+    one = symcalc.solve("activation_memory", **kw).value
+    two = symcalc.solve("activation_memory", cp=2, **kw).value
+    assert two == pytest.approx(one / 2, rel=1e-12)
+    # ZeRO-1 shards the optimizer over dp x cp: 12 B x 70e9 / (tp 8 x pp 4) / (dp 16 x cp 2)
+    r = symcalc.solve("optimizer_memory", n_params=70e9, tp=8, pp=4, dp=16, cp=2, options={"zero_stage": 1})
+    assert r.value == pytest.approx(12 * 70e9 / 32 / 32 / 1e9, rel=1e-12)
+
+
+def test_flash_attention_drops_the_score_term():
+    import symcalc
+    # Korthikanti per layer, s = 4096, b = 1, h = 8192, a = 64, no TP: 34 s b h + 5 a s^2 b bytes;
+    # FlashAttention keeps the 34 s b h part only
+    kw = dict(d_model=8192, n_heads=64, seq_len="4096 token", micro_batch_size=1)
+    eager = symcalc.solve("activation_memory_per_layer", **kw).to("byte").magnitude
+    flash = symcalc.solve("activation_memory_per_layer", options={"attention_kernel": "flash"}, **kw)
+    assert eager == pytest.approx(34 * 4096 * 8192 + 5 * 64 * 4096**2, rel=1e-12)
+    assert flash.to("byte").magnitude == pytest.approx(34 * 4096 * 8192, rel=1e-12)

@@ -35,7 +35,8 @@ def test_dp_comes_from_n_gpus_only_through_the_parallel_degree_defaults():
     p = plan("model_state_memory", {"n_params", "n_gpus"}, {"zero_stage": "1"})
     assert {"tp", "pp", "cp"} <= set(p.defaults)
     p = plan("model_state_memory", {"n_params", "n_gpus", "dp"}, {"zero_stage": "1"})
-    assert "cp" not in p.defaults and p.unused == ("n_gpus",)
+    # ZeRO shards over dp x cp (cp = 1 by default); n_gpus is not needed once dp is given
+    assert "cp" in p.defaults and p.unused == ("n_gpus",)
 
 
 def test_hidden_size_from_parameter_count_is_one_simultaneous_block():
