@@ -37,7 +37,7 @@ QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "dom
                  "default", "default_source", "source"}
 OPTION_KEYS = {"description", "default", "values"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
-FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only"}
+FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
@@ -476,16 +476,25 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     solvability = {n: classify(lhs, rhs, quantities[n].symbol) for n in names}
     rule = table.get("default", False)
     forward = table.get("forward_only", False)
+    from_given = table.get("from_given", [])
     if not isinstance(rule, bool) or not isinstance(forward, bool):
         raise LibraryError(f"{where}: 'default' and 'forward_only' must be true or false")
+    if not isinstance(from_given, list) or not all(isinstance(x, str) for x in from_given):
+        raise LibraryError(f"{where}: 'from_given' is a list of the rule's inputs that must be given values")
+    if from_given and not rule:
+        raise LibraryError(f"{where}: 'from_given' applies to default rules only")
     if rule or forward:
         # A default rule ("d_ffn = 4 d_model unless given"), or a law that is ill-posed backwards
         # (min(pp, m) = pp holds for every m >= pp), only ever delivers its left side.
         if not isinstance(lhs, sympy.Symbol) or lhs not in symbols or solvability[symbols[lhs].name] != "explicit":
             raise LibraryError(f"{where}: a default rule or forward_only formula must read 'quantity = expression'")
         solvability = {n: ("explicit" if quantities[n].symbol == lhs else "none") for n in names}
+    unknown = [q for q in from_given if q not in names or quantities[q].symbol == lhs]
+    if unknown:
+        raise LibraryError(f"{where}: from_given names {unknown}, which are not inputs of the rule")
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,
+                       from_given=tuple(from_given),
                        notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
                        display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
                        solvability=solvability)

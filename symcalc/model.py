@@ -107,6 +107,7 @@ class FormulaSpec:
     notes: str = ""
     default_rule: bool = False  # a default, not a law: gives its left side only when not known
     algorithm: str | None = None  # name in symcalc.algorithms.REGISTRY: a procedure, not an equation
+    from_given: tuple[str, ...] = ()   # inputs a default rule may only take from given values
     # derived at load
     lhs: sympy.Expr | None = None
     rhs: sympy.Expr | None = None

@@ -98,6 +98,8 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = froz
         v = next(x for x in f.quantities if x not in cost)
         if f.solvability[v] != "none":
             inputs = tuple(x for x in f.quantities if x != v)
+            if not set(f.from_given) <= set(hard):
+                return   # a bridge that reads these inputs from given values only, never derived ones
             penalty = DEFAULT_COST if f.default_rule else 0
             heapq.heappush(heap, (1 + penalty + sum(cost[x] for x in inputs), next(tie), v,
                                   Step((f.id,), (v,), inputs)))

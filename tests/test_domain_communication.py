@@ -216,3 +216,12 @@ def test_the_gradient_ring_is_the_data_parallel_group():
     # with only n_gpus the job is all data parallel and the ring has n_gpus ranks (the seeds' convention)
     assert solve("allreduce_time", message_size="2 GB", n_gpus=8, link_bandwidth="50 GB/s").to(
         "ms").magnitude == pytest.approx(70, rel=1e-12)
+
+
+def test_tp_bytes_per_step_count_the_tp_allreduce_not_the_gradient_one():
+    # TP 8, b = 1, s = 4096, d = 8192: each TP AllReduce moves 2 x 67.1 MB x 7/8 = 117.44 MB per GPU;
+    # 80 layers x 2 x 2 passes = 320 of them: 37.58 GB. A gradient AllReduce described in the same
+    # question (1 GB over 64 GPUs) must not be counted instead.
+    r = solve("tp_comm_bytes_per_step", tp=8, micro_batch_size=1, seq_len="4096 token", d_model=8192,
+              n_layers=80, message_size="1 GB", n_gpus=64)
+    assert r.to("GB").magnitude == pytest.approx(320 * 2 * 4096 * 8192 * 2 * 7 / 8 / 1e9, rel=1e-12)
