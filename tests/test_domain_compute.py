@@ -262,3 +262,15 @@ def test_cluster_cost_per_hour_and_back():
     assert solve("cluster_cost_per_hour", n_gpus=150, gpu_hour_price="3.93 USD/hour").value == \
         pytest.approx(589.5, rel=1e-12)
     assert solve("n_gpus", cluster_cost_per_hour="589.5 USD/hour", gpu_hour_price="3.93 USD/hour").value == 150
+
+
+def test_palm_style_mfu_counts_attention_flops():
+    # 70B at 4k context: 6 N = 4.2e11 FLOP/token; causal attention scores add 6 s d per layer per token,
+    # 80 x 6 x 4096 x 8192 = 1.6106e10 (3.8 %). The same throughput is then a higher MFU.
+    kw = dict(n_params=70e9, n_layers=80, d_model=8192, seq_len="4096 token")
+    r = solve("model_flops_per_token", {"mfu_flops": "with_attention"}, **kw)
+    assert r.value == pytest.approx(6 * 70e9 + 80 * 6 * 4096 * 8192, rel=1e-12)
+    base = solve("mfu", {}, tokens_per_second="400000 token/s", n_gpus=1024, peak_flops="989 TFLOP/s", **kw)
+    palm = solve("mfu", {"mfu_flops": "with_attention"}, tokens_per_second="400000 token/s", n_gpus=1024,
+                 peak_flops="989 TFLOP/s", **kw)
+    assert palm.value / base.value == pytest.approx(1 + 80 * 6 * 4096 * 8192 / (6 * 70e9), rel=1e-12)

@@ -1,9 +1,9 @@
 """Every worked example of the source documents (shared/spec/seed_examples.toml, copied to
 tests/data/) that asks for a value, a label or an algorithm's result: solved through the public
 API from its `given` strings and `options`, and compared with its `expected` answer within its
-`tolerance` (0 means exact). `comparison` examples (two scenarios side by side) are the
-`symcalc compare` feature and are tested there; the one `informational` example has no answer.
-The terminal summary prints the counts by kind."""
+`tolerance` (0 means exact). The 10 `comparison` examples (one quantity in two scenarios, side by
+side) belong to scenario comparison, a later feature, and are not run here; the one
+`informational` example has no answer. The terminal summary prints the counts by kind."""
 
 import sys
 
