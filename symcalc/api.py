@@ -178,7 +178,7 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict) 
     if tq.whole == "nearest" and _far_from_whole(exact):
         warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
                         "nearest: the given values do not fit whole numbers exactly")
-    typed = [q for q in derivation.plan.unused if not given.get(q) or not given[q].origin]
+    typed = [q for q in derivation.plan.unused if q not in given or not given[q].origin]
     if typed:
         warnings.append(f"not used by this derivation: {', '.join(typed)} "
                         "(no formula on the route needs it; check the options if it should matter)")

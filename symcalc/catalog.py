@@ -15,6 +15,15 @@ def _match(term: str | None, *texts: str) -> bool:
     return all(w in hay for w in words)
 
 
+def formula_kind(f) -> str:
+    """law, default rule (gives its left side unless known), forward-only law, or algorithm."""
+    if f.algorithm:
+        return "algorithm"
+    if f.default_rule:
+        return "default rule"
+    return "forward only" if f.forward_only else "law"
+
+
 def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, list[dict]]:
     """Quantities, formulas and options (or one kind), filtered by every word of ``term``."""
     out: dict[str, list[dict]] = {}
@@ -28,7 +37,7 @@ def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, 
     if kind in (None, "formulas"):
         out["formulas"] = [
             {"id": f.id, "equation": f.equation, "title": f.title, "source": f.source,
-             "when": {k: list(v) for k, v in f.when.items()}, "file": f.file}
+             "when": {k: list(v) for k, v in f.when.items()}, "file": f.file, "kind": formula_kind(f)}
             for f in sorted(lib.formulas.values(), key=lambda f: (f.file, f.id))
             if _match(term, f.id, f.title, f.equation, f.notes, f.source)]
     if kind in (None, "options"):
@@ -63,7 +72,7 @@ def describe(lib, name: str) -> dict:
         f = lib.formulas[name]
         variants = [g.id for g in lib.formulas.values()
                     if g.id != f.id and g.lhs == f.lhs and (g.when or f.when)]
-        return {"kind": "formula", "id": f.id, "title": f.title, "equation": f.equation,
+        return {"kind": "formula", "id": f.id, "title": f.title, "equation": f.equation, "formula_kind": formula_kind(f),
                 "latex": f"{latex(f.display_lhs, names, as_written=True)} = {latex(f.display_rhs, names, as_written=True)}",
                 "source": f.source, "notes": f.notes, "when": {k: list(v) for k, v in f.when.items()},
                 "default_rule": f.default_rule, "quantities": list(f.quantities),

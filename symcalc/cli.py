@@ -119,14 +119,17 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 
 
 @cli.command("list")
-@click.argument("what", required=False)
+@click.argument("words", nargs=-1, metavar="[WHAT] [TEXT]...")
 @click.option("--search", "-s", "term", metavar="TEXT", help="Only entries whose name, aliases or description contain TEXT.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
-def list_cmd(what, term, as_json, formula_files):
-    """List quantities, formulas, options, hardware or models. WHAT is one of those kinds,
-    or a search term (searched in names, aliases and descriptions)."""
+def list_cmd(words, term, as_json, formula_files):
+    """List quantities, formulas, options, hardware or models. WHAT is one of those kinds;
+    the other words are a search (every word must appear in a name, alias or description):
+    `symcalc list formulas checkpoint`, `symcalc list bubble`."""
     from .catalog import catalog, preset_catalog
+    what = words[0] if words else None
+    term = " ".join(x for x in (*words[1:], term or "") if x) or None
     kinds = {"quantities", "formulas", "options"}
     if what in ("hardware", "models", "model", "gpus"):
         entries = {"hardware" if what in ("hardware", "gpus") else "models":

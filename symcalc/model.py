@@ -108,6 +108,7 @@ class FormulaSpec:
     default_rule: bool = False  # a default, not a law: gives its left side only when not known
     algorithm: str | None = None  # name in symcalc.algorithms.REGISTRY: a procedure, not an equation
     from_given: tuple[str, ...] = ()   # inputs a default rule may only take from given values
+    forward_only: bool = False         # a law never solved for its right-hand side
     # derived at load
     lhs: sympy.Expr | None = None
     rhs: sympy.Expr | None = None

@@ -288,7 +288,8 @@ def _candidates(formulas: list[FormulaSpec], target: str, settled: set[str], lim
                 if x not in dist and x not in settled:
                     dist[x] = dist[q] + 1
                     queue.append(x)
-    ranked = sorted((d, q) for q, d in dist.items() if q != target)
+    # quantities kept only to reproduce a source's wrong number are never a useful suggestion
+    ranked = sorted((d, q) for q, d in dist.items() if q != target and "_seed0" not in q)
     return [q for _, q in ranked[:limit]]
 
 
@@ -299,7 +300,7 @@ def _underdetermined(formulas: list[FormulaSpec], target: str, given: set[str],
             f"no formula in force determines {target} (none exists in the library, or only "
             "under other option values: see `symcalc show " + target + "`)")
     sets = missing_sets(formulas, target, given, defaults, zero)
-    known = ", ".join(sorted(given)) or "nothing"
+    known = (", ".join(sorted(given)) if len(given) <= 8 else f"the {len(given)} values given") or "nothing"
     if not sets:
         return UnderdeterminedError(f"cannot determine {target} from {known}, and no set of up to "
                                     "three more quantities would", [])

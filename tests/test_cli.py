@@ -111,6 +111,11 @@ def test_list_is_searchable(cli):
     assert [o["name"] for o in d["options"]] == ["zero_stage"]
     d = json.loads(cli("list", "quantities", "-s", "send rate", "--json").out)
     assert [q["name"] for q in d["quantities"]] == ["link_bandwidth"]
+    # words after the kind are the search: the same as -s "send rate"
+    d = json.loads(cli("list", "quantities", "send", "rate", "--json").out)
+    assert [q["name"] for q in d["quantities"]] == ["link_bandwidth"]
+    d = json.loads(cli("list", "formulas", "young", "--json").out)
+    assert "young_interval" in {f["id"] for f in d["formulas"]} and set(d) == {"formulas"}
     run = cli("list", "options")
     assert run.code == 0 and "zero_stage" in run.out
     assert cli("list", "nothing-matches-this").code == 2
@@ -122,6 +127,12 @@ def test_show_quantity_formula_and_option(cli):
     f = json.loads(cli("show", "young_interval", "--json").out)
     assert f["kind"] == "formula" and "Young" in f["source"]
     assert f["latex"] == r"\tau_{\mathrm{ckpt}} = \sqrt{2 \delta \mathrm{MTBF}}"
+    # a law may be solved for any of its quantities; a default rule only gives its left side
+    assert f["formula_kind"] == "law"
+    assert json.loads(cli("show", "checkpoint_every_k_segment_default", "--json").out)["formula_kind"] == "default rule"
+    kinds = {f["id"]: f["kind"] for f in json.loads(cli("list", "formulas", "--json").out)["formulas"]}
+    assert kinds["layer_distribution"] == "algorithm" and kinds["young_interval"] == "law"
+    assert kinds["pp_inflight_1f1b"] == "forward only"
     o = json.loads(cli("show", "zero_stage", "--json").out)
     assert o["kind"] == "option" and set(o["values"]) == {"0", "1", "2", "3"}
     run = cli("show", "peak_flops")

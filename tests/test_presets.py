@@ -172,3 +172,25 @@ def test_moe_presets_count_active_parameters_for_compute():
     # its published total is kept (MLA and the dense first layers are not modelled)
     n = symcalc.solve("n_params", model="deepseek-v3")
     assert n.value == 671e9 and n.warnings
+
+
+def test_fp32_training_runs_its_matmuls_on_tf32_tensor_cores():
+    # fp32_adam: frameworks enable TF32 for fp32 matmuls, so the peak is the H100's dense TF32 494.7 TFLOP/s
+    kw = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64)
+    r = symcalc.solve("mfu", hardware="h100", options={"precision": "fp32_adam"}, **kw)
+    assert r.given["peak_flops"].text == "494.7 TFLOP/s"
+    assert r.value == pytest.approx(100 * 6.3e15 / (64 * 494.7e12), rel=1e-9)
+
+
+def test_preset_values_are_reported_with_their_source(cli):
+    args = ("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64", "--hardware", "h100")
+    d = cli(*args, "--json").json()
+    # typed values and preset values are kept apart; the preset's peak says where it comes from
+    assert set(d["given"]) == {"n_params", "tokens_per_second", "n_gpus"}
+    assert d["presets"] == {"hardware": "h100_sxm"}
+    assert d["from_presets"]["peak_flops"]["value"] == "989.4 TFLOP/s"
+    assert "datasheet" in d["from_presets"]["peak_flops"]["source"]
+    # presets that the route does not need (HBM size, link bandwidth) are not reported as used
+    assert not {"gpu_memory", "hbm_bandwidth", "gpu_power"} & set(d["from_presets"])
+    text = cli(*args).out
+    assert "From presets" in text and "peak_flops = 989.4 TFLOP/s" in text

@@ -82,7 +82,7 @@ def value_latex(result, name: str, digits: int = 4) -> str:
 
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                "_": r"\_\allowbreak{}", "{": r"\{", "}": r"\}", "~": r"$\sim$", "^": r"\^{}",
                 "<": r"\textless{}", ">": r"\textgreater{}"}
 _TEX_RE = re.compile("|".join(re.escape(k) for k in _TEX_SPECIAL))
 _UNICODE = {"µ": r"$\mu$", "μ": r"$\mu$", "×": r"$\times$", "≈": r"$\approx$", "≤": r"$\le$",

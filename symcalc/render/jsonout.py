@@ -53,7 +53,10 @@ def result_dict(result) -> dict:
         "unit": result.unit,
         "exact": _plain(result.exact) if result.exact is not None else None,
         "rounding": q.whole,
-        "given": {name: g.text for name, g in result.given.items()},
+        "given": {name: g.text for name, g in result.given.items() if not g.origin},
+        "presets": dict(result.presets),
+        "from_presets": {name: {"value": g.text, "source": g.origin} for name, g in result.given.items()
+                         if g.origin and name not in result.unused},
         "options": dict(result.options),
         "defaults_used": {name: {k: d[k] for k in ("value", "source") if k in d}
                           for name, d in result.defaults_used.items()},

@@ -18,6 +18,7 @@ PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage{longtable}
 \setlength{\parindent}{0pt}
 \setlength{\parskip}{3pt}
+\sloppy
 \title{symcalc: the formula library}
 \date{}
 """

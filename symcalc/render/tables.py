@@ -20,23 +20,23 @@ def print_catalog(entries: dict[str, list[dict]]) -> None:
     if entries.get("quantities"):
         t = Table(title=f"Quantities ({len(entries['quantities'])})", title_justify="left")
         t.add_column("name", style="bold", no_wrap=True)
-        t.add_column("unit", no_wrap=True)
-        t.add_column("description")
-        t.add_column("aliases / default")
+        t.add_column("unit")
+        t.add_column("description (aliases; default)", ratio=1)
         for q in entries["quantities"]:
             extra = ", ".join(q["aliases"])
             if q["default"] is not None:
                 extra = (extra + "; " if extra else "") + f"default {q['default']}"
-            t.add_row(*_cells(q["name"], q["unit"], q["description"], extra))
+            t.add_row(*_cells(q["name"], q["unit"], q["description"] + (f" ({extra})" if extra else "")))
         console.print(t)
     if entries.get("formulas"):
         t = Table(title=f"Formulas ({len(entries['formulas'])})", title_justify="left")
         t.add_column("id", style="bold", no_wrap=True)
-        t.add_column("equation", overflow="fold")
-        t.add_column("when")
+        t.add_column("equation", overflow="fold", ratio=1)
+        t.add_column("when / kind")
         for f in entries["formulas"]:
             when = ", ".join(f"{k}={'|'.join(v)}" for k, v in f["when"].items())
-            t.add_row(*_cells(f["id"], f["equation"], when))
+            kind = "" if f.get("kind", "law") == "law" else f["kind"]
+            t.add_row(*_cells(f["id"], f["equation"], "; ".join(x for x in (when, kind) if x)))
         console.print(t)
     if entries.get("options"):
         t = Table(title=f"Options ({len(entries['options'])})", title_justify="left")
@@ -69,6 +69,11 @@ def print_description(info: dict) -> None:
 
 
 def _flat(v) -> str:
+    if isinstance(v, dict) and "description" in v:   # an option value: what it means, what it sets
+        text = str(v["description"])
+        if v.get("sets"):
+            text += " (sets " + ", ".join(f"{k} = {x}" for k, x in v["sets"].items()) + ")"
+        return text
     if isinstance(v, dict):
         parts = [f"{k}={_flat(x)}" for k, x in v.items() if x not in (None, "", {}, [])]
         return "; ".join(parts)

@@ -43,6 +43,12 @@ def render_text(result) -> str:
                 lines.append(f"     = {shown}")
         if step.numeric and step.method != "numeric":
             lines.append("     (closed form singular here: found numerically)")
+    preset = [(n, g) for n, g in result.given.items() if g.origin and n not in result.unused]
+    if preset:
+        lines.append("")
+        lines.append("From presets (give a value to override):")
+        for name, g in preset:
+            lines.append(f"  {name} = {g.text}  ({g.origin})")
     if result.defaults_used:
         lines.append("")
         lines.append("Defaults used (give a value to override):")
