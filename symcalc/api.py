@@ -20,7 +20,7 @@ from .derivation import Derivation, SingularBlock
 from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, SymcalcError,
                      UnderdeterminedError)
 from .library import Library, default_library
-from .plan import make_plan
+from .plan import make_plan, underdetermined_error
 from .render.numbers import fmt, with_unit
 from .result import Result, StepView
 from .values import GivenValue, read_value
@@ -50,8 +50,12 @@ def read_given(library: Library, values) -> dict[str, GivenValue]:
     return out
 
 
-def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str]):
-    """The cached derivation for (target, known names, options), built on first use."""
+def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str],
+                diagnose: bool = True):
+    """The cached derivation for (target, known names, options), built on first use.
+
+    ``diagnose=False`` skips the search for what is missing when the knowns do not suffice.
+    """
     key = (target, known, tuple(sorted(options.items())))
     hit = library.derivation_cache.get(key)
     if hit is not None:
@@ -62,14 +66,17 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     formulas = library.active_formulas(options)
     for _ in range(len(formulas)):
         try:
-            plan = make_plan(formulas, target, known, defaults, zero)
+            plan = make_plan(formulas, target, known, defaults, zero, diagnose=diagnose)
         except UnderdeterminedError as e:
+            if not diagnose:
+                raise
+            e = _only_workable_sets(library, target, known, options, e)
             own = library.quantities[target]
             if own.default is not None:
                 e.message += (f". ({target} has a default, {own.default}, but it is only used as an input; "
                               "give it to use it)")
                 e.args = (e.message,)
-            raise
+            raise e from None
         used = _defaults_used(library, plan, defaults)
         try:
             derivation = Derivation(library, plan, options,
@@ -83,6 +90,30 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
         raise NoSolutionError(f"the equations for {target} are not independent")
     library.derivation_cache[key] = (derivation, used)
     return derivation, used
+
+
+def _only_workable_sets(library: Library, target: str, known: frozenset, options: dict[str, str],
+                        error: UnderdeterminedError) -> UnderdeterminedError:
+    """The error with only the suggested sets that really settle the target.
+
+    The suggestions come from the structure of the equations; a block of equations that is
+    structurally sound can still be dependent (C = 6ND, F = 6NR, T = D/R and C = FT share one
+    fact), and following such a suggestion would end in another error. Each suggestion whose
+    route goes through a block is therefore tried (and its derivation cached for the next
+    question); a suggestion without blocks is sound as it stands.
+    """
+    if not error.missing:
+        return error
+    workable = []
+    for extra in error.missing:
+        try:
+            _derivation(library, target, known | set(extra), options, diagnose=False)
+        except UnderdeterminedError:
+            continue
+        workable.append(extra)
+    if workable == error.missing:
+        return error
+    return underdetermined_error(target, set(known), workable)
 
 
 def _defaults_used(library: Library, plan, defaults: dict) -> dict[str, dict]:

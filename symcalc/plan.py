@@ -176,7 +176,7 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
 
 
 def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
-              defaults: Iterable[str] = (), zero: Iterable[str] = ()) -> Plan:
+              defaults: Iterable[str] = (), zero: Iterable[str] = (), diagnose: bool = True) -> Plan:
     """Plan the derivation of ``target`` from ``given`` (and, only if needed, ``defaults``).
 
     Coefficient defaults are admitted only when the given values alone cannot reach the
@@ -184,7 +184,8 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     the coefficient defaults are not enough either.
     ``zero`` names defaults whose value is 0 (a term that vanishes): the diagnosis never
     proposes a route that would have to divide by one.
-    Raises UnderdeterminedError naming the smallest sets of extra quantities that would do.
+    Raises UnderdeterminedError naming the smallest sets of extra quantities that would do
+    (with ``diagnose=False``, a bare one: the search for those sets is the costly part).
     """
     given = set(given)
     # the target's own default is never an answer: `solve pp n_gpus=64 dp=8 tp=2` is 4, not 1
@@ -200,6 +201,8 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
         if target in settled.cost:
             break
     if target not in settled.cost:
+        if not diagnose:
+            raise UnderdeterminedError(f"cannot determine {target}")
         raise _underdetermined(formulas, target, given, defaults, set(zero))
     return _extract(settled, target, given, defaults, {f.id for f in formulas if f.default_rule})
 
@@ -299,7 +302,11 @@ def _underdetermined(formulas: list[FormulaSpec], target: str, given: set[str],
         return UnderdeterminedError(
             f"no formula in force determines {target} (none exists in the library, or only "
             "under other option values: see `symcalc show " + target + "`)")
-    sets = missing_sets(formulas, target, given, defaults, zero)
+    return underdetermined_error(target, given, missing_sets(formulas, target, given, defaults, zero))
+
+
+def underdetermined_error(target: str, given: set[str], sets: list[list[str]]) -> UnderdeterminedError:
+    """The error for a target the given names do not determine, and the sets that would."""
     known = (", ".join(sorted(given)) if len(given) <= 8 else f"the {len(given)} values given") or "nothing"
     if not sets:
         return UnderdeterminedError(f"cannot determine {target} from {known}, and no set of up to "

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 import symcalc
@@ -65,6 +66,37 @@ def test_underdetermined_query_names_what_would_settle_it():
     # never a route that divides by the 0 s latency default
     assert ["allreduce_latency_time"] not in e.value.missing
     assert "peak_flops" in e.value.message
+
+
+QUESTIONS_SHORT_OF_VALUES = [
+    ("mfu", dict(n_params=7e9, n_gpus=64)),
+    ("mfu", dict(n_params=7e9, n_gpus=64, peak_flops="989 TFLOP/s")),
+    ("n_gpus", dict(n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45)),
+    ("train_time", dict(n_params=7e9, n_gpus=64, peak_flops="989 TFLOP/s")),
+    ("checkpoint_interval", dict(mtbf="24 h")),
+]
+
+
+@pytest.mark.parametrize("target,given", QUESTIONS_SHORT_OF_VALUES)
+def test_every_suggested_set_really_settles_the_target(target, given):
+    lib = symcalc.default_library()
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve(target, **given)
+    assert e.value.missing
+    for extra in e.value.missing:
+        values = {**given, **{q: (1.0, lib.quantities[q].unit) for q in extra}}
+        r = symcalc.solve(target, values, on_bounds="flag")
+        assert np.isfinite(r.base_value), (extra, r)
+
+
+def test_a_dependent_block_is_not_suggested():
+    # n_params, n_gpus and peak_flops leave the throughput open: total FLOPs C = 6ND, the rate
+    # F = 6NR, T = D/R and C = FT have one fact too few for R whatever the peak. The structure
+    # alone would suggest peak_flops; trying it shows the block is dependent.
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("mfu", n_params=7e9, n_gpus=64)
+    assert ["peak_flops"] not in e.value.missing and ["hfu"] in e.value.missing
+    assert "peak_flops" not in e.value.message
 
 
 def test_two_missing_quantities_are_named_together():
