@@ -1,13 +1,15 @@
-"""Fixtures: run the CLI in-process; find pdflatex."""
+"""Fixtures: run the CLI in-process; find pdflatex; load the library with a test formula file."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 
 import pytest
 
 from symcalc.cli import main
+from symcalc.library import Library, load_library
 
 
 class CliRun:
@@ -67,3 +69,13 @@ def pytest_terminal_summary(terminalreporter):
             by_kind.setdefault(kind, Counter())[outcome] += n
         parts = [f"{k}: " + ", ".join(f"{n} {o}" for o, n in sorted(c.items())) for k, c in sorted(by_kind.items())]
         terminalreporter.write_line("seed worked examples -- " + "; ".join(parts))
+
+
+@pytest.fixture(scope="module")
+def library_with(tmp_path_factory):
+    """``library_with(text)``: the built-in library plus one formula file holding ``text``."""
+    def load(text: str) -> Library:
+        path = tmp_path_factory.mktemp("formulas") / "extra.toml"
+        path.write_text(textwrap.dedent(text))
+        return load_library(extra=[path])
+    return load

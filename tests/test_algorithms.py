@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import textwrap
 
 import numpy as np
 import pytest
@@ -57,10 +56,8 @@ source = "seed 001"
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    path = tmp_path_factory.mktemp("alg") / "alg.toml"
-    path.write_text(textwrap.dedent(FILE))
-    return load_library(extra=[path])
+def lib(library_with):
+    return library_with(FILE)
 
 
 def test_layer_distribution_of_405b():

@@ -1,9 +1,5 @@
 """Memory domain (formulas/memory.toml, activations.toml, parallelism.toml): inverse questions
 and edge cases. Every expectation is a seed's answer or a hand computation written next to it.
-
-Activation memory per GPU is activation_memory = pp x activation_memory_per_microbatch (1F1B)
-with layers_per_stage = n_layers / pp: those two laws live in pipeline.toml (helper H4). Until
-that file is in the library, the tests load a copy of exactly those two laws on top of it.
 """
 
 from __future__ import annotations
@@ -11,38 +7,14 @@ from __future__ import annotations
 import pytest
 
 import symcalc
-from symcalc.errors import OutOfBoundsError, UnderdeterminedError
-from symcalc.library import load_library
-
-PIPELINE_LAWS = '''
-[[formulas]]
-id = "test_stub_pp_inflight_1f1b"
-title = "Activation memory in flight, 1F1B (copy of pipeline.toml's pp_inflight_1f1b)"
-equation = "activation_memory = pp * activation_memory_per_microbatch"
-when = { pipeline_schedule = "1f1b" }
-source = "pipeline.toml"
-
-[[formulas]]
-id = "test_stub_layers_per_stage"
-title = "Layers per pipeline stage (copy of pipeline.toml's layers_per_stage)"
-equation = "layers_per_stage = n_layers / pp"
-source = "pipeline.toml"
-'''
+from symcalc.errors import OutOfBoundsError
 
 GB = 1e9
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    base = symcalc.default_library()
-    try:
-        symcalc.solve("layers_per_stage", n_layers=8, pp=2, library=base)
-        symcalc.solve("activation_memory", activation_memory_per_microbatch="1 GB", pp=2, library=base)
-        return base
-    except UnderdeterminedError:
-        path = tmp_path_factory.mktemp("stub") / "pipeline_stub.toml"
-        path.write_text(PIPELINE_LAWS)
-        return load_library(extra=[path])
+def lib():
+    return symcalc.default_library()
 
 
 def solve(lib, target, options=None, **given):

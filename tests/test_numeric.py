@@ -1,13 +1,11 @@
 """Where sympy has no closed form, the engine finds roots numerically and says so."""
 
-import textwrap
 
 import numpy as np
 import pytest
 
 import symcalc
 from symcalc.errors import NoSolutionError
-from symcalc.library import load_library
 
 OVERLAP = """
 [quantities.busy_time]
@@ -47,10 +45,8 @@ source = "test"
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    path = tmp_path_factory.mktemp("f") / "overlap.toml"
-    path.write_text(textwrap.dedent(OVERLAP))
-    return load_library(extra=[path])
+def lib(library_with):
+    return library_with(OVERLAP)
 
 
 def test_max_is_inverted_numerically_and_the_step_says_so(lib):

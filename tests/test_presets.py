@@ -14,10 +14,11 @@ HF = DATA / "hf"
 
 def test_every_preset_value_has_a_source_and_a_known_name_and_unit():
     lib = symcalc.default_library()
-    for kind, table in all_presets().items():
+    for table in all_presets().values():
         for p in table.values():
             assert p.source, p.key
-            for name, (value, source) in {**p.values, **{"peak_flops": v for v in p.peak_flops.values()}}.items():
+            entries = [*p.values.items(), *(("peak_flops", v) for v in p.peak_flops.values())]
+            for name, (value, source) in entries:
                 assert source, (p.key, name)
                 q = lib.quantity(name)
                 symcalc.values.read_value(q, value)        # parses, with the right dimension
@@ -66,11 +67,24 @@ def test_model_preset_options_and_training_time():
     assert r.presets == {"models": "llama3_405b"}
 
 
-def test_hugging_face_config_of_llama3_8b():
-    p = model_from_hf_config(HF / "llama3-8b-config.json")
-    assert p.options == {"attention": "gqa", "ffn": "swiglu", "tied_embeddings": "false"}
-    r = symcalc.solve("n_params", model=str(HF / "llama3-8b-config.json"))
-    assert r.value == pytest.approx(8030261248 - 65 * 4096, rel=1e-12)
+# (config.json, options read from it, parameter count from the shapes, with the reason)
+HF_DENSE = [
+    # Llama 3 8B: the published 8,030,261,248 less 2 RMSNorms per layer and a final one, 65 x 4096
+    ("llama3-8b-config.json", {"attention": "gqa", "ffn": "swiglu", "tied_embeddings": "false"},
+     8030261248 - 65 * 4096),
+    # Gemma 7B: 16 heads of 256 on d_model 3072 (16 x 256 = 4096), gated GELU, tied embeddings.
+    # 28 x (2 x 3072 x 256 x 32 + 3 x 3072 x 24576) + 256000 x 3072 = 8,537,505,792; the published
+    # 8,537,680,896 adds the RMSNorms, 57 x 3072 = 175,104.
+    ("gemma-7b-config.json", {"attention": "gqa_head_dim", "ffn": "swiglu", "tied_embeddings": "true"},
+     8537680896 - 57 * 3072),
+]
+
+
+@pytest.mark.parametrize("file,options,n_params", HF_DENSE)
+def test_hugging_face_config_of_a_dense_model(file, options, n_params):
+    assert model_from_hf_config(HF / file).options == options
+    r = symcalc.solve("n_params", model=str(HF / file))
+    assert r.value == pytest.approx(n_params, rel=1e-12)
 
 
 def test_hugging_face_config_of_gpt2():
@@ -144,16 +158,6 @@ def test_hugging_face_config_of_mixtral_is_a_mixture_of_experts():
     assert r.value == pytest.approx(total, rel=1e-12) and total + 1314816 == 46702792704
     active = symcalc.solve("n_active_params", model=str(HF / "mixtral-8x7b-config.json"))
     assert active.value == pytest.approx(32 * (attention + 2 * expert) + 2 * 32000 * 4096, rel=1e-12)
-
-
-def test_hugging_face_config_of_gemma_with_its_own_head_size():
-    # Gemma 7B: 16 heads of 256 on d_model 3072 (16 x 256 = 4096), gated GELU, tied embeddings.
-    # 28 x (2 x 3072 x 256 x 32 + 3 x 3072 x 24576) + 256000 x 3072 = 8,537,505,792; the published
-    # 8,537,680,896 adds the RMSNorms, 57 x 3072 = 175,104.
-    p = model_from_hf_config(HF / "gemma-7b-config.json")
-    assert p.options == {"attention": "gqa_head_dim", "ffn": "swiglu", "tied_embeddings": "true"}
-    r = symcalc.solve("n_params", model=str(HF / "gemma-7b-config.json"))
-    assert r.value == pytest.approx(8537680896 - 57 * 3072, rel=1e-12)
 
 
 def test_hugging_face_config_of_deepseek_v3_says_what_is_not_modelled():
