@@ -1,0 +1,52 @@
+"""The README's command lines do what the README says they do."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+HF = Path(__file__).parent / "data" / "hf"
+
+
+def _blocks() -> list[str]:
+    return re.findall(r"```sh\n(.*?)```|```\n(\$ .*?)```", README.read_text(), flags=re.S)
+
+
+def _commands() -> list[tuple[list[str], str | None]]:
+    """(argv after 'symcalc', the first line the README shows it printing, if any)."""
+    out = []
+    for sh, transcript in _blocks():
+        lines = (sh or transcript).splitlines()
+        for i, line in enumerate(lines):
+            line = line.removeprefix("$ ")
+            if not line.startswith("symcalc "):
+                continue
+            argv = shlex.split(line, comments=True)[1:]
+            argv = [str(HF / "llama3-8b-config.json") if a == "./config.json" else a for a in argv]
+            shown = lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith(("$", "symcalc")) else None
+            out.append((argv, shown))
+    return out
+
+
+COMMANDS = _commands()
+
+
+def test_the_readme_shows_commands():
+    # solve examples in both directions, presets, and the error transcript
+    assert len(COMMANDS) >= 12
+    assert sum(1 for _, shown in COMMANDS if shown and shown.startswith("error:")) >= 3
+
+
+@pytest.mark.parametrize("argv,shown", COMMANDS, ids=[" ".join(a[:2]) for a, _ in COMMANDS])
+def test_readme_command(cli, argv, shown):
+    run = cli(*argv)
+    if shown and shown.startswith("error:"):
+        assert run.code == 2 and run.err.strip() == shown
+    else:
+        assert run.code == 0, run.err
+        if shown and not shown.startswith("..."):
+            assert run.out.splitlines()[0] == shown
