@@ -66,7 +66,8 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     formulas = library.active_formulas(options)
     for _ in range(len(formulas)):
         try:
-            plan = make_plan(formulas, target, known, defaults, zero, diagnose=diagnose)
+            plan = make_plan(formulas, target, known, defaults, zero, diagnose=diagnose,
+                             limits=_limits(library))
         except UnderdeterminedError as e:
             if not diagnose:
                 raise
@@ -113,7 +114,12 @@ def _only_workable_sets(library: Library, target: str, known: frozenset, options
         workable.append(extra)
     if workable == error.missing:
         return error
-    return underdetermined_error(target, set(known), workable)
+    return underdetermined_error(target, set(known), workable, _limits(library))
+
+
+def _limits(library: Library) -> dict[str, str]:
+    """Slack quantities and what their value at the limit asks ("0 GB for the largest ...")."""
+    return {q.name: f"{q.limit} {q.limit_meaning}".strip() for q in library.quantities.values() if q.limit}
 
 
 def _defaults_used(library: Library, plan, defaults: dict) -> dict[str, dict]:

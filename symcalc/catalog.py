@@ -61,6 +61,8 @@ def describe(lib, name: str) -> dict:
                 "latex": q.latex, "domain": None if text else str(q.domain), "aliases": list(q.aliases),
                 "whole_number": q.whole, "default": q.default, "default_source": q.default_source,
                 "source": q.source, "file": q.file, "formulas": used_in}
+        if q.limit:
+            info["at_the_limit"] = f"{q.limit} {q.limit_meaning}"
         set_by = {f"{o.name}={v}": sets[q.name] for o in lib.options.values()
                   for v, sets in o.sets.items() if q.name in sets}
         if set_by:

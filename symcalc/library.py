@@ -34,7 +34,7 @@ else:  # pragma: no cover
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
-                 "default", "default_source", "source"}
+                 "default", "default_source", "source", "limit", "limit_meaning"}
 OPTION_KEYS = {"description", "default", "values"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given"}
@@ -301,6 +301,12 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
     if default is not None:
         default = str(default)
         _check_value_dimension(default, dim, f"{where}: default")
+    limit = table.get("limit")
+    if limit is not None:
+        limit = str(limit)
+        _check_value_dimension(limit, dim, f"{where}: limit")
+        if not isinstance(table.get("limit_meaning"), str):
+            raise LibraryError(f"{where}: a limit needs 'limit_meaning' (what the value at the limit asks)")
     if domain.positive:
         symbol = sympy.Symbol(name, positive=True)
     elif domain.nonnegative:
@@ -312,6 +318,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         latex=table["latex"], description=table["description"].strip(), file=file,
         aliases=tuple(aliases), domain=domain, whole=whole, default=default,
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
+        limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 
 

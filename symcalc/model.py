@@ -74,6 +74,10 @@ class QuantitySpec:
     default_source: str = ""
     source: str = ""
     kind: str = "number"       # "number", or "text" (a word or a pattern, for algorithms only)
+    # a slack whose value at a limit turns a forward question into "the largest that fits":
+    # memory_headroom = 0 GB. Never used unless given; the diagnosis offers it first.
+    limit: str | None = None
+    limit_meaning: str = ""
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import UnderdeterminedError
@@ -87,9 +87,10 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = froz
     order: dict[str, int] = {}
     tie = itertools.count()
     heap: list = []
-    for q in hard:
+    # sorted: the same question gives the same derivation, in the same order, in every process
+    for q in sorted(hard):
         heapq.heappush(heap, (0, next(tie), q, None))
-    for q in soft:
+    for q in sorted(soft):
         if q not in hard:
             heapq.heappush(heap, (DEFAULT_COST, next(tie), q, None))
 
@@ -176,7 +177,8 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
 
 
 def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
-              defaults: Iterable[str] = (), zero: Iterable[str] = (), diagnose: bool = True) -> Plan:
+              defaults: Iterable[str] = (), zero: Iterable[str] = (), diagnose: bool = True,
+              limits: Mapping[str, str] | None = None) -> Plan:
     """Plan the derivation of ``target`` from ``given`` (and, only if needed, ``defaults``).
 
     Coefficient defaults are admitted only when the given values alone cannot reach the
@@ -186,6 +188,8 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     proposes a route that would have to divide by one.
     Raises UnderdeterminedError naming the smallest sets of extra quantities that would do
     (with ``diagnose=False``, a bare one: the search for those sets is the costly part).
+    ``limits`` maps slack quantities to what their value at the limit asks (memory_headroom:
+    "0 GB for the largest value that fits"): the diagnosis offers them first.
     """
     given = set(given)
     # the target's own default is never an answer: `solve pp n_gpus=64 dp=8 tp=2` is 4, not 1
@@ -203,7 +207,7 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     if target not in settled.cost:
         if not diagnose:
             raise UnderdeterminedError(f"cannot determine {target}")
-        raise _underdetermined(formulas, target, given, defaults, set(zero))
+        raise _underdetermined(formulas, target, given, defaults, set(zero), dict(limits or {}))
     return _extract(settled, target, given, defaults, {f.id for f in formulas if f.default_rule})
 
 
@@ -236,23 +240,28 @@ MAX_SETS = 6
 
 
 def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defaults: set[str],
-                 zero: set[str] = frozenset()) -> list[list[str]]:
+                 zero: set[str] = frozenset(), preferred: Iterable[str] = ()) -> list[list[str]]:
     """Smallest sets of extra quantities that would determine ``target``, best first.
 
     Tries single quantities, then pairs, then triples among the unknown quantities connected
     to the target, nearest first, within a budget of MAX_TRIALS plans. Among sets of one
-    size, those leaning on fewer defaults, then those nearer the target, come first. A route that
-    solves a formula backwards through a default of 0 is not offered (it would divide by 0).
+    size, those of ``preferred`` quantities (slacks such as memory_headroom, whose value at a
+    limit a user knows, however far from the target they are), then those leaning on fewer
+    defaults, then those nearer the target, come first. A route that solves a formula backwards
+    through a default of 0 is not offered (it would divide by 0).
     """
     base = propagate(formulas, given, defaults)
-    candidates = _candidates(formulas, target, set(base.cost))
+    near = _candidates(formulas, target, set(base.cost))
+    slack = [q for q in preferred if q not in base.cost and q != target and q not in near]
+    candidates = slack + near
     rank = {q: i for i, q in enumerate(candidates)}
+    preferred = set(preferred)
     by_id = {f.id: f for f in formulas}
     found: list[tuple[int, int, int, list[str]]] = []
     trials = 0
     for size in (1, 2, 3):
         for combo in itertools.combinations(candidates, size):
-            if any(set(f[3]) <= set(combo) for f in found):
+            if any(set(f[4]) <= set(combo) for f in found):
                 continue
             trials += 1
             if trials > MAX_TRIALS:
@@ -262,21 +271,40 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
                 plan = _extract(s, target, given | set(combo), defaults)
                 if _divides_by_zero(plan, by_id, zero):
                     continue
-                found.append((size, len(plan.defaults), sum(rank[q] for q in combo), list(combo)))
+                found.append((size, not set(combo) <= preferred, len(plan.defaults),
+                              sum(rank[q] for q in combo), list(combo)))
         if found or trials > MAX_TRIALS:
             break
-    found.sort(key=lambda t: t[:3])
-    return [f[3] for f in found[:MAX_SETS]]
+    found.sort(key=lambda t: t[:4])
+    return [f[4] for f in found[:MAX_SETS]]
 
 
 def _divides_by_zero(plan: Plan, by_id: dict, zero: set[str]) -> bool:
-    """True if a step solves a formula backwards with a zero-valued default among its inputs."""
+    """True if a step solves a formula backwards through a zero-valued default: with the zero
+    substituted, the formula no longer holds the quantity it is solved for (latency = steps x 0
+    says nothing of the steps) or divides by zero. A zero term of a sum is harmless."""
     for step in plan.steps:
-        if set(step.inputs) & zero:
-            f = by_id[step.formulas[0]]
-            if step.is_block or f.solvability[step.solves_for[0]] != "explicit":
+        zeros = set(step.inputs) & zero
+        if not zeros:
+            continue
+        for fid in step.formulas:
+            f = by_id[fid]
+            solved = [v for v in step.solves_for if v in f.quantities]
+            if (f.quantities and zeros & set(f.quantities) and solved
+                    and any(f.solvability[v] != "explicit" for v in solved)
+                    and _degenerate(f, zeros, solved)):
                 return True
     return False
+
+
+def _degenerate(f: FormulaSpec, zeros: set[str], unknowns: list[str]) -> bool:
+    import sympy
+    expr = f.lhs - f.rhs
+    symbols = {s.name: s for s in expr.free_symbols}
+    reduced = expr.subs({symbols[z]: 0 for z in zeros if z in symbols})
+    if reduced.has(sympy.zoo, sympy.nan, sympy.oo):
+        return True
+    return not any(symbols[v] in reduced.free_symbols for v in unknowns if v in symbols)
 
 
 def _candidates(formulas: list[FormulaSpec], target: str, settled: set[str], limit: int = 40) -> list[str]:
@@ -297,21 +325,25 @@ def _candidates(formulas: list[FormulaSpec], target: str, settled: set[str], lim
 
 
 def _underdetermined(formulas: list[FormulaSpec], target: str, given: set[str],
-                     defaults: set[str], zero: set[str]) -> UnderdeterminedError:
+                     defaults: set[str], zero: set[str], limits: dict[str, str]) -> UnderdeterminedError:
     if not any(target in f.quantities for f in formulas):
         return UnderdeterminedError(
             f"no formula in force determines {target} (none exists in the library, or only "
             "under other option values: see `symcalc show " + target + "`)")
-    return underdetermined_error(target, given, missing_sets(formulas, target, given, defaults, zero))
+    sets = missing_sets(formulas, target, given, defaults, zero, preferred=[q for q in limits if q not in given])
+    return underdetermined_error(target, given, sets, limits)
 
 
-def underdetermined_error(target: str, given: set[str], sets: list[list[str]]) -> UnderdeterminedError:
-    """The error for a target the given names do not determine, and the sets that would."""
+def underdetermined_error(target: str, given: set[str], sets: list[list[str]],
+                          limits: Mapping[str, str] | None = None) -> UnderdeterminedError:
+    """The error for a target the given names do not determine, and the sets that would;
+    a slack in ``limits`` is shown with its value at the limit."""
     known = (", ".join(sorted(given)) if len(given) <= 8 else f"the {len(given)} values given") or "nothing"
     if not sets:
         return UnderdeterminedError(f"cannot determine {target} from {known}, and no set of up to "
                                     "three more quantities would", [])
-    options = " | ".join(", ".join(s) for s in sets)
+    limits = limits or {}
+    options = " | ".join(", ".join(f"{q} ({limits[q]})" if q in limits else q for q in s) for s in sets)
     return UnderdeterminedError(
         f"cannot determine {target} from {known}: also give {'one of: ' if len(sets) > 1 else ''}{options}",
         sets)

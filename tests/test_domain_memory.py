@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import symcalc
-from symcalc.errors import OutOfBoundsError
+from symcalc.errors import OutOfBoundsError, UnderdeterminedError
 
 GB = 1e9
 
@@ -265,3 +265,14 @@ def test_flash_attention_drops_the_score_term():
     flash = symcalc.solve("activation_memory_per_layer", options={"attention_kernel": "flash"}, **kw)
     assert eager == pytest.approx(34 * 4096 * 8192 + 5 * 64 * 4096**2, rel=1e-12)
     assert flash.to("byte").magnitude == pytest.approx(34 * 4096 * 8192, rel=1e-12)
+
+
+def test_a_fit_question_without_the_headroom_is_told_to_give_it(lib):
+    # "largest micro-batch that fits" is memory_headroom = 0: the diagnosis offers it first,
+    # with what 0 GB asks, and following the advice gives Exercise 1's 9 (above)
+    with pytest.raises(UnderdeterminedError) as e:
+        solve(lib, "micro_batch_size", {**EX1_OPTIONS, "recompute": "selective"}, **EX1)
+    assert e.value.missing[0] == ["memory_headroom"]
+    assert "memory_headroom (0 GB for the largest value that fits in gpu_memory)" in e.value.message
+    r = solve(lib, "micro_batch_size", {**EX1_OPTIONS, "recompute": "selective"}, **EX1, memory_headroom="0 GB")
+    assert r.rounded_base == 9

@@ -143,3 +143,22 @@ def test_a_user_formula_file_extends_the_library(tmp_path):
     # hand: 16384 * 0.7 kW * 1848 h = 21,194.8 MWh
     assert r.value == pytest.approx(16384 * 0.7 * 1848 / 1000, rel=1e-12)
     assert r.unit == "MWh"
+
+
+@pytest.mark.parametrize("table,needle", [
+    ('limit = "0 s"\nlimit_meaning = "at the limit"', "limit: "),          # seconds for a memory
+    ('limit = "0 GB"', "limit_meaning"),                                   # a limit says what it asks
+])
+def test_a_slack_limit_is_checked_at_load(tmp_path, table, needle):
+    path = write(tmp_path, f"""
+        [quantities.spare_memory]
+        unit = "byte"
+        latex = "s"
+        description = "spare memory"
+        domain = "[0, inf)"
+        {table.splitlines()[0]}
+        {table.splitlines()[1] if len(table.splitlines()) > 1 else ""}
+    """)
+    with pytest.raises(LibraryError) as e:
+        load_library(extra=[path])
+    assert "spare_memory" in e.value.message and needle in e.value.message

@@ -213,3 +213,26 @@ def test_missing_inputs_are_underdetermined_not_garbage_in_any_hash_seed():
         assert lines[:2] == ["underdetermined", "underdetermined"]
         # dp = 8 is the ring (tp = pp = cp = 1): 2 x 2 GB x 7/8 / 50 GB/s + 14 x 5 us = 70.07 ms
         assert float(lines[2]) == pytest.approx(70.07, rel=1e-9)
+
+
+def test_the_same_question_gives_the_same_derivation_in_every_process():
+    # set iteration order follows PYTHONHASHSEED; the derivation's steps and their order must not
+    import os
+    import subprocess
+    import sys
+    code = ("import symcalc\n"
+            "r = symcalc.solve('n_gpus', n_params=30e9, n_tokens='600e9 token', train_time='30 day', mfu=0.45,\n"
+            "                  peak_flops='989 TFLOP/s')\n"
+            "s = symcalc.solve('micro_batch_size', n_params=7e9, n_layers=32, d_model=4096, n_heads=32,\n"
+            "                  seq_len='4096 token', gpu_memory='80 GB', memory_headroom='0 GB', dp=8,\n"
+            "                  options={'zero_stage': '1', 'recompute': 'full'})\n"
+            "print(r.text()); print(s.text())\n")
+    outputs = set()
+    for seed in ("0", "1", "7"):
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        assert run.returncode == 0, run.stderr
+        outputs.add(run.stdout)
+    assert len(outputs) == 1
+    out = outputs.pop()
+    assert "n_gpus = 94" in out and "micro_batch_size = 38  (exact" in out

@@ -37,10 +37,9 @@ def render_text(result) -> str:
             if step.method in ("rearranged", "block"):
                 lines.append(f"     -> {name} = {text(expr, names)}")
             shown = step_value_text(result, name)
-            if numbers is not None:
-                lines.append(f"     = {text(expr, numbers)} = {shown}")
-            else:
-                lines.append(f"     = {shown}")
+            substituted = text(expr, numbers) if numbers is not None else shown
+            # an identity (n_active_params = n_params) shows its value once
+            lines.append(f"     = {substituted} = {shown}" if substituted != shown else f"     = {shown}")
         if step.numeric and step.method != "numeric":
             lines.append("     (closed form singular here: found numerically)")
     preset = [(n, g) for n, g in result.given.items() if g.origin and n not in result.unused]
