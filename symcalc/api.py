@@ -322,10 +322,35 @@ def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
                                           for x in inputs):
                 raise NoSolutionError(f"{name} cannot be computed ({ids}): the values are beyond the range of "
                                       "floating point (about 1e-308 to 1e308); check their units and exponents")
-            eqs = "; ".join(f.equation for f in s.formulas)
             shown = derivation.target if derivation.target in s.unknowns else name
             q = lib.quantities[shown]
+            cause = _out_of_range_input(lib, derivation, s, values)
+            if cause:
+                raise NoSolutionError(f"no value of {shown} in {q.domain} fits: {cause}")
+            eqs = "; ".join(f.equation for f in s.formulas) if len(s.formulas) <= 2 else "its equations"
             raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {eqs} ({ids}) with these values")
+
+
+def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str | None:
+    """Why a step has no root, when the reason lies upstream: an earlier step gave one of its
+    inputs a value outside that quantity's bounds (the classic case: everything else already
+    needs more than gpu_memory, so the activation memory left over is negative)."""
+    for earlier in derivation.steps:
+        if earlier is step:
+            return None
+        for name in earlier.unknowns:
+            q = lib.quantities[name]
+            if q.kind == "text" or name not in step.inputs:
+                continue
+            v = np.asarray(values[name], dtype=float)
+            bad = ~q.domain.contains(v)
+            if not np.any(bad):
+                continue
+            sample = float(v[bad].flat[0]) if v.ndim else float(v)
+            ids = ", ".join(f.id for f in earlier.formulas)
+            return (f"it would need {name} = {with_unit(sample / q.factor, q.display_unit)} ({ids}), "
+                    f"outside {_bounds_text(q)}")
+    return None
 
 
 def _violations(lib, derivation: Derivation, values: dict) -> list[str]:

@@ -42,6 +42,16 @@ def test_largest_micro_batch_that_fits_rounds_down(lib):
         solve(lib, "memory_headroom", {**EX1_OPTIONS, "recompute": "selective"}, **EX1, micro_batch_size=10)
 
 
+def test_no_micro_batch_fits_when_model_states_alone_overflow(lib):
+    # Without ZeRO, 13B x 16 bytes = 208 GB of model states: 80 - 208 - 5 = -133 GB is left for
+    # activations, so no micro-batch fits; the error names that value instead of dumping equations.
+    given = {k: v for k, v in EX1.items() if k not in ("dp",)}
+    with pytest.raises(symcalc.NoSolutionError) as e:
+        solve(lib, "micro_batch_size", {"zero_stage": "0", "sequence_parallel": "true", "recompute": "selective"},
+              **{**given, "tp": 1}, memory_headroom="0 GB")
+    assert "activation_memory" in e.value.message and "-133 GB" in e.value.message
+
+
 def test_longest_sequence_that_fits(lib):
     # No recomputation, SP, b = 1: per layer 34 s h / 4 + 5 a s^2 / 4 = 43,520 s + 50 s^2 bytes (s in tokens);
     # 40 layers: 1,740,800 s + 2,000 s^2 = 80 - 11.5 = 68.5 GB -> s = 5433.31 (seq_len rounds to nearest).
