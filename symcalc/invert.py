@@ -229,9 +229,25 @@ def reduce_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
             if progress:
                 break
     for j in pending:   # an equation the substitutions emptied of unknowns adds nothing
-        if not (sympy.cancel(sympy.together(residuals[j])).free_symbols & remaining):
+        if _empty_of(residuals[j], remaining):
             return Reduction(tuple(eliminated), None, None, dependent=j)
     if len(pending) != 1 or len(remaining) != 1:
         return None
     last = next(iter(remaining))
     return Reduction(tuple(eliminated), last, residuals[pending[0]])
+
+
+def _empty_of(residual: sympy.Expr, unknowns: set) -> bool:
+    """True if ``residual`` = 0 says nothing about ``unknowns``: none is left in it, or only as
+    a power factor (R (f - mfu P E / (Pw D)) = 0, from two equations that both fix n T; the
+    quantities are positive, so R^k is never the zero)."""
+    expr = sympy.cancel(sympy.together(residual))
+    if not expr.free_symbols & unknowns:
+        return True
+    num, _ = sympy.fraction(expr)
+    try:
+        _, factors = sympy.factor_list(num)
+    except (sympy.PolynomialError, NotImplementedError, ValueError, TypeError):
+        return False
+    return not any(base.free_symbols & unknowns for base, _ in factors
+                   if not (base.is_Symbol and base in unknowns))

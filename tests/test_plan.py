@@ -99,6 +99,34 @@ def test_a_dependent_block_is_not_suggested():
     assert "peak_flops" not in e.value.message
 
 
+def test_two_givens_that_fix_the_same_product_do_not_settle_its_factors():
+    # GPU energy E = n P_w T and the compute C = 6 N D = mfu P n T both fix n T (the GPU-hours):
+    # together they cannot give n. Substitution leaves R (6 N - mfu P E / (P_w D)) = 0, a power of
+    # an unknown times a constant, which is recognised as a dependent equation, so the question is
+    # underdetermined (not "no value satisfies") and the energy is not suggested.
+    kw = dict(n_params=7e9, n_tokens="2e12 token", mfu=0.4, peak_flops="989.4 TFLOP/s", gpu_power="700 W")
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("n_gpus", cluster_gpu_energy="100 MWh", **kw)
+    assert ["train_time"] in e.value.missing
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("n_gpus", **kw)
+    assert ["cluster_gpu_energy"] not in e.value.missing and ["train_time"] in e.value.missing
+
+
+def test_a_consequence_waits_until_its_premises_fall_short():
+    # gpu_hours_from_compute (C = mfu P GPU-hours) follows from mfu_definition, compute_throughput_time
+    # and gpu_hours_def. MFU from throughput keeps the derivation from those laws; GPU-hours from the
+    # compute budget, which they cannot reach without a GPU count, use the consequence as one step.
+    def ids(r):
+        return [[f.id for f in s.formulas] for s in r.steps]
+    mfu = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64,
+                        peak_flops="989.4 TFLOP/s")
+    assert ids(mfu)[-2:] == [["achieved_flops_from_throughput"], ["mfu_definition"]]
+    hours = symcalc.solve("gpu_hours", n_params=7e9, n_tokens="2e12 token", mfu=0.4, peak_flops="989.4 TFLOP/s")
+    assert ids(hours) == [["all_params_active"], ["flops_per_token_train"], ["total_flops_train"],
+                          ["gpu_hours_from_compute"]]
+
+
 def test_two_missing_quantities_are_named_together():
     with pytest.raises(UnderdeterminedError) as e:
         plan("total_cost", {"n_params"})
@@ -156,13 +184,16 @@ def test_dependent_laws_never_give_garbage():
 def test_a_dependent_equation_in_a_block_is_found():
     import sympy
     from symcalc.invert import dependent_equation
-    C, F, fpt, R, D, T = sympy.symbols("C F fpt R D T", positive=True)
+    C, F, fpt, R, D, T, K = sympy.symbols("C F fpt R D T K", positive=True)
+    # C = fpt D, F = fpt R, C = F T: eliminating C and F leaves fpt (D - R T) = 0, which says
+    # nothing about fpt (> 0): either no solution or every fpt. Dependent whatever R is.
     block = ((C, fpt * D), (F, fpt * R), (C, F * T))
-    # independent while R is a free input...
-    assert dependent_equation(block, (C, F, fpt)) is None
-    # ...dependent once R = D / T
+    assert dependent_equation(block, (C, F, fpt)) == 2
     substituted = tuple((lhs, rhs.subs(R, D / T)) for lhs, rhs in block)
-    assert dependent_equation(substituted, (C, F, fpt)) is not None
+    assert dependent_equation(substituted, (C, F, fpt)) == 2
+    # with an offset the last equation fixes fpt = K / (D - R T): independent
+    offset = ((C, fpt * D), (F, fpt * R), (C, F * T + K))
+    assert dependent_equation(offset, (C, F, fpt)) is None
 
 
 def test_sums_of_memory_terms_solve_backwards_whatever_the_hash_seed(tmp_path):
