@@ -16,11 +16,14 @@ def _match(term: str | None, *texts: str) -> bool:
 
 
 def formula_kind(f) -> str:
-    """law, default rule (gives its left side unless known), forward-only law, or algorithm."""
+    """law, default rule (gives its left side unless known), consequence (of other laws),
+    forward-only law, or algorithm."""
     if f.algorithm:
         return "algorithm"
     if f.default_rule:
         return "default rule"
+    if f.consequence:
+        return "consequence"
     return "forward only" if f.forward_only else "law"
 
 

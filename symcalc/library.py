@@ -37,7 +37,8 @@ QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "dom
                  "default", "default_source", "source", "limit", "limit_meaning"}
 OPTION_KEYS = {"description", "default", "values"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
-FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given"}
+FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
+                "consequence"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
@@ -484,8 +485,11 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     rule = table.get("default", False)
     forward = table.get("forward_only", False)
     from_given = table.get("from_given", [])
-    if not isinstance(rule, bool) or not isinstance(forward, bool):
-        raise LibraryError(f"{where}: 'default' and 'forward_only' must be true or false")
+    consequence = table.get("consequence", False)
+    if not all(isinstance(x, bool) for x in (rule, forward, consequence)):
+        raise LibraryError(f"{where}: 'default', 'forward_only' and 'consequence' must be true or false")
+    if consequence and rule:
+        raise LibraryError(f"{where}: a default rule is an assumption, not a consequence of other laws")
     if not isinstance(from_given, list) or not all(isinstance(x, str) for x in from_given):
         raise LibraryError(f"{where}: 'from_given' is a list of the rule's inputs that must be given values")
     if from_given and not rule:
@@ -501,7 +505,7 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         raise LibraryError(f"{where}: from_given names {unknown}, which are not inputs of the rule")
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,
-                       from_given=tuple(from_given), forward_only=forward,
+                       from_given=tuple(from_given), forward_only=forward, consequence=consequence,
                        notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
                        display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
                        solvability=solvability)

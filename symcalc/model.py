@@ -113,6 +113,7 @@ class FormulaSpec:
     algorithm: str | None = None  # name in symcalc.algorithms.REGISTRY: a procedure, not an equation
     from_given: tuple[str, ...] = ()   # inputs a default rule may only take from given values
     forward_only: bool = False         # a law never solved for its right-hand side
+    consequence: bool = False          # follows from other laws: a single step, only when they fall short
     # derived at load
     lhs: sympy.Expr | None = None
     rhs: sympy.Expr | None = None

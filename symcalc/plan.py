@@ -126,7 +126,9 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = froz
             settle(q, c, step)
             if q == stop_at:
                 return _Settled(cost, producer, order)
-        blocks = _ready_blocks([f for f in formulas if remaining[f.id] >= 2], cost)
+        # a consequence of other laws never joins a block: with its premises it would make a
+        # structurally sound but dependent system
+        blocks = _ready_blocks([f for f in formulas if remaining[f.id] >= 2 and not f.consequence], cost)
         if not blocks:
             break
         for rows, cols in blocks:
@@ -194,13 +196,20 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     given = set(given)
     # the target's own default is never an answer: `solve pp n_gpus=64 dp=8 tp=2` is 4, not 1
     defaults = set(defaults) - given - {target}
-    laws = [f for f in formulas if not f.default_rule]
-    own_rules = {f.id for f in formulas if f.default_rule and f.solvability.get(target) == "explicit"}
-    others = [f for f in formulas if f.id not in own_rules]
+    consequences = [f for f in formulas if f.consequence]
+    premises = [f for f in formulas if not f.consequence]
+    laws = [f for f in premises if not f.default_rule]
+    own_rules = {f.id for f in premises if f.default_rule and f.solvability.get(target) == "explicit"}
+    others = [f for f in premises if f.id not in own_rules]
     # Stages: laws alone; then with coefficient defaults; then default rules ("d_ffn = 4 d unless
     # given"), which assume a relation nobody stated; and only last a default rule for the target
-    # itself (Chinchilla's n_tokens = 20 N when nothing else gives n_tokens).
-    for stage_formulas, soft in ((laws, set()), (laws, defaults), (others, defaults), (formulas, defaults)):
+    # itself (Chinchilla's n_tokens = 20 N when nothing else gives n_tokens). Each stage is tried
+    # first without, then with the consequences of the laws (GPU-hours = C / (MFU P), which needs
+    # no GPU count), so that a question the laws answer keeps its derivation from first principles.
+    stages = [(stage + extra, soft) for stage, soft in ((laws, set()), (laws, defaults), (others, defaults),
+                                                         (premises, defaults))
+              for extra in ([], consequences) if not extra or consequences]
+    for stage_formulas, soft in stages:
         settled = propagate(stage_formulas, given, soft, stop_at=target)
         if target in settled.cost:
             break

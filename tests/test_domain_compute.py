@@ -34,6 +34,26 @@ def test_the_gpu_hour_price_a_budget_allows():
     assert r.to("USD/hour").magnitude == pytest.approx(2.0, rel=1e-12)
 
 
+def test_gpu_hours_and_cost_need_no_gpu_count():
+    # C = 6 N D = 6 x 7e9 x 2e12 = 8.4e22 FLOP; at 40 % of 989.4 TFLOP/s one GPU delivers 3.9576e14 FLOP/s,
+    # so the run takes 8.4e22 / 3.9576e14 / 3600 = 58,958.6 GPU-hours whatever the cluster size; at $2 that
+    # is $117,917 (seed 002: 1,000 GPUs for 1 hour cost what 1 GPU for 1,000 hours costs).
+    kw = dict(n_params=7e9, n_tokens="2e12 token", mfu=0.4, peak_flops="989.4 TFLOP/s")
+    hours = 8.4e22 / (0.4 * 989.4e12) / 3600
+    assert solve("gpu_hours", **kw).to("hour").magnitude == pytest.approx(hours, rel=1e-12)
+    cost = solve("total_cost", gpu_hour_price="2 USD/hour", **kw)
+    assert cost.to("USD").magnitude == pytest.approx(2 * hours, rel=1e-12)
+    assert cost.to("USD").magnitude == pytest.approx(117917, rel=1e-5)
+
+
+def test_the_mfu_behind_deepseek_v3s_published_gpu_hours():
+    # DeepSeek-V3 report: pre-training on 14.8T tokens took 2,664K H800 GPU-hours; 37B active parameters.
+    # 6 x 37e9 x 14.8e12 = 3.2856e24 FLOP over 2.664e6 h x 3600 s x 989.4e12 FLOP/s (dense BF16) = 34.6 %.
+    r = symcalc.solve("mfu", model="deepseek-v3", hardware="h800", gpu_hours="2.664e6 hour")
+    assert r.to("").magnitude == pytest.approx(3.2856e24 / (2.664e6 * 3600 * 989.4e12), rel=1e-12)
+    assert r.to("").magnitude == pytest.approx(0.3463, abs=5e-5)
+
+
 def test_n_layers_from_the_parameter_count_with_gqa_and_swiglu():
     # Llama 3.1 405B: per layer 2 d^2 (1 + 8/128) + 3 d d_ffn = 570,425,344 + 2,617,245,696
     # = 3,187,671,040; embeddings 2 x 128256 x 16384 = 4,202,692,608;

@@ -73,6 +73,21 @@ def test_dimensionally_wrong_formula_names_id_file_and_both_sides(tmp_path):
     assert "left is FLOP" in msg and "right is token" in msg
 
 
+def test_a_default_rule_cannot_be_a_consequence(tmp_path):
+    path = write(tmp_path, """
+        [[formulas]]
+        id = "both"
+        title = "t"
+        equation = "d_ffn = 4 * d_model"
+        source = "test"
+        default = true
+        consequence = true
+    """)
+    with pytest.raises(LibraryError) as e:
+        load_library(extra=[path])
+    assert "both" in e.value.message and "consequence" in e.value.message
+
+
 def test_mismatched_terms_of_a_sum_are_named(tmp_path):
     path = write(tmp_path, """
         [[formulas]]

@@ -25,8 +25,8 @@ def test_every_preset_value_has_a_source_and_a_known_name_and_unit():
 
 
 def test_required_presets_exist():
-    hw = {find_preset("hardware", n).key for n in ["a100-40gb", "a100", "h100", "h200", "b200", "mi300x", "l4"]}
-    assert len(hw) == 7
+    hw = {find_preset("hardware", n).key for n in ["a100-40gb", "a100", "h100", "h800", "h200", "b200", "mi300x", "l4"]}
+    assert len(hw) == 8
     models = ["gpt3", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
               "mixtral-8x7b", "deepseek-v3"]
     assert len({find_preset("models", n).key for n in models}) == 9

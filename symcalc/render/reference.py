@@ -7,6 +7,7 @@ then the quantities, options, and presets. Uses only packages of texlive-latex-b
 
 from __future__ import annotations
 
+from ..catalog import formula_kind
 from .common import latex_symbols, tex_escape
 from .expressions import latex
 from .latex import display_math
@@ -72,7 +73,7 @@ def render_reference(library, presets: dict | None = None) -> str:
 
 
 def _formula(f, library, names) -> list[str]:
-    kind = "algorithm" if f.algorithm else ("default rule" if f.default_rule else "formula")
+    kind = {"law": "formula", "forward only": "formula, forward only"}.get(formula_kind(f), formula_kind(f))
     out = [f"\\subsection*{{{tex_escape(f.title)}}}",
            f"\\texttt{{{tex_escape(f.id)}}} ({kind})"]
     out.append(display_math(f"{latex(f.display_lhs, names, as_written=True)} = "
