@@ -335,43 +335,40 @@ def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str 
     """Why a step has no root, when the reason lies upstream: an earlier step gave one of its
     inputs a value outside that quantity's bounds (the classic case: everything else already
     needs more than gpu_memory, so the activation memory left over is negative)."""
-    for earlier in derivation.steps:
-        if earlier is step:
-            return None
-        for name in earlier.unknowns:
-            q = lib.quantities[name]
-            if q.kind == "text" or name not in step.inputs:
-                continue
-            v = np.asarray(values[name], dtype=float)
-            bad = ~q.domain.contains(v)
-            if not np.any(bad):
-                continue
-            sample = float(v[bad].flat[0]) if v.ndim else float(v)
+    before = derivation.steps[:derivation.steps.index(step)]
+    for earlier, name, q, sample, _, _ in _out_of_bounds(lib, before, values):
+        if name in step.inputs:
             ids = ", ".join(f.id for f in earlier.formulas)
             return (f"it would need {name} = {with_unit(sample / q.factor, q.display_unit)} ({ids}), "
                     f"outside {_bounds_text(q)}")
     return None
 
 
-def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
-    """Computed values outside their quantity's bounds, each said in one sentence."""
-    out = []
-    for s in derivation.steps:
+def _out_of_bounds(lib, steps: list, values: dict):
+    """(step, name, quantity, a bad value, how many are bad, of how many) for every numeric value
+    the steps computed outside its quantity's bounds, in step order."""
+    for s in steps:
         for name in s.unknowns:
             q = lib.quantities[name]
             if q.kind == "text":
                 continue
             v = np.asarray(values[name], dtype=float)
             bad = ~q.domain.contains(v)
-            if not np.any(bad):
-                continue
-            sample = float(v[bad].flat[0]) if v.ndim else float(v)
-            shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
-            where = "" if v.ndim == 0 else f" at {int(bad.sum())} of {v.size} points"
-            ids = ", ".join(f.id for f in s.formulas)
-            sources = ", ".join(_given_ancestors(derivation, s))
-            out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: the values of "
-                       f"{sources} are inconsistent, or outside the range of {ids}")
+            if np.any(bad):
+                sample = float(v[bad].flat[0]) if v.ndim else float(v)
+                yield s, name, q, sample, int(bad.sum()), (v.size if v.ndim else 0)
+
+
+def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
+    """Computed values outside their quantity's bounds, each said in one sentence."""
+    out = []
+    for s, name, q, sample, n_bad, size in _out_of_bounds(lib, derivation.steps, values):
+        shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
+        where = f" at {n_bad} of {size} points" if size else ""
+        ids = ", ".join(f.id for f in s.formulas)
+        sources = ", ".join(_given_ancestors(derivation, s))
+        out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: the values of "
+                   f"{sources} are inconsistent, or outside the range of {ids}")
     return out
 
 

@@ -58,23 +58,28 @@ def write(tmp_path, body: str, name: str = "extra.toml"):
     return path
 
 
+def load_error(tmp_path, body: str, name: str = "extra.toml") -> str:
+    """The message of the LibraryError that loading the library plus this file raises."""
+    path = write(tmp_path, body, name)
+    with pytest.raises(LibraryError) as e:
+        load_library(extra=[path])
+    return e.value.message
+
+
 def test_dimensionally_wrong_formula_names_id_file_and_both_sides(tmp_path):
-    path = write(tmp_path, """
+    msg = load_error(tmp_path, """
         [[formulas]]
         id = "bad_flops"
         title = "forgot the 6 FLOP/token"
         equation = "total_flops = n_params * n_tokens"
         source = "test"
     """, "wrong.toml")
-    with pytest.raises(LibraryError) as e:
-        load_library(extra=[path])
-    msg = e.value.message
     assert "wrong.toml" in msg and "bad_flops" in msg
     assert "left is FLOP" in msg and "right is token" in msg
 
 
 def test_a_default_rule_cannot_be_a_consequence(tmp_path):
-    path = write(tmp_path, """
+    msg = load_error(tmp_path, """
         [[formulas]]
         id = "both"
         title = "t"
@@ -83,35 +88,29 @@ def test_a_default_rule_cannot_be_a_consequence(tmp_path):
         default = true
         consequence = true
     """)
-    with pytest.raises(LibraryError) as e:
-        load_library(extra=[path])
-    assert "both" in e.value.message and "consequence" in e.value.message
+    assert "both" in msg and "consequence" in msg
 
 
 def test_mismatched_terms_of_a_sum_are_named(tmp_path):
-    path = write(tmp_path, """
+    msg = load_error(tmp_path, """
         [[formulas]]
         id = "bytes_plus_flops"
         title = "t"
         equation = "weight_memory = gpu_memory + total_flops"
         source = "test"
     """)
-    with pytest.raises(LibraryError) as e:
-        load_library(extra=[path])
-    assert "bytes_plus_flops" in e.value.message and "byte" in e.value.message and "FLOP" in e.value.message
+    assert "bytes_plus_flops" in msg and "byte" in msg and "FLOP" in msg
 
 
 def test_unknown_symbol_is_reported_with_suggestion(tmp_path):
-    path = write(tmp_path, """
+    msg = load_error(tmp_path, """
         [[formulas]]
         id = "typo"
         title = "t"
         equation = "weight_memory = 2 * byte * n_param"
         source = "test"
     """)
-    with pytest.raises(LibraryError) as e:
-        load_library(extra=[path])
-    assert "typo" in e.value.message and "n_param" in e.value.message and "n_params" in e.value.message
+    assert "typo" in msg and "n_param" in msg and "n_params" in msg
 
 
 @pytest.mark.parametrize("body,needle", [
@@ -126,10 +125,8 @@ def test_unknown_symbol_is_reported_with_suggestion(tmp_path):
     ("[[formulas]]\nid = 'w'\ntitle='t'\nsource='s'\nequation='mfu = __import__(1)'\n", "not allowed"),
 ])
 def test_malformed_files_fail_with_a_reason(tmp_path, body, needle):
-    path = write(tmp_path, body)
-    with pytest.raises(LibraryError) as e:
-        load_library(extra=[path])
-    assert needle in e.value.message
+    msg = load_error(tmp_path, body)
+    assert needle in msg
 
 
 def test_a_user_formula_file_extends_the_library(tmp_path):
@@ -165,7 +162,7 @@ def test_a_user_formula_file_extends_the_library(tmp_path):
     ('limit = "0 GB"', "limit_meaning"),                                   # a limit says what it asks
 ])
 def test_a_slack_limit_is_checked_at_load(tmp_path, table, needle):
-    path = write(tmp_path, f"""
+    msg = load_error(tmp_path, f"""
         [quantities.spare_memory]
         unit = "byte"
         latex = "s"
@@ -174,6 +171,4 @@ def test_a_slack_limit_is_checked_at_load(tmp_path, table, needle):
         {table.splitlines()[0]}
         {table.splitlines()[1] if len(table.splitlines()) > 1 else ""}
     """)
-    with pytest.raises(LibraryError) as e:
-        load_library(extra=[path])
-    assert "spare_memory" in e.value.message and needle in e.value.message
+    assert "spare_memory" in msg and needle in msg
