@@ -17,19 +17,13 @@ import numpy as np
 
 from . import units
 from .derivation import Derivation, SingularBlock
-from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, SymcalcError,
+from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, QueryError,
                      UnderdeterminedError)
 from .library import Library, default_library
 from .plan import make_plan, underdetermined_error
 from .render.numbers import fmt, with_unit
 from .result import Result, StepView
 from .values import GivenValue, read_value
-
-
-class QueryError(SymcalcError):
-    """A malformed query (a quantity given twice)."""
-
-    kind = "bad_query"
 
 
 def read_given(library: Library, values) -> dict[str, GivenValue]:
@@ -67,7 +61,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     for _ in range(len(formulas)):
         try:
             plan = make_plan(formulas, target, known, defaults, zero, diagnose=diagnose,
-                             limits=_limits(library))
+                             limits=_limits(library) if not library.quantities[target].fits_in else {})
         except UnderdeterminedError as e:
             if not diagnose:
                 raise
@@ -197,7 +191,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
                   derivation=derivation, closed_form=derivation.closed_form(ev.choices),
-                  unused=list(derivation.plan.unused), warnings=warnings, violations=violations)
+                  unused=[u for u in derivation.plan.unused if u != tq.fits_in], warnings=warnings,
+                  violations=violations)
 
 
 def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict) -> tuple[list[str], list[str]]:
@@ -215,7 +210,16 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict) 
     if tq.whole == "nearest" and _far_from_whole(exact):
         warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
                         "nearest: the given values do not fit whole numbers exactly")
-    typed = [q for q in derivation.plan.unused if q not in given or not given[q].origin]
+    capacity = over_capacity(lib, tq, exact, given)
+    if capacity is not None:
+        name, cap, over = capacity
+        if np.any(over):
+            where = "" if np.ndim(over) == 0 else f" at {int(np.sum(over))} of {np.size(over)} points"
+            worst = float(np.max(np.asarray(exact, dtype=float)))
+            warnings.append(f"{tq.name} = {with_unit(worst / tq.factor, tq.display_unit)} exceeds {name} = "
+                            f"{with_unit(float(np.min(cap)) / tq.factor, tq.display_unit)}{where}: it does not fit")
+    typed = [q for q in derivation.plan.unused
+             if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])]
     if typed:
         warnings.append(f"not used by this derivation: {', '.join(typed)} "
                         "(no formula on the route needs it; check the options if it should matter)")
@@ -223,6 +227,16 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict) 
         s = derivation.steps[i]
         warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
     return warnings, violations
+
+
+def over_capacity(lib, q, value, given: Mapping) -> tuple[str, object, object] | None:
+    """(capacity name, its value, where ``value`` exceeds it) when ``q`` must fit in a known
+    capacity (``fits_in``: per-GPU memory in gpu_memory), else None. Base units throughout."""
+    if not q.fits_in or q.fits_in not in given:
+        return None
+    cap = given[q.fits_in].magnitude
+    with np.errstate(invalid="ignore"):
+        return q.fits_in, cap, np.asarray(value, dtype=float) > np.asarray(cap, dtype=float)
 
 
 def _presets(hardware: str | None, model: str | None) -> list:

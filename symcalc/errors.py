@@ -93,6 +93,12 @@ class OutOfBoundsError(SymcalcError):
     kind = "out_of_bounds"
 
 
+class QueryError(SymcalcError):
+    """A malformed query (a quantity given twice, a bad sweep axis)."""
+
+    kind = "bad_query"
+
+
 class NoSolutionError(SymcalcError):
     """The equations have no admissible solution for the given values."""
 

@@ -34,7 +34,7 @@ else:  # pragma: no cover
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
-                 "default", "default_source", "source", "limit", "limit_meaning"}
+                 "default", "default_source", "source", "limit", "limit_meaning", "fits_in"}
 OPTION_KEYS = {"description", "default", "values"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
@@ -180,6 +180,7 @@ def load_library(paths: Iterable[str | Path] | None = None, extra: Iterable[str 
                                    f"{quantities[name].file}")
             quantities[name] = _load_quantity(name, table, path.name)
     _check_aliases(quantities)
+    _check_capacities(quantities)
     for path, doc in docs:
         for name, table in doc.get("options", {}).items():
             if name in options:
@@ -319,8 +320,22 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         latex=table["latex"], description=table["description"].strip(), file=file,
         aliases=tuple(aliases), domain=domain, whole=whole, default=default,
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
-        limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(),
+        limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
         dim=dim, factor=factor, symbol=symbol)
+
+
+def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
+    """``fits_in`` names a declared quantity of the same dimension (memory fits in memory)."""
+    for q in quantities.values():
+        if q.fits_in is None:
+            continue
+        cap = quantities.get(q.fits_in) if isinstance(q.fits_in, str) else None
+        if cap is None:
+            raise LibraryError(f"{q.file}: quantity '{q.name}': fits_in names {q.fits_in!r}, which is not a "
+                               "declared quantity")
+        if cap.dim != q.dim:
+            raise LibraryError(f"{q.file}: quantity '{q.name}' is {show(q.dim)} but fits_in {cap.name} is "
+                               f"{show(cap.dim)}")
 
 
 def _check_value_dimension(text: str, dim, where: str) -> None:

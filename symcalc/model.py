@@ -78,6 +78,9 @@ class QuantitySpec:
     # memory_headroom = 0 GB. Never used unless given; the diagnosis offers it first.
     limit: str | None = None
     limit_meaning: str = ""
+    # a capacity this quantity must not exceed when it is known: per-GPU memory fits in
+    # gpu_memory. Sweeps mark (and plots draw) it; a single answer above it is warned about.
+    fits_in: str | None = None
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units

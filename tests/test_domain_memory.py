@@ -52,6 +52,16 @@ def test_no_micro_batch_fits_when_model_states_alone_overflow(lib):
     assert "activation_memory" in e.value.message and "-133 GB" in e.value.message
 
 
+def test_an_answer_over_the_gpu_memory_is_warned_about(lib):
+    # 13B x 16 bytes without ZeRO = 208 GB of model states, on an 80 GB GPU
+    r = solve(lib, "model_state_memory", {}, n_params=13e9, gpu_memory="80 GB")
+    assert r.value == pytest.approx(208.0)
+    assert any("exceeds gpu_memory = 80 GB" in w and "does not fit" in w for w in r.warnings)
+    assert "gpu_memory" not in r.unused                  # it was used: for the check
+    ok = solve(lib, "model_state_memory", {"zero_stage": "3"}, n_params=13e9, dp=8, gpu_memory="80 GB")
+    assert ok.value == pytest.approx(26.0) and not any("exceeds" in w for w in ok.warnings)
+
+
 def test_longest_sequence_that_fits(lib):
     # No recomputation, SP, b = 1: per layer 34 s h / 4 + 5 a s^2 / 4 = 43,520 s + 50 s^2 bytes (s in tokens);
     # 40 layers: 1,740,800 s + 2,000 s^2 = 80 - 11.5 = 68.5 GB -> s = 5433.31 (seq_len rounds to nearest).

@@ -91,6 +91,19 @@ def test_a_default_rule_cannot_be_a_consequence(tmp_path):
     assert "both" in msg and "consequence" in msg
 
 
+@pytest.mark.parametrize("fits_in,needle", [("gpu_memroy", "not a declared quantity"),
+                                             ("step_time", "byte but fits_in step_time is s")])
+def test_a_capacity_must_exist_and_match(tmp_path, fits_in, needle):
+    msg = load_error(tmp_path, f"""
+        [quantities.spare_buffer]
+        unit = "GB"
+        latex = "B_s"
+        description = "t"
+        fits_in = "{fits_in}"
+    """)
+    assert "spare_buffer" in msg and needle in msg
+
+
 def test_mismatched_terms_of_a_sum_are_named(tmp_path):
     msg = load_error(tmp_path, """
         [[formulas]]
