@@ -14,11 +14,12 @@ from .errors import (DimensionError, DomainError, LibraryError, MalformedValueEr
                      OutOfBoundsError, SymcalcError, UnderdeterminedError, UnknownNameError)
 from .library import Library, default_library, load_library
 from .result import Result
+from .sweep import Sweep, sweep
 from .units import Q, registry
 
 __version__ = "0.1.0"
 
-__all__ = ["solve", "Result", "Library", "load_library", "default_library", "Q", "registry",
+__all__ = ["solve", "sweep", "Sweep", "Result", "Library", "load_library", "default_library", "Q", "registry",
            "SymcalcError", "DimensionError", "DomainError", "LibraryError", "MalformedValueError",
            "NoSolutionError", "OutOfBoundsError", "UnderdeterminedError", "UnknownNameError",
            "__version__"]

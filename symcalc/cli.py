@@ -68,6 +68,7 @@ def cli() -> None:
       symcalc solve n_gpus n_params=30e9 "n_tokens=600e9 token" train_time=30day mfu=0.45 "peak_flops=989 TFLOP/s"
       symcalc solve model_state_memory n_params=7e9 dp=64 --option zero_stage=3
       symcalc solve train_time --model llama3-8b --hardware h100 n_gpus=64 mfu=40%
+      symcalc sweep train_time --model llama3-8b --hardware h100 mfu=40% --vary n_gpus=64:1024:5:log
       symcalc list memory
       symcalc list hardware
       symcalc show young_interval
@@ -114,6 +115,54 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
         return
     from .render.text import headline
     click.echo(headline(result) if brief else result.text())
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+@cli.command()
+@click.argument("target")
+@click.argument("values", nargs=-1)
+@click.option("--vary", "varies", multiple=True, metavar="NAME=START:STOP[:COUNT][:log]",
+              help="A quantity to vary (also NAME=V1,V2,...); several make a grid.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or day.")
+@click.option("--csv", "csv_file", metavar="FILE", help="Write every point as CSV (one row per point).")
+@click.option("--plot", "plot_file", metavar="FILE", help="Draw the sweep to FILE (.png, .svg or .pdf).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every point.")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).")
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json, hardware, model, formula_files):
+    """Solve TARGET over a range or grid of values: what-if questions in one go.
+
+    \b
+    symcalc sweep total_memory_per_gpu --model llama2-7b --hardware h100 dp=8 \\
+        --vary micro_batch_size=1:64 --plot memory.png
+    symcalc sweep train_time n_params=70e9 "n_tokens=2e12 token" "peak_flops=989 TFLOP/s" \\
+        --vary n_gpus=64:4096:13:log --vary mfu=30%:60%:7 --plot days.png
+    """
+    from .sweep import sweep as api_sweep
+    if not varies:
+        raise CliError("give at least one --vary NAME=START:STOP[:COUNT][:log]")
+    lib = _library(formula_files)
+    result = api_sweep(target, _pairs(values, "a value"), vary=_pairs(varies, "--vary"),
+                       options=_pairs(options, "an option"), to=to_unit, library=lib,
+                       hardware=hardware, model=model)
+    if csv_file:
+        try:
+            result.to_csv(csv_file)
+        except OSError as e:
+            raise CliError(f"cannot write {csv_file}: {e.strerror}") from None
+    if plot_file:
+        result.plot(plot_file)
+    if as_json:
+        click.echo(result.json())
+        return
+    from .render.sweep_text import sweep_text
+    click.echo(sweep_text(result))
+    for f in (csv_file, plot_file):
+        if f:
+            click.echo(f"wrote {f}")
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
 

@@ -42,7 +42,8 @@ def test_the_readme_shows_commands():
 
 
 @pytest.mark.parametrize("argv,shown", COMMANDS, ids=[" ".join(a[:2]) for a, _ in COMMANDS])
-def test_readme_command(cli, argv, shown):
+def test_readme_command(cli, argv, shown, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)      # files the commands write (plots, CSV) land here
     run = cli(*argv)
     if shown and shown.startswith("error:"):
         assert run.code == 2 and run.err.strip() == shown

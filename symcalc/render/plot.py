@@ -1,0 +1,147 @@
+"""Plots of sweeps, drawn with matplotlib's non-interactive Agg backend (works headless).
+
+One axis: a line of the target over the axis, log scales where the sweep is log, a horizontal
+line at the capacity the target must fit in (the GPU's memory), infeasible points drawn apart
+in red. Two axes: a heatmap with a labelled colour bar, the infeasible region hatched and its
+border drawn. Labels are the quantities' symbols and units.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import QueryError
+
+FORMATS = (".png", ".svg", ".pdf")
+INFEASIBLE = "#d62728"
+CAPACITY = "#444444"
+
+
+def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120) -> None:
+    """Draw ``sweep`` (one or two axes) into ``path``; the format follows the extension."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise QueryError(f"cannot plot to {path.name}: the file must end in {', '.join(FORMATS)}")
+    if len(sweep.axes) not in (1, 2):
+        raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    matplotlib.rcParams["svg.fonttype"] = "none"   # SVG text stays text: searchable, selectable
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+    try:
+        if len(sweep.axes) == 1:
+            _line(ax, sweep)
+        else:
+            _heatmap(fig, ax, sweep)
+        ax.set_title(title or _title(sweep), fontsize=11)
+        try:
+            fig.savefig(path, dpi=dpi)
+        except OSError as e:
+            raise QueryError(f"cannot write {path}: {e.strerror}") from None
+    finally:
+        plt.close(fig)
+
+
+def label(library, name: str, unit: str) -> str:
+    """'$M_{total}$ total_memory_per_gpu [GB]': the symbol (when mathtext can draw it), the
+    name, the unit."""
+    q = library.quantities[name]
+    symbol = f"${q.latex}$ " if _drawable(q.latex) else ""
+    return f"{symbol}{name}" + (f" [{unit}]" if unit else "")
+
+
+def _drawable(tex: str) -> bool:
+    from matplotlib.mathtext import MathTextParser
+    try:
+        MathTextParser("path").parse(f"${tex}$")
+    except (ValueError, RuntimeError):
+        return False
+    return True
+
+
+def _title(sweep) -> str:
+    import textwrap
+    names = " and ".join(a.name for a in sweep.axes)
+    presets = ", ".join(sweep.result.presets[k] for k in ("models", "hardware") if k in sweep.result.presets)
+    lib = sweep.result.library
+    options = ", ".join(f"{k}={v}" for k, v in sweep.result.options.items()
+                        if k in lib.options and lib.options[k].default != v)
+    context = "; ".join(x for x in (presets, options) if x)
+    return textwrap.fill(f"{sweep.target} over {names}" + (f" ({context})" if context else ""), 90)
+
+
+def _line(ax, sweep) -> None:
+    lib = sweep.result.library
+    axis = sweep.axes[0]
+    x, y, ok = axis.values, sweep.values, sweep.feasible
+    marker = "o" if axis.whole and x.size <= 64 else None
+    ax.plot(x, np.where(ok, y, np.nan), color="#1f77b4", marker=marker, markersize=3.5, linewidth=1.6,
+            label=sweep.target)
+    if not ok.all():
+        ax.plot(x, np.where(ok, np.nan, y), color=INFEASIBLE, marker=marker or ".", markersize=3.5,
+                linewidth=1.0, linestyle="--", label="infeasible: " + "; ".join(sweep.reasons)[:80])
+    if sweep.capacity:
+        name, value = sweep.capacity
+        ax.axhline(value, color=CAPACITY, linestyle=":", linewidth=1.4,
+                   label=f"{name} = {_num(value)} {sweep.unit}".strip())
+    ax.set_xlabel(label(lib, axis.name, axis.unit))
+    ax.set_ylabel(label(lib, sweep.target, sweep.unit))
+    if axis.log:
+        ax.set_xscale("log")
+    finite = y[np.isfinite(y)]
+    if axis.log and finite.size and finite.min() > 0 and finite.max() / finite.min() > 100:
+        ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+
+
+def _heatmap(fig, ax, sweep) -> None:
+    from matplotlib.colors import LogNorm
+    lib = sweep.result.library
+    ax0, ax1 = sweep.axes
+    x, y = ax1.values, ax0.values          # first axis on the vertical: rows of the grid
+    z = np.ma.masked_invalid(sweep.values)
+    positive = z.count() and z.min() > 0
+    norm = LogNorm() if positive and z.max() / z.min() > 100 else None
+    mesh = ax.pcolormesh(_edges(x, ax1.log), _edges(y, ax0.log), z, shading="flat", cmap="viridis", norm=norm)
+    bar = fig.colorbar(mesh, ax=ax)
+    bar.set_label(label(lib, sweep.target, sweep.unit))
+    if not sweep.feasible.all():
+        bad = (~sweep.feasible).astype(float)
+        ax.pcolor(_edges(x, ax1.log), _edges(y, ax0.log), np.ma.masked_equal(bad, 0), hatch="///",
+                  facecolor="none", edgecolor=INFEASIBLE, linewidth=0, alpha=0.9)
+        if min(z.shape) >= 2:
+            ax.contour(x, y, sweep.feasible.astype(float), levels=[0.5], colors=INFEASIBLE, linewidths=1.5)
+        ax.plot([], [], color=INFEASIBLE, label="infeasible (hatched): " + "; ".join(sweep.reasons)[:70])
+        ax.legend(fontsize=8, loc="upper right")
+    if sweep.capacity and min(z.shape) >= 2 and np.isfinite(z.filled(np.nan)).any():
+        cs = ax.contour(x, y, z.filled(np.nan), levels=[sweep.capacity[1]], colors="white", linewidths=1.2)
+        ax.clabel(cs, fmt=f"{sweep.capacity[0]} %g", fontsize=7)
+    ax.set_xlabel(label(lib, ax1.name, ax1.unit))
+    ax.set_ylabel(label(lib, ax0.name, ax0.unit))
+    if ax1.log:
+        ax.set_xscale("log")
+    if ax0.log:
+        ax.set_yscale("log")
+
+
+def _edges(v: np.ndarray, log: bool) -> np.ndarray:
+    """Cell edges around centres ``v`` (midpoints; geometric midpoints on a log axis)."""
+    v = np.asarray(v, dtype=float)
+    if v.size == 1:
+        return np.array([v[0] * 0.9, v[0] * 1.1]) if log else np.array([v[0] - 0.5, v[0] + 0.5])
+    if log:
+        lv = np.log(v)
+        mid = (lv[1:] + lv[:-1]) / 2
+        return np.exp(np.concatenate([[2 * lv[0] - mid[0]], mid, [2 * lv[-1] - mid[-1]]]))
+    mid = (v[1:] + v[:-1]) / 2
+    return np.concatenate([[2 * v[0] - mid[0]], mid, [2 * v[-1] - mid[-1]]])
+
+
+def _num(x: float) -> str:
+    from .numbers import fmt
+    return fmt(x)

@@ -1,0 +1,265 @@
+"""What-if sweeps: one derivation evaluated over a grid of values.
+
+A sweep is :func:`symcalc.solve` with some givens replaced by axes. The derivation is planned
+and compiled once; numpy broadcasting does the rest, so a grid of a million points costs about
+what the same formula written by hand in numpy costs. Axes combine into a grid (the first axis
+varies along the first dimension). Points where the answer leaves its bounds (MFU above 1,
+negative memory, no solution) or does not fit its capacity (per-GPU memory over gpu_memory,
+when that is known) are marked infeasible, never silently dropped.
+
+Axis specifications (text, as on the command line):
+
+    START:STOP            50 points, evenly spaced ("1:64", "40%:60%", "16 GB:80 GB")
+    START:STOP:COUNT      COUNT points
+    START:STOP:COUNT:log  geometrically spaced (also START:STOP::log, 50 points)
+    V1,V2,V3              these values
+
+A whole-number quantity (GPUs, micro-batches, accumulation steps) takes whole values only:
+without COUNT, every whole number from START to STOP (up to 1000 of them); with COUNT, the
+spaced values rounded and deduplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import QueryError
+from .library import Library, default_library
+from .model import QuantitySpec
+from .render.numbers import with_unit
+from .result import Result
+from .values import read_value
+
+DEFAULT_COUNT = 50
+MAX_WHOLE_RANGE = 1000      # every whole number of a range up to this many, else COUNT spaced ones
+MAX_POINTS = 10_000_000     # a grid beyond this is a typo, not a question (80 MB per array)
+
+
+@dataclass
+class Axis:
+    """One varied quantity: its values in base units and in its display unit."""
+
+    name: str
+    base: np.ndarray
+    unit: str
+    factor: float
+    log: bool = False
+    whole: bool = False
+
+    @property
+    def values(self) -> np.ndarray:
+        """The values in the display unit."""
+        return self.base / self.factor
+
+
+@dataclass
+class Sweep:
+    """The target over a grid of the axes: values, feasibility, and the solve behind them."""
+
+    target: str
+    quantity: QuantitySpec
+    unit: str
+    axes: list[Axis]
+    values: np.ndarray            # target in ``unit``, shape = one dimension per axis
+    exact: np.ndarray | None      # unrounded, for whole-number targets
+    feasible: np.ndarray          # bool, same shape
+    reasons: list[str]            # why points are infeasible, one sentence each
+    capacity: tuple[str, float] | None   # (quantity, value in ``unit``) the target must not exceed
+    result: Result
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    def rows(self):
+        """(axis values..., target value, feasible) for every grid point, first axis slowest."""
+        grids = np.meshgrid(*[a.values for a in self.axes], indexing="ij")
+        for idx in np.ndindex(self.shape):
+            yield (*[float(g[idx]) for g in grids], float(self.values[idx]), bool(self.feasible[idx]))
+
+    def to_csv(self, path) -> None:
+        """Long format: one row per grid point; units in the header."""
+        import csv
+        head = [_column(a.name, a.unit) for a in self.axes] + [_column(self.target, self.unit), "feasible"]
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(head)
+            for *xs, y, ok in self.rows():
+                w.writerow([repr(x) if not x.is_integer() else int(x) for x in xs]
+                           + ["" if not math.isfinite(y) else repr(y), int(ok)])
+
+    def as_dict(self) -> dict:
+        def clean(a):
+            a = np.asarray(a, dtype=float)
+            return np.where(np.isfinite(a), a, np.nan).tolist() if a.ndim else float(a)
+        out = {
+            "target": self.target, "unit": self.unit,
+            "axes": [{"name": a.name, "unit": a.unit, "log": a.log, "values": a.values.tolist()} for a in self.axes],
+            "values": _nulls(clean(self.values)), "feasible": self.feasible.tolist(),
+            "n_points": int(self.values.size), "n_feasible": int(self.feasible.sum()),
+            "capacity": ({"name": self.capacity[0], "value": self.capacity[1], "unit": self.unit}
+                         if self.capacity else None),
+            "options": dict(self.result.options), "presets": dict(self.result.presets),
+            "reasons": list(self.reasons), "warnings": list(self.warnings),
+        }
+        if self.exact is not None:
+            out["exact"] = _nulls(clean(self.exact))
+        return out
+
+    def json(self, indent: int | None = None) -> str:
+        return json.dumps(self.as_dict(), indent=indent)
+
+    def plot(self, path, **kw) -> None:
+        """Write a line plot (one axis) or heatmap (two) to ``path`` (.png, .svg or .pdf)."""
+        from .render.plot import plot_sweep
+        plot_sweep(self, path, **kw)
+
+
+def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Mapping[str, object],
+          options: Mapping[str, object] | None = None, to: str | None = None,
+          library: Library | None = None, hardware: str | None = None, model: str | None = None,
+          **values) -> Sweep:
+    """Solve ``target`` over the grid of ``vary`` ({name: axis}) with the other values fixed.
+
+    An axis is a spec string (see the module docstring), or an array, list or range of values
+    (numbers, or a ``(values, "unit")`` pair). Returns a :class:`Sweep`; raises the same errors
+    as :func:`symcalc.solve` for bad names, values and questions, and QueryError for a bad axis.
+    """
+    from .api import over_capacity, solve
+    lib = library or default_library()
+    if not vary:
+        raise QueryError("a sweep needs at least one varied quantity (vary={name: 'START:STOP'})")
+    tq = lib.quantity(target)
+    fixed = {**(given or {}), **values}
+    fixed_names = {lib.quantity(k).name for k in fixed}
+    axes = []
+    for raw_name, spec in vary.items():
+        q = lib.quantity(raw_name)
+        if q.name == tq.name:
+            raise QueryError(f"{q.name} is the target; it cannot also be varied")
+        if q.name in fixed_names or any(a.name == q.name for a in axes):
+            raise QueryError(f"{q.name} is both varied and given; give it once")
+        axes.append(read_axis(q, spec))
+    size = math.prod(len(a.base) for a in axes)
+    if size > MAX_POINTS:
+        raise QueryError(f"the grid has {size:,} points, more than {MAX_POINTS:,}; use fewer or coarser axes")
+    shape = tuple(len(a.base) for a in axes)
+    grid = {}
+    for i, a in enumerate(axes):
+        dims = [1] * len(axes)
+        dims[i] = -1
+        grid[a.name] = (a.values.reshape(dims), a.unit)
+    r = solve(tq.name, {**fixed, **grid}, options=options, to=to, library=lib, on_bounds="flag",
+              hardware=hardware, model=model)
+    vals = np.broadcast_to(np.asarray(r.value, dtype=float), shape).copy()
+    exact = np.broadcast_to(np.asarray(r.exact, dtype=float), shape).copy() if tq.whole else None
+    feasible = np.isfinite(vals)
+    reasons = []
+    if not feasible.all():
+        reasons.append(f"{int((~feasible).sum())} points have no solution")
+    for name, v in r.values.items():
+        q = lib.quantities[name]
+        if q.kind == "text" or name in r.given:
+            continue
+        ok = np.broadcast_to(q.domain.contains(np.asarray(v, dtype=float)) | ~np.isfinite(v), shape)
+        if not ok.all():
+            reasons.append(f"{name} leaves its bounds {q.domain} at {int((~ok).sum())} points")
+            feasible &= ok
+    capacity = None
+    cap = over_capacity(lib, tq, r.rounded_base, r.given)
+    if cap is not None:
+        name, cap_value, over = cap
+        over = np.broadcast_to(over, shape)
+        capacity = (name, float(np.min(cap_value)) / r.factor)
+        if over.any():
+            reasons.append(f"{tq.name} exceeds {name} = {with_unit(capacity[1], r.unit)} at {int(over.sum())} points")
+            feasible &= ~over
+    warnings = [w for w in r.warnings if "exceeds" not in w or not capacity]
+    return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
+                 feasible=feasible, reasons=reasons, capacity=capacity, result=r, warnings=warnings)
+
+
+def read_axis(q: QuantitySpec, spec: object) -> Axis:
+    """The values of one axis, from a spec string or an array-like of values."""
+    if isinstance(spec, str) and ":" in spec:
+        base, log = _range(q, spec)
+    elif isinstance(spec, str) and "," in spec:
+        base = np.array([_one(q, part, spec) for part in spec.split(",")], dtype=float)
+        log = False
+    elif isinstance(spec, str):
+        raise QueryError(f"cannot read the axis {q.name}={spec!r}: write START:STOP[:COUNT][:log] or V1,V2,...")
+    else:
+        if isinstance(spec, range):
+            spec = np.arange(spec.start, spec.stop, spec.step)
+        base = np.asarray(read_value(q, spec).magnitude, dtype=float).reshape(-1)
+        log = False
+    if base.size == 0:
+        raise QueryError(f"the axis {q.name} has no values")
+    if q.whole:
+        base = _whole(q, base)
+    return Axis(name=q.name, base=base, unit=q.display_unit, factor=q.factor, log=log, whole=bool(q.whole))
+
+
+def _range(q: QuantitySpec, spec: str) -> tuple[np.ndarray, bool]:
+    parts = [p.strip() for p in spec.split(":")]
+    log = bool(parts) and parts[-1].lower() in ("log", "lin")
+    scale = parts.pop().lower() if log else "lin"
+    log = scale == "log"
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise QueryError(f"cannot read the axis {q.name}={spec!r}: write START:STOP[:COUNT][:log]")
+    start, stop = _one(q, parts[0], spec), _one(q, parts[1], spec)
+    count = None
+    if len(parts) == 3 and parts[2]:
+        try:
+            count = int(parts[2])
+        except ValueError:
+            raise QueryError(f"the axis {q.name}={spec!r}: COUNT must be a whole number, got {parts[2]!r}") from None
+        if count < 2:
+            raise QueryError(f"the axis {q.name}={spec!r}: COUNT must be at least 2")
+        if count > MAX_POINTS:
+            raise QueryError(f"the axis {q.name}={spec!r}: {count:,} points is more than {MAX_POINTS:,}")
+    if start == stop:
+        raise QueryError(f"the axis {q.name}={spec!r} starts and stops at the same value")
+    if log and (start <= 0 or stop <= 0):
+        raise QueryError(f"the axis {q.name}={spec!r}: a log axis needs positive START and STOP")
+    if count is None and q.whole and abs(stop - start) <= MAX_WHOLE_RANGE and not log:
+        lo, hi = sorted((start, stop))
+        values = np.arange(math.ceil(lo - 1e-9), math.floor(hi + 1e-9) + 1, dtype=float)
+        return (values if start < stop else values[::-1]), False
+    count = count or DEFAULT_COUNT
+    values = np.geomspace(start, stop, count) if log else np.linspace(start, stop, count)
+    return values, log
+
+
+def _one(q: QuantitySpec, text: str, spec: str) -> float:
+    if not text.strip():
+        raise QueryError(f"the axis {q.name}={spec!r} has an empty value")
+    return float(read_value(q, text.strip()).magnitude)
+
+
+def _whole(q: QuantitySpec, base: np.ndarray) -> np.ndarray:
+    """Whole values only, in order, without repeats (geometric spacing repeats small ones)."""
+    rounded = np.round(base)
+    _, first = np.unique(rounded, return_index=True)
+    out = rounded[np.sort(first)]
+    if not np.all(q.domain.contains(out)):
+        bad = out[~q.domain.contains(out)][0]
+        raise QueryError(f"the axis {q.name} reaches {bad:g}, outside {q.domain}")
+    return out
+
+
+def _column(name: str, unit: str) -> str:
+    return f"{name} [{unit}]" if unit else name
+
+
+def _nulls(x):
+    """NaN -> None, recursively, so that the JSON is valid."""
+    if isinstance(x, list):
+        return [_nulls(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x

@@ -1,0 +1,123 @@
+"""Plots of sweeps, rendered headless and opened again: the files are real images with the
+labels, limit line and feasible region the sweep asks for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from symcalc.errors import QueryError
+from symcalc.sweep import sweep
+
+MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8, options={"zero_stage": "1", "recompute": "full"})
+TRAIN = dict(n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s")
+
+
+def svg_texts(path) -> list[str]:
+    """Every text element of an SVG (symcalc writes text as text, not paths). Mathtext labels
+    come one glyph per line, with no-break spaces between words: joined back here."""
+    root = ET.parse(path).getroot()
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    return ["".join(line.strip(" \t") for line in t.split("\n")).replace("\xa0", " ") for t in texts]
+
+
+def png(path) -> np.ndarray:
+    import matplotlib.image
+    return matplotlib.image.imread(str(path))
+
+
+def share_of_colour(img: np.ndarray, rgb: tuple[int, int, int], tol: float = 0.08) -> float:
+    target = np.array(rgb) / 255
+    return float(np.mean(np.all(np.abs(img[..., :3] - target) < tol, axis=-1)))
+
+
+def test_memory_line_plot_has_labels_limit_line_and_marked_points(tmp_path):
+    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64"}, **MEMORY_JOB)
+    svg = tmp_path / "memory.svg"
+    s.plot(svg)
+    texts = svg_texts(svg)
+    assert any("micro_batch_size" in t for t in texts)                  # x label: symbol + name
+    assert any("total_memory_per_gpu [GB]" in t for t in texts)         # y label with the unit
+    assert "gpu_memory = 80 GB" in texts                                 # the H100's memory line
+    assert any(t.startswith("infeasible: total_memory_per_gpu exceeds gpu_memory") for t in texts)
+    image = tmp_path / "memory.png"
+    s.plot(image)
+    img = png(image)
+    assert img.shape[:2] == (576, 900)                                  # 7.5 x 4.8 in at 120 dpi
+    # the limit line is drawn across the plot at the height of the y tick labelled 80: find that
+    # label in the SVG (points; 120 dpi / 72 = 5/3 pixels per point) and look for the grey dots
+    ns = "{http://www.w3.org/2000/svg}text"
+    tick = next(t for t in ET.parse(svg).getroot().iter(ns)
+                if "".join(t.itertext()).strip() == "80" and "text-anchor: end" in t.get("style", ""))
+    row = round(float(tick.get("y")) * 5 / 3)
+    def dotted(rows):
+        grey = np.all(np.abs(img[rows, 120:850, :3] - 0x44 / 255) < 0.1, axis=-1)
+        return grey.mean(axis=1).max()
+    assert dotted(slice(row - 8, row + 4)) > 0.2                         # one row of dots across the plot
+    assert dotted(slice(row + 30, row + 60)) < 0.2                       # and not elsewhere
+    assert share_of_colour(img, (31, 119, 180)) > 0.002                  # the feasible line (blue)
+    assert share_of_colour(img, (214, 39, 40)) > 0.002                   # the points that do not fit (red)
+
+
+def test_training_days_heatmap_has_a_colour_bar_and_log_axis(tmp_path):
+    s = sweep("train_time", vary={"n_gpus": "64:4096:13:log", "mfu": "20%:70%:11"}, **TRAIN)
+    svg = tmp_path / "days.svg"
+    s.plot(svg)
+    texts = svg_texts(svg)
+    assert any("train_time [day]" in t for t in texts)                  # the colour bar's label
+    assert any("n_gpus" in t for t in texts) and any("mfu [%]" in t for t in texts)
+    assert "102" in texts and "103" in texts                            # 10^2, 10^3: the log n_gpus axis
+    assert "G n_gpus" in texts and "MFU mfu [%]" in texts               # symbol, name, unit
+    img = png(_png(s, tmp_path / "days.png"))
+    # viridis spans dark purple (long runs) to yellow (short ones) across the grid
+    assert share_of_colour(img, (253, 231, 37), tol=0.12) > 0.001
+    assert share_of_colour(img, (68, 1, 84), tol=0.12) > 0.001
+
+
+def test_heatmap_marks_the_region_that_does_not_fit(tmp_path):
+    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64:16", "dp": "1:64:7:log"},
+              model="llama2-7b", hardware="h100", options={"zero_stage": "1", "recompute": "full"})
+    assert 0 < s.feasible.sum() < s.feasible.size
+    # dp = 1 keeps all 16 bytes per parameter (107.8 GB): nothing fits; dp = 64 at b = 1 fits
+    assert not s.feasible[:, 0].any() and s.feasible[0, -1]
+    svg = tmp_path / "fit.svg"
+    s.plot(svg)
+    texts = svg_texts(svg)
+    assert any(t.startswith("infeasible (hatched)") for t in texts)
+    assert any("gpu_memory 80" in t for t in texts)                     # the 80 GB contour is labelled
+    img = png(_png(s, tmp_path / "fit.png"))
+    assert share_of_colour(img, (214, 39, 40)) > 0.002                   # red hatching
+
+
+def test_plot_needs_a_known_format_and_at_most_two_axes(tmp_path):
+    s = sweep("train_time", vary={"n_gpus": "64:128:2"}, mfu=0.4, **TRAIN)
+    with pytest.raises(QueryError) as e:
+        s.plot(tmp_path / "x.gif")
+    assert ".png" in e.value.message
+    three = sweep("train_time", vary={"n_gpus": "64:128:2", "mfu": "30%,40%", "peak_flops": "989 TFLOP/s,1979 TFLOP/s"},
+                  n_params=70e9, n_tokens="2e12 token")
+    with pytest.raises(QueryError) as e:
+        three.plot(tmp_path / "x.png")
+    assert "one or two" in e.value.message
+
+
+def test_cli_plot_works_headless_in_a_new_process(tmp_path):
+    # no DISPLAY, a fresh interpreter: the Agg backend is chosen by symcalc itself
+    out = tmp_path / "memory.png"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MPLBACKEND": ""}
+    run = subprocess.run([sys.executable, "-m", "symcalc", "sweep", "total_memory_per_gpu", "--model", "llama2-7b",
+                          "--hardware", "h100", "dp=8", "--option", "zero_stage=1", "--option", "recompute=full",
+                          "--vary", "micro_batch_size=1:64", "--plot", str(out)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert f"wrote {out}" in run.stdout
+    assert png(out).shape[:2] == (576, 900)
+
+
+def _png(s, path):
+    s.plot(path)
+    return path

@@ -1,0 +1,183 @@
+"""What-if sweeps: one derivation over a range or a grid, with infeasible points marked.
+
+Expectations are hand computations written next to them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+import symcalc
+from symcalc.errors import QueryError, UnknownNameError
+from symcalc.sweep import read_axis, sweep
+
+DAY = 86400.0
+
+# Llama 2 7B on H100s, dp = 8, ZeRO-1, full recomputation (the README's largest-micro-batch job).
+# Model states: 2 + 2 + 12/8 = 5.5 bytes x 6,738,415,616 parameters = 37,061,285,888 bytes.
+# Activations under full recomputation keep each layer's input, 2 s b h = 2 x 4096 x 4096 = 33,554,432
+# bytes per sequence, x 32 layers = 1,073,741,824 bytes per sequence of the micro-batch; pp = 1.
+MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8, options={"zero_stage": "1", "recompute": "full"})
+STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 1_073_741_824
+
+
+def memory_gb(b):
+    return (STATES + PER_SEQUENCE * np.asarray(b, dtype=float)) / 1e9
+
+
+def train_days(n_gpus, mfu):
+    # 6 N D / (G x MFU x peak): 70B on 2T tokens at 989 TFLOP/s
+    return 6 * 70e9 * 2e12 / (np.asarray(n_gpus) * np.asarray(mfu) * 989e12) / DAY
+
+
+def test_memory_over_micro_batch_size_marks_what_does_not_fit():
+    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64"}, **MEMORY_JOB)
+    b = np.arange(1, 65)
+    assert s.axes[0].values.tolist() == b.tolist()          # whole numbers, every one of them
+    assert s.unit == "GB" and s.values == pytest.approx(memory_gb(b), rel=1e-12)
+    # 37.06 + 1.0737 b <= 80 GB  <=>  b <= 39.99: 1..39 fit
+    assert s.capacity == ("gpu_memory", 80.0)
+    assert s.feasible.tolist() == (b <= 39).tolist()
+    assert any("exceeds gpu_memory" in r for r in s.reasons)
+
+
+def test_two_axes_make_a_grid_first_axis_down():
+    s = sweep("train_time", n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s",
+              vary={"n_gpus": "64:4096:13:log", "mfu": "30%:60%:7"})
+    n = s.axes[0].values
+    # 64 x 2^(k/2), rounded to whole GPUs: 90.5 -> 91, 181.0 -> 181, 362.0 -> 362 ...
+    assert n.tolist() == [64, 91, 128, 181, 256, 362, 512, 724, 1024, 1448, 2048, 2896, 4096]
+    assert s.axes[0].log and not s.axes[1].log
+    assert s.axes[1].values == pytest.approx([30, 35, 40, 45, 50, 55, 60])
+    assert s.shape == (13, 7) and s.unit == "day"
+    assert s.values == pytest.approx(train_days(n[:, None], np.linspace(0.3, 0.6, 7)[None, :]), rel=1e-12)
+    assert s.values[0, 0] == pytest.approx(512.0, rel=1e-3)     # 64 GPUs at 30 %: 512 days
+    assert s.feasible.all() and s.capacity is None
+
+
+def test_results_leaving_their_bounds_are_marked_not_dropped():
+    # MFU = 6 x 7e9 x R / (64 x 1979e12) passes 100 % at R = 3.0158e6 token/s
+    s = sweep("mfu", n_params=7e9, n_gpus=64, peak_flops="1979 TFLOP/s",
+              vary={"tokens_per_second": "1e5 token/s:1e7 token/s:9:log"})
+    r = s.axes[0].base
+    assert s.values == pytest.approx(100 * 6 * 7e9 * r / (64 * 1979e12), rel=1e-12)
+    assert s.feasible.tolist() == (6 * 7e9 * r / (64 * 1979e12) <= 1).tolist()
+    # 1e5 x 10^(k/4): 3.16e6, 5.62e6 and 1e7 token/s pass 100 %
+    assert (~s.feasible).sum() == 3 and any("mfu leaves its bounds" in x for x in s.reasons)
+
+
+def test_axes_from_arrays_ranges_lists_and_unit_pairs():
+    a = sweep("train_time", n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s", mfu=0.4,
+              vary={"n_gpus": range(64, 257, 64)})
+    assert a.axes[0].values.tolist() == [64, 128, 192, 256]
+    assert a.values == pytest.approx(train_days([64, 128, 192, 256], 0.4), rel=1e-12)
+    b = sweep("model_state_memory", n_params=7e9, vary={"dp": np.array([8, 64])}, options={"zero_stage": "3"})
+    assert b.values == pytest.approx([16 * 7e9 / 8 / 1e9, 16 * 7e9 / 64 / 1e9])   # 14 and 1.75 GB
+    c = sweep("n_params", vary={"model_state_memory": ([40, 80], "GB")}, dp=8, options={"zero_stage": "3"})
+    assert c.values == pytest.approx([40e9 * 8 / 16, 80e9 * 8 / 16])          # 20e9 and 40e9
+    d = sweep("checkpoint_interval", mtbf="24h", vary={"checkpoint_write_time": "30 s,98 s,5 min"})
+    assert d.unit == "min" and d.values == pytest.approx(np.sqrt(2 * np.array([30, 98, 300]) * 86400) / 60)
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("3:6", [3, 4, 5, 6]),                 # every whole number in the range
+    ("8:1", [8, 7, 6, 5, 4, 3, 2, 1]),     # a falling range stays in the order asked
+    ("1:64:8:log", [1, 2, 3, 6, 11, 20, 35, 64]),   # 2^(6k/7) rounded; no repeats
+    ("1:1000:4", [1, 334, 667, 1000]),
+])
+def test_whole_number_axes_take_whole_values(spec, expected):
+    lib = symcalc.default_library()
+    assert read_axis(lib.quantities["n_gpus"], spec).values.tolist() == expected
+
+
+def test_continuous_axes_default_to_fifty_points_and_read_units():
+    lib = symcalc.default_library()
+    a = read_axis(lib.quantities["link_bandwidth"], "100 Gb/s:400 Gb/s")
+    assert a.base.size == 50 and a.base[0] == pytest.approx(12.5e9) and a.base[-1] == pytest.approx(50e9)
+    assert a.unit == "GB/s" and a.values[-1] == pytest.approx(50.0)
+    pct = read_axis(lib.quantities["mfu"], "30%:60%::log")
+    assert pct.log and pct.base.size == 50 and pct.base[0] == pytest.approx(0.3) and pct.base[-1] == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("vary,given,needle", [
+    ({"n_gpus": "1-64"}, {}, "START:STOP"),
+    ({"n_gpus": "1:64:x"}, {}, "COUNT must be a whole number"),
+    ({"n_gpus": "1:64:1"}, {}, "at least 2"),
+    ({"link_latency": "0 s:5 us::log"}, {}, "positive"),
+    ({"mfu": "40%:40%"}, {}, "same value"),
+    ({"n_gpus": "8:64"}, {"n_gpus": 16}, "both varied and given"),
+    ({"train_time": "1 day:9 day"}, {}, "is the target"),
+    ({"n_gpus": "1:4000:4000", "mfu": "1%:99%:4000"}, {}, "more than"),
+    ({}, {}, "at least one"),
+])
+def test_bad_axes_are_explained(vary, given, needle):
+    base = dict(n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s", mfu=0.4, n_gpus=64)
+    for k in list(vary) + list(given):
+        base.pop(k, None)
+    with pytest.raises(QueryError) as e:
+        sweep("train_time", vary=vary, **{**base, **given})
+    assert needle in e.value.message
+
+
+def test_an_unknown_axis_name_gets_suggestions():
+    with pytest.raises(UnknownNameError) as e:
+        sweep("train_time", n_params=70e9, vary={"n_gpu": "8:64"})
+    assert "n_gpus" in e.value.message
+
+
+def test_an_axis_with_the_wrong_dimension_is_rejected():
+    with pytest.raises(symcalc.DimensionError) as e:
+        sweep("train_time", n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s", mfu=0.4,
+              vary={"n_gpus": "8 GB:64 GB"})
+    assert "n_gpus" in e.value.message
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+MEMORY_ARGS = ("sweep", "total_memory_per_gpu", "--model", "llama2-7b", "--hardware", "h100", "dp=8",
+               "--option", "zero_stage=1", "--option", "recompute=full", "--vary", "micro_batch_size=1:64")
+
+
+def test_cli_sweep_prints_a_table_and_writes_csv(cli, tmp_path):
+    out = tmp_path / "memory.csv"
+    run = cli(*MEMORY_ARGS, "--csv", str(out))
+    assert run.code == 0
+    lines = run.out.splitlines()
+    assert lines[0] == "total_memory_per_gpu [GB] over micro_batch_size (64): 64 points, 39 feasible"
+    assert "must fit in gpu_memory = 80 GB" in run.out
+    # the rows where it stops fitting are shown: b = 39 (78.94 GB) fits, b = 40 (80.01 GB) does not
+    assert any(line.split() == ["39", "78.94"] for line in lines)
+    assert any(line.split() == ["40", "80.01*"] for line in lines)
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["micro_batch_size", "total_memory_per_gpu [GB]", "feasible"]
+    assert len(rows) == 65 and rows[1][0] == "1" and float(rows[1][1]) == pytest.approx(memory_gb(1), rel=1e-12)
+    assert rows[40] == ["40", rows[40][1], "0"] and rows[39][2] == "1"
+
+
+def test_cli_sweep_json_has_every_point(cli):
+    run = cli("sweep", "train_time", "n_params=70e9", "n_tokens=2e12 token", "peak_flops=989 TFLOP/s",
+              "--vary", "n_gpus=64:256:3", "--vary", "mfu=40%,50%", "--json")
+    d = run.json()
+    assert d["axes"][0]["values"] == [64, 160, 256] and d["axes"][1]["values"] == [40, 50]
+    assert d["unit"] == "day" and d["n_points"] == 6 and d["n_feasible"] == 6
+    assert np.array(d["values"]) == pytest.approx(train_days(np.array([[64], [160], [256]]), np.array([0.4, 0.5])),
+                                                  rel=1e-12)
+
+
+def test_cli_sweep_errors_are_one_line(cli):
+    run = cli("sweep", "train_time", "n_params=70e9", "--vary", "n_gpus=8")
+    assert run.code == 2 and run.err.count("\n") == 1 and "START:STOP" in run.err
+    run = cli("sweep", "train_time", "n_params=70e9")
+    assert run.code == 2 and "--vary" in run.err
+    run = cli("sweep", "train_time", "n_params=70e9", "--vary", "n_gpus=8:64", "--json")
+    assert run.code == 2 and "error" in json.loads(run.out)
+
+
+def test_cli_sweep_text_of_a_large_grid_is_sampled(cli):
+    run = cli("sweep", "train_time", "n_params=70e9", "n_tokens=2e12 token", "peak_flops=989 TFLOP/s",
+              "--vary", "n_gpus=64:4096:40:log", "--vary", "mfu=20%:70%:30")
+    assert run.code == 0 and "1200 points" in run.out and "sampled" in run.out
