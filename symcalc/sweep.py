@@ -77,6 +77,17 @@ class Sweep:
     def shape(self) -> tuple[int, ...]:
         return self.values.shape
 
+    @property
+    def quantity_values(self):
+        """The values as a pint array quantity in ``unit``."""
+        from .units import Q
+        return Q(self.values, self.unit) if self.unit else Q(self.values)
+
+    def to(self, unit: str):
+        """The values converted to another unit of the same dimension (a pint quantity)."""
+        from .units import parse_unit
+        return self.quantity_values.to(parse_unit(unit))
+
     def rows(self):
         """(axis values..., target value, feasible) for every grid point, first axis slowest."""
         grids = np.meshgrid(*[a.values for a in self.axes], indexing="ij")

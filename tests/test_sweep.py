@@ -56,6 +56,7 @@ def test_two_axes_make_a_grid_first_axis_down():
     assert s.shape == (13, 7) and s.unit == "day"
     assert s.values == pytest.approx(train_days(n[:, None], np.linspace(0.3, 0.6, 7)[None, :]), rel=1e-12)
     assert s.values[0, 0] == pytest.approx(512.0, rel=1e-3)     # 64 GPUs at 30 %: 512 days
+    assert s.to("hour").magnitude[0, 0] == pytest.approx(512.0 * 24, rel=1e-3)   # an array with its unit
     assert s.feasible.all() and s.capacity is None
 
 
