@@ -68,6 +68,7 @@ def cli() -> None:
       symcalc solve n_gpus n_params=30e9 "n_tokens=600e9 token" train_time=30day mfu=0.45 "peak_flops=989 TFLOP/s"
       symcalc solve model_state_memory n_params=7e9 dp=64 --option zero_stage=3
       symcalc solve train_time --model llama3-8b --hardware h100 n_gpus=64 mfu=40%
+      symcalc compare model_state_memory n_params=7e9 dp=64 --option zero_stage=2 --vs zero_stage=3
       symcalc list memory
       symcalc list hardware
       symcalc show young_interval
