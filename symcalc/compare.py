@@ -21,7 +21,7 @@ import numpy as np
 import pint
 
 from . import units
-from .api import QueryError, _option_mapping, _presets, read_given, solve
+from .api import QueryError, _option_mapping, _output_unit, _presets, read_given, solve
 from .errors import SymcalcError, UnknownNameError, closest_names
 from .library import Library, default_library
 from .render.common import value_text
@@ -238,7 +238,7 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     lib = library or default_library()
     if not isinstance(target, str):
         raise QueryError(f"the target is a quantity name, got {target!r}")
-    lib.quantity(target)
+    _output_unit(lib.quantity(target), to)     # a bad --to is the question's fault, not one side's
     if given is not None and not isinstance(given, Mapping):
         raise QueryError("given values must be a mapping of name -> value")
     given_a = _canonical(lib, [*(given or {}).items(), *values.items()])

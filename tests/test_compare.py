@@ -322,10 +322,11 @@ CLI_ERRORS = [
     (ZERO + ["--vs", "hardware=h1000"], "unknown_name", "h100"),
     (ZERO + ["--vs", "zero_stage"], "usage", "NAME=VALUE"),
     (["compare", "mfu", "n_params=7e9", "n_gpus=8", "--vs", "n_gpus=16"], "underdetermined", "side A (n_gpus=8)"),
+    (ZERO + ["--vs", "zero_stage=3", "--to", "hour"], "dimension", "cannot show model_state_memory in hour"),
 ]
 
 
-@pytest.mark.parametrize("args,kind,needle", CLI_ERRORS, ids=[a[-1] for a, _, _ in CLI_ERRORS])
+@pytest.mark.parametrize("args,kind,needle", CLI_ERRORS, ids=[f"{i}-{k}" for i, (_, k, _) in enumerate(CLI_ERRORS)])
 def test_cli_errors_are_one_line_and_exit_2(cli, args, kind, needle):
     run = cli(*args)
     assert run.code == 2 and run.out == ""
