@@ -10,6 +10,7 @@ See README.md for the command line.
 """
 
 from .api import solve
+from .compare import Comparison, compare
 from .errors import (DimensionError, DomainError, LibraryError, MalformedValueError, NoSolutionError,
                      OutOfBoundsError, SymcalcError, UnderdeterminedError, UnknownNameError)
 from .library import Library, default_library, load_library
@@ -19,7 +20,8 @@ from .units import Q, registry
 
 __version__ = "0.1.0"
 
-__all__ = ["solve", "sweep", "Sweep", "Result", "Library", "load_library", "default_library", "Q", "registry",
+__all__ = ["solve", "sweep", "Sweep", "compare", "Comparison", "Result", "Library", "load_library",
+           "default_library", "Q", "registry",
            "SymcalcError", "DimensionError", "DomainError", "LibraryError", "MalformedValueError",
            "NoSolutionError", "OutOfBoundsError", "UnderdeterminedError", "UnknownNameError",
            "__version__"]

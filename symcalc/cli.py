@@ -69,6 +69,7 @@ def cli() -> None:
       symcalc solve model_state_memory n_params=7e9 dp=64 --option zero_stage=3
       symcalc solve train_time --model llama3-8b --hardware h100 n_gpus=64 mfu=40%
       symcalc sweep train_time --model llama3-8b --hardware h100 mfu=40% --vary n_gpus=64:1024:5:log
+      symcalc compare model_state_memory n_params=7e9 dp=64 --option zero_stage=2 --vs zero_stage=3
       symcalc list memory
       symcalc list hardware
       symcalc show young_interval
@@ -218,6 +219,41 @@ def show(name, as_json, formula_files):
         return
     from .render.tables import print_description
     print_description(info)
+
+
+@cli.command()
+@click.argument("target")
+@click.argument("values", nargs=-1)
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="An assumption of both sides, e.g. zero_stage=2 (see `symcalc list options`).")
+@click.option("--vs", "vs_items", multiple=True, metavar="NAME=VALUE",
+              help="What side B changes (repeatable): an option (zero_stage=3), a value (\"mfu=45%\"), "
+              "or hardware=NAME / model=NAME.")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
+@click.option("--hardware", metavar="NAME", help="A GPU preset for both sides (see `symcalc list hardware`).")
+@click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
+              help="Load extra formula files on top of the built-in library.")
+def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, formula_files):
+    """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
+    --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
+    from .compare import compare as api_compare
+    from .compare import split_vs
+    if not vs_items:
+        raise CliError("say what side B changes with at least one --vs NAME=VALUE "
+                       "(e.g. --vs zero_stage=3, --vs \"mfu=45%\", --vs hardware=h100)")
+    lib = _library(formula_files)
+    vs = split_vs(lib, _pairs(vs_items, "--vs"))
+    result = api_compare(target, _pairs(values, "a value"), options=_pairs(options, "an option"), vs=vs.given,
+                         vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
+                         vs_model=vs.model, to=to_unit, library=lib)
+    if as_json:
+        click.echo(result.json())
+        return
+    click.echo(result.text())
+    for side, w in result.warnings:
+        click.echo(f"warning ({side}): {w}", err=True)
 
 
 @cli.command()

@@ -1,0 +1,79 @@
+"""A scenario comparison as text (what ``symcalc compare`` prints) and as a JSON-ready dict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .jsonout import _plain, result_dict
+from .numbers import fmt, with_unit
+
+
+def _value(result) -> str:
+    """One side's answer as shown by solve: ``94  (exact 93.62, rounded up)`` for whole numbers."""
+    from .text import was_rounded
+    line = with_unit(result.value, result.unit)
+    if was_rounded(result):
+        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.quantity.whole})"
+    return line
+
+
+def _signed(x, unit: str = "") -> str:
+    """``+13.78 GB`` / ``-13.78 GB``: a change reads better with its sign."""
+    text = with_unit(x, unit)
+    return f"+{text}" if np.ndim(x) == 0 and float(x) > 0 else text
+
+
+def headline(cmp) -> str:
+    """``model_state_memory: 15.53 GB (zero_stage=2) vs 1.75 GB (zero_stage=3)``."""
+    return (f"{cmp.target}: {with_unit(cmp.a.value, cmp.unit)} ({cmp.label_a}) "
+            f"vs {with_unit(cmp.b.value, cmp.unit)} ({cmp.label_b})")
+
+
+def comparison_text(cmp) -> str:
+    """Headline, both sides with their labels, B - A, B / A with the change in per cent, what
+    the sides share, notes and out-of-bounds values (warnings are the caller's to print)."""
+    rows = [("A", _value(cmp.a), cmp.label_a), ("B", _value(cmp.b), cmp.label_b)]
+    width = max(len(value) for _, value, _ in rows)
+    lines = [headline(cmp), ""]
+    lines += [f"  {side}: {cmp.target} = {value:<{width}}  [{label}]" for side, value, label in rows]
+    if cmp.difference is not None:
+        lines.append(f"  difference B - A: {_signed(cmp.difference.magnitude, cmp.unit)}")
+    if cmp.ratio is not None:
+        change = cmp.percent_change
+        shown = f"{_signed(change)} %" if np.ndim(change) == 0 else f"{fmt(change)} %"
+        lines.append(f"  ratio B / A: {fmt(cmp.ratio.magnitude)}  (change {shown})")
+    for note in cmp.notes:
+        lines.append(f"  {note}")
+    for d in cmp.preset_values:
+        lines.append(f"  from presets: {d.shown('a')} (A), {d.shown('b')} (B)")
+    if cmp.same:
+        lines.append("")
+        lines.append("Same on both sides: " + ", ".join(f"{k}={v}" for k, v in cmp.same.items()))
+    for side, v in cmp.violations:
+        lines.append(f"OUT OF BOUNDS ({side}): {v}")
+    return "\n".join(lines)
+
+
+def comparison_dict(cmp) -> dict:
+    """target, unit, a/b (label, value, exact, result), difference, ratio, percent_change,
+    differs, same, notes, warnings, out_of_bounds: plain types only."""
+    def side(result, label: str) -> dict:
+        return {"label": label, "value": _plain(result.value),
+                "exact": _plain(result.exact) if result.exact is not None else None,
+                "result": result_dict(result)}
+    diff, ratio, change = cmp.difference, cmp.ratio, cmp.percent_change
+    return {
+        "target": cmp.target,
+        "unit": cmp.unit,
+        "a": side(cmp.a, cmp.label_a),
+        "b": side(cmp.b, cmp.label_b),
+        "difference": None if diff is None else _plain(diff.magnitude),
+        "ratio": None if ratio is None else _plain(ratio.magnitude),
+        "percent_change": None if change is None else _plain(change),
+        "differs": [{"name": d.name, "kind": d.kind, "a": d.a, "b": d.b} for d in cmp.differences],
+        "same": dict(cmp.same),
+        "preset_values": [{"name": d.name, "a": d.a, "b": d.b} for d in cmp.preset_values],
+        "notes": list(cmp.notes),
+        "warnings": {"a": list(cmp.a.warnings), "b": list(cmp.b.warnings)},
+        "out_of_bounds": {"a": list(cmp.a.violations), "b": list(cmp.b.violations)},
+    }
