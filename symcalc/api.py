@@ -17,7 +17,7 @@ import numpy as np
 
 from . import units
 from .derivation import Derivation, SingularBlock
-from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, QueryError,
+from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, QueryError, SymcalcError,
                      UnderdeterminedError)
 from .library import Library, default_library
 from .plan import make_plan, underdetermined_error
@@ -134,7 +134,8 @@ def _defaults_used(library: Library, plan, defaults: dict) -> dict[str, dict]:
 def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           options: Mapping[str, object] | None = None, to: str | None = None,
           library: Library | None = None, on_bounds: str = "raise",
-          hardware: str | None = None, model: str | None = None, **values) -> Result:
+          hardware: str | None = None, model: str | None = None, diagnose: bool = True,
+          conflicts: bool = True, rtol: float = 0.02, **values) -> Result:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -146,6 +147,10 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     ``hardware`` and ``model`` name presets (``symcalc list hardware``, ``symcalc list models``;
     a model may also be the path of a Hugging Face config.json): they fill in known values and
     options, below anything given explicitly, and never the target itself.
+    With more values than the shortest derivation needs, each one it leaves out is solved for
+    from the others and compared (``conflicts=True``): a disagreement beyond ``rtol`` becomes a
+    warning and an entry of ``result.conflicts``. ``diagnose=False`` makes an underdetermined
+    question fail at once, without the (slower) search for what would settle it.
     """
     if on_bounds not in ("raise", "flag"):
         raise ValueError("on_bounds must be 'raise' or 'flag'")
@@ -166,7 +171,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         if knowns[tq.name].origin:
             result.warnings[:] = [f"{tq.name} is the published value from the preset ({knowns[tq.name].origin})"]
         return result
-    derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts)
+    derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts, diagnose=diagnose)
 
     env = {k: v.magnitude for k, v in knowns.items()}
     env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
@@ -174,7 +179,12 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     unit, factor = _output_unit(tq, to)
     exact = ev.values[tq.name]
     rounded = _round(exact, tq.whole)
-    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns)
+    found, checked = [], set()
+    if conflicts:
+        found, checked = cross_check(lib, derivation.plan.unused, knowns, options=explicit_options, rtol=rtol,
+                                     hardware=hardware, model=model)
+    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked)
+    warnings += [c["warning"] for c in found]
     warnings += [w for p in presets for w in p.warnings]
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
@@ -192,10 +202,48 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   values=ev.values, steps=steps, on_bounds=on_bounds,
                   derivation=derivation, closed_form=derivation.closed_form(ev.choices),
                   unused=[u for u in derivation.plan.unused if u != tq.fits_in], warnings=warnings,
-                  violations=violations)
+                  violations=violations, conflicts=[{k: v for k, v in c.items() if k != "warning"} for c in found])
 
 
-def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict) -> tuple[list[str], list[str]]:
+def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardware=None, model=None
+                ) -> tuple[list[dict], set[str]]:
+    """Each of ``names`` (given values a derivation left out) solved for from the other given
+    values and compared with its given value. Returns (the disagreements beyond ``rtol``, the
+    names that could be checked at all). Preset values and arrays are not checked."""
+    conflicts, checked = [], set()
+    if any(np.ndim(v.magnitude) for v in knowns.values()):
+        return conflicts, checked
+    typed = {k: v for k, v in knowns.items() if not v.origin}
+    for name in names:
+        if name not in typed:
+            continue
+        others = {k: (float(v.magnitude) / lib.quantities[k].factor, lib.quantities[k].display_unit)
+                  for k, v in typed.items() if k != name}
+        try:
+            r = solve(name, others, options=options, library=lib, hardware=hardware, model=model,
+                      on_bounds="flag", diagnose=False, conflicts=False)
+        except SymcalcError:
+            continue
+        checked.add(name)
+        claimed, computed = float(typed[name].magnitude), float(r.rounded_base)
+        error = abs(computed - claimed) / max(abs(claimed), abs(computed), 1e-300)
+        if np.isfinite(error) and error <= rtol * (1 + 1e-12):
+            continue
+        q = lib.quantities[name]
+        shown = with_unit(claimed / q.factor, q.display_unit)
+        via = ", ".join(g for g in r.derivation.plan.given if not r.given[g].origin)
+        conflicts.append({
+            "quantity": name, "given": claimed / q.factor, "computed": computed / q.factor, "unit": q.display_unit,
+            "rel_error": error if np.isfinite(error) else None, "from": via,
+            "formulas": [f.id for s in r.steps for f in s.formulas],
+            "warning": (f"conflict: {name} = {shown} is given, but {via} give "
+                        f"{with_unit(computed / q.factor, q.display_unit)} ({fmt(100 * error, 3)} % off, "
+                        f"beyond {fmt(100 * rtol, 3)} %); the answer does not use the given {name}")})
+    return conflicts, checked
+
+
+def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
+              checked: set = frozenset()) -> tuple[list[str], list[str]]:
     """What to tell the user about an evaluated derivation: (warnings, bound violations).
 
     Raises NoSolutionError when a step has no finite value at all.
@@ -219,7 +267,8 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict) 
             warnings.append(f"{tq.name} = {with_unit(worst / tq.factor, tq.display_unit)} exceeds {name} = "
                             f"{with_unit(float(np.min(cap)) / tq.factor, tq.display_unit)}{where}: it does not fit")
     typed = [q for q in derivation.plan.unused
-             if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])]
+             if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
+             and q not in checked]
     if typed:
         warnings.append(f"not used by this derivation: {', '.join(typed)} "
                         "(no formula on the route needs it; check the options if it should matter)")

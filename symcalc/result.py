@@ -55,6 +55,7 @@ class Result:
     unused: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    conflicts: list[dict] = field(default_factory=list)   # given values the answer left out that disagree
     on_bounds: str = "raise"
     preset_args: dict = field(default_factory=dict)   # hardware=/model= as given to solve
 

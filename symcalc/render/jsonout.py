@@ -66,5 +66,6 @@ def result_dict(result) -> dict:
         "found_numerically": result.numeric_symbols or ([result.target] if result.steps and not result.has_closed_form else []),
         "unused": list(result.unused),
         "warnings": list(result.warnings),
+        "conflicts": [dict(c) for c in result.conflicts],
         "out_of_bounds": list(result.violations),
     }
