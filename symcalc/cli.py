@@ -168,6 +168,33 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
         click.echo(f"warning: {w}", err=True)
 
 
+@cli.command()
+@click.argument("values", nargs=-1)
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
+@click.option("--rtol", default=0.02, show_default=True, metavar="FRACTION",
+              help="Relative tolerance: values within it agree (0.02 is 2 %).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--brief", is_flag=True, help="Only the verdicts, without the derivations of what disagrees.")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).")
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+def check(values, options, rtol, as_json, brief, hardware, model, formula_files):
+    """Check claimed numbers against each other: every relation among the NAME=VALUE pairs.
+
+    Exit status 0 when all agree within --rtol, 1 when something disagrees, 2 for bad input.
+
+    \b
+    symcalc check n_params=70e9 n_gpus=128 "link_bandwidth=50 GB/s" "allreduce_time=2.8 s"
+    """
+    from .check import check as api_check
+    lib = _library(formula_files)
+    result = api_check(_pairs(values, "a value"), options=_pairs(options, "an option"), rtol=rtol,
+                       library=lib, hardware=hardware, model=model)
+    click.echo(result.json() if as_json else result.text(derivations=not brief))
+    if not result.ok:
+        raise click.exceptions.Exit(1)
+
+
 @cli.command("list")
 @click.argument("words", nargs=-1, metavar="[WHAT] [TEXT]...")
 @click.option("--search", "-s", "term", metavar="TEXT", help="Only entries whose name, aliases or description contain TEXT.")
@@ -283,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args
     try:
-        cli.main(args=args, prog_name="symcalc", standalone_mode=False)
-        return 0
+        code = cli.main(args=args, prog_name="symcalc", standalone_mode=False)
+        return code if isinstance(code, int) else 0
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.exceptions.Abort:

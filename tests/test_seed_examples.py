@@ -6,25 +6,12 @@ side) are run through `symcalc.compare` in tests/test_compare.py, each with its 
 compare call; the one `informational` example has no answer. The terminal summary prints the
 counts by kind."""
 
-import sys
-
 import pytest
 
 import symcalc
-from helpers import DATA, base, close
+from helpers import base, close, seed_examples
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-ALL = tomllib.loads((DATA / "seed_examples.toml").read_text())["example"]
-ERRATA = {e["id"]: e for e in tomllib.loads((DATA / "seed_examples_errata.toml").read_text())["erratum"]}
-for _e in ALL:
-    _fix = ERRATA.get(_e["id"])
-    if _fix:
-        _e["options"] = {**_e.get("options", {}), **_fix.get("set_options", {})}
-        _e["given"] = {**_e["given"], **_fix.get("set_given", {})}
+ALL, ERRATA = seed_examples()
 SOLVED_KINDS = ("numeric", "qualitative", "algorithm")
 EXAMPLES = [e for e in ALL if e["kind"] in SOLVED_KINDS]
 

@@ -1,0 +1,199 @@
+"""Consistency checks: do these numbers hang together?
+
+Given more values than any one question needs (a sizing sheet, a blog's worked example), each
+given value is solved for from all the others, by the same shortest derivation ``solve`` would
+use, and compared with what was claimed. Every relation among the given values is reported
+once: the seed document's 2.8 s for a 70B gradient AllReduce over 128 GPUs at 50 GB/s is
+checked against the ring's 5.56 s and disagrees by 50 %.
+
+A relation found from several of its members (allreduce_time from n_params, or n_params from
+allreduce_time) is one relation; it is shown in the direction that runs its formulas forwards
+(fewest equations solved backwards), which is how its source would have computed it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import NoSolutionError, OutOfBoundsError, QueryError, UnderdeterminedError
+from .library import Library, default_library
+from .render.numbers import fmt, with_unit
+from .result import Result
+
+DEFAULT_RTOL = 0.02
+
+
+@dataclass
+class Relation:
+    """One given value against what the other given values make of it."""
+
+    quantity: str
+    claimed: float            # base units
+    computed: float | None    # base units; None when no value satisfies the equations
+    rel_error: float          # |computed - claimed| / |claimed| (inf when there is no value)
+    agrees: bool
+    inputs: list[str]         # the given values the derivation used
+    formulas: list[str]       # formula ids, in order
+    defaults: dict[str, str]  # defaults the derivation leaned on: name -> value text
+    unit: str
+    factor: float
+    result: Result | None = None
+    message: str = ""         # why there is no computed value
+
+    @property
+    def members(self) -> frozenset:
+        return frozenset([self.quantity, *self.inputs])
+
+    def line(self) -> str:
+        claimed = with_unit(self.claimed / self.factor, self.unit)
+        if self.computed is None:
+            return f"{self.quantity} = {claimed} claimed; {self.message}"
+        computed = with_unit(self.computed / self.factor, self.unit)
+        verdict = "agrees" if self.agrees else "DISAGREES"
+        return (f"{self.quantity} = {claimed} claimed, {computed} from {', '.join(self.inputs)}: "
+                f"{verdict} ({_percent(self.rel_error)} off)")
+
+    def as_dict(self) -> dict:
+        return {"quantity": self.quantity, "claimed": self.claimed / self.factor,
+                "computed": None if self.computed is None else self.computed / self.factor,
+                "unit": self.unit, "rel_error": None if not np.isfinite(self.rel_error) else self.rel_error,
+                "agrees": self.agrees, "inputs": list(self.inputs), "formulas": list(self.formulas),
+                "defaults": dict(self.defaults), "message": self.message}
+
+
+@dataclass
+class Check:
+    """Every relation found among the given values, and the values nothing relates."""
+
+    relations: list[Relation]
+    unrelated: list[str]
+    rtol: float
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when every relation agrees within ``rtol`` (and there was something to check)."""
+        return all(r.agrees for r in self.relations)
+
+    @property
+    def disagreements(self) -> list[Relation]:
+        return [r for r in self.relations if not r.agrees]
+
+    def text(self, derivations: bool = True) -> str:
+        if not self.relations:
+            return ("nothing to check: no formula relates these values to each other "
+                    f"({', '.join(self.unrelated)}); give values that overdetermine something")
+        bad = self.disagreements
+        head = (f"{len(self.relations)} relation{'s' if len(self.relations) != 1 else ''} checked, "
+                f"{len(bad)} disagree{'s' if len(bad) == 1 else ''} beyond {_percent(self.rtol)}")
+        lines = [head, ""]
+        for r in self.relations:
+            lines.append(("  ok   " if r.agrees else "  FAIL ") + r.line())
+            lines.append(f"       via {', '.join(r.formulas) or 'the given values'}"
+                         + (f"; defaults: {', '.join(f'{k}={v}' for k, v in r.defaults.items())}"
+                            if r.defaults else ""))
+        if self.unrelated:
+            lines += ["", f"Not related to the others by any formula: {', '.join(self.unrelated)}"]
+        if derivations:
+            for r in bad:
+                if r.result is not None:
+                    lines += ["", f"Derivation of {r.quantity} from the other values:", "",
+                              r.result.text()]
+        return "\n".join(lines).rstrip()
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "rtol": self.rtol, "checked": len(self.relations),
+                "disagreements": len(self.disagreements),
+                "relations": [r.as_dict() for r in self.relations], "unrelated": list(self.unrelated),
+                "options": dict(self.options)}
+
+    def json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent)
+
+    def __str__(self) -> str:
+        return self.text(derivations=False)
+
+
+def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str, object] | None = None,
+          rtol: float = DEFAULT_RTOL, library: Library | None = None, hardware: str | None = None,
+          model: str | None = None, **values) -> Check:
+    """Check the given values against each other: every relation the library finds among them.
+
+    Each given value is solved for from all the others (presets fill in below them, as in
+    :func:`symcalc.solve`); a value no formula relates to the others is listed as unrelated.
+    ``rtol`` is the relative tolerance (0.02: within 2 %); whole numbers are compared as
+    rounded (the 70 micro-batches a source claims against the 71 a bubble target needs).
+    """
+    from .api import read_given, solve
+    lib = library or default_library()
+    try:
+        rtol = float(rtol)
+    except (TypeError, ValueError):
+        raise QueryError(f"rtol is a relative tolerance such as 0.02, got {rtol!r}") from None
+    if not (0 <= rtol < 1):
+        raise QueryError(f"rtol is a relative tolerance between 0 and 1 (0.02 is 2 %), got {rtol:g}")
+    items = [*(given or {}).items(), *values.items()]
+    knowns = read_given(lib, items)        # names and values checked once, up front
+    if len(knowns) < 2:
+        raise QueryError("a check needs at least two values to compare with each other")
+    raw = {lib.quantity(k).name: v for k, v in items}
+    found: list[Relation] = []
+    for name, gv in knowns.items():
+        if np.ndim(gv.magnitude) != 0:
+            raise QueryError(f"{name}: a check compares single values, not arrays")
+        others = {k: v for k, v in raw.items() if k != name}
+        try:
+            r = solve(name, others, options=options, library=lib, hardware=hardware, model=model,
+                      on_bounds="flag", diagnose=False, conflicts=False)
+        except UnderdeterminedError:
+            continue
+        except (NoSolutionError, OutOfBoundsError) as e:
+            q = lib.quantities[name]
+            found.append(Relation(quantity=name, claimed=float(gv.magnitude), computed=None, rel_error=np.inf,
+                                  agrees=False, inputs=sorted(others), formulas=[], defaults={},
+                                  unit=q.display_unit, factor=q.factor, message=e.message))
+            continue
+        found.append(_relation(r, name, float(gv.magnitude), rtol))
+    relations = _one_per_relation(found, list(knowns))
+    related = set().union(*(r.members for r in relations)) if relations else set()
+    unrelated = [n for n in knowns if n not in related]
+    opts = {} if not relations or relations[0].result is None else dict(relations[0].result.options)
+    return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts)
+
+
+def _relation(r: Result, name: str, claimed: float, rtol: float) -> Relation:
+    computed = float(r.rounded_base)
+    scale = max(abs(claimed), abs(computed), 1e-300)
+    error = abs(computed - claimed) / scale if np.isfinite(computed) else np.inf
+    inputs = [g for g in r.derivation.plan.given if not r.given[g].origin]
+    presets = [g for g in r.derivation.plan.given if r.given[g].origin]
+    formulas = [f.id for s in r.steps for f in s.formulas]
+    defaults = {k: d["value"] for k, d in r.defaults_used.items()}
+    defaults.update({k: f"{r.given[k].text} ({r.given[k].origin})" for k in presets})
+    return Relation(quantity=name, claimed=claimed, computed=computed, rel_error=error,
+                    agrees=bool(error <= rtol * (1 + 1e-12)), inputs=inputs, formulas=formulas,
+                    defaults=defaults, unit=r.unit, factor=r.factor, result=r)
+
+
+def _one_per_relation(found: list[Relation], order: list[str]) -> list[Relation]:
+    """One entry per set of related values: the direction with the fewest equations solved
+    backwards, then the value given last (a claim usually comes after its inputs)."""
+    def backwards(r: Relation) -> int:
+        if r.result is None:
+            return 10**6
+        return sum(s.method not in ("explicit", "algorithm") for s in r.result.steps)
+    best: dict[frozenset, Relation] = {}
+    for r in found:
+        key = r.members
+        cur = best.get(key)
+        if cur is None or (backwards(r), -order.index(r.quantity)) < (backwards(cur), -order.index(cur.quantity)):
+            best[key] = r
+    return sorted(best.values(), key=lambda r: order.index(r.quantity))
+
+
+def _percent(x: float) -> str:
+    return "no value" if not np.isfinite(x) else f"{fmt(100 * x, 3)} %"
