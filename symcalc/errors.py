@@ -8,15 +8,29 @@ do instead; the kind lets scripts branch without parsing English.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+MAX_MESSAGE = 600
+
+
+def one_line(text: str) -> str:
+    """``text`` safe to print as one line: control characters (a newline inside a value a user
+    typed) shown escaped, and very long echoes of user text cut in the middle."""
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE - 60] + " ... " + text[-55:]
+    return text
 
 
 class SymcalcError(Exception):
-    """Base class of every error symcalc raises on purpose."""
+    """Base class of every error symcalc raises on purpose. The message is always one line."""
 
     kind = "error"
 
     def __init__(self, message: str):
+        message = one_line(message)
         super().__init__(message)
         self.message = message
 

@@ -27,13 +27,10 @@ def _split(x: float, digits: int) -> tuple[str, int | None]:
         if "e" not in text:
             return text, None
         return f"{x:.{max(digits - 1 - int(math.floor(math.log10(a))), 0)}f}", None
-    exp = int(math.floor(math.log10(a)))
-    mant = x / 10 ** exp
-    if round(abs(mant), digits - 1) >= 10:
-        exp += 1
-        mant = x / 10 ** exp
-    m = f"{mant:.{digits - 1}f}".rstrip("0").rstrip(".")
-    return m, exp
+    # Python's own exponent formatting: carries 9.9999e5 to 1e6 and handles subnormals
+    # (5e-324, where 10 ** exp underflows to 0)
+    mant, exp = f"{x:.{digits - 1}e}".split("e")
+    return mant.rstrip("0").rstrip("."), int(exp)
 
 
 def _finite_range(x) -> tuple[int, float, float] | None:
