@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import units
+from . import cache, units
 from .derivation import Derivation, SingularBlock
 from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, SymcalcError,
                      UnderdeterminedError)
@@ -57,8 +57,9 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     ``diagnose=False`` skips the search for what is missing when the knowns do not suffice.
     """
     key = (target, known, tuple(sorted(options.items())))
-    hit = library.derivation_cache.get(key)
+    hit = library.derivation_cache.get(key) or _cached_derivation(library, key)
     if hit is not None:
+        library.derivation_cache[key] = hit
         return hit
     defaults = {name: spec for name, spec in library.coefficient_defaults(options).items() if name not in known}
     zero = {name for name, (text, _) in defaults.items()
@@ -90,7 +91,36 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     else:  # pragma: no cover - every round removes a formula, so make_plan fails first
         raise NoSolutionError(f"the equations for {target} are not independent")
     library.derivation_cache[key] = (derivation, used)
+    _store_derivation(library, key, derivation, used)
     return derivation, used
+
+
+def _disk_key(library: Library, key: tuple) -> str | None:
+    """The on-disk cache key of a derivation: the library's content hash and the question's
+    shape (target, known names, options); None for a library built in memory."""
+    if library.fingerprint is None:
+        return None
+    target, known, options = key
+    return cache.key_of(library.fingerprint, target, *sorted(known), "|", *(f"{k}={v}" for k, v in options))
+
+
+def _cached_derivation(library: Library, key: tuple):
+    """(derivation, defaults used) from the on-disk cache, compiled for this process, or None."""
+    disk_key = _disk_key(library, key)
+    hit = cache.load("derivation", disk_key) if disk_key else None
+    if not (isinstance(hit, tuple) and len(hit) == 2 and isinstance(hit[0], Derivation)):
+        return None
+    try:
+        return hit[0].bind(library), hit[1]
+    except Exception:   # an entry that does not fit this library after all: rebuild it
+        return None
+
+
+def _store_derivation(library: Library, key: tuple, derivation: Derivation, used: dict) -> None:
+    disk_key = _disk_key(library, key)
+    if disk_key:
+        derivation.closed_form(derivation.usual_choices())   # kept with it: sympy's subs is slow
+        cache.store("derivation", disk_key, (derivation, used))
 
 
 def _only_workable_sets(library: Library, target: str, known: frozenset, options: dict[str, str],
