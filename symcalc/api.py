@@ -11,6 +11,7 @@ The CLI is a thin layer over :func:`solve`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -341,7 +342,7 @@ def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
     for s in derivation.steps:
         for name in s.unknowns:
             q = lib.quantities[name]
-            if q.kind == "text":
+            if q.kind == "text" or (isinstance(values[name], float) and math.isfinite(values[name])):
                 continue
             v = np.asarray(values[name], dtype=float)
             if np.any(np.isfinite(v)) or np.any(q.domain.contains(v)):   # (0, inf] admits inf
@@ -380,7 +381,7 @@ def _out_of_bounds(lib, steps: list, values: dict):
     for s in steps:
         for name in s.unknowns:
             q = lib.quantities[name]
-            if q.kind == "text":
+            if q.kind == "text" or (isinstance(values[name], float) and q.domain.holds(values[name])):
                 continue
             v = np.asarray(values[name], dtype=float)
             bad = ~q.domain.contains(v)

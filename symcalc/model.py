@@ -41,6 +41,11 @@ class Interval:
         below = x < self.hi if self.hi_open else x <= self.hi
         return above & below
 
+    def holds(self, x: float) -> bool:
+        """contains() for one float, without numpy: a scalar question checks a dozen values,
+        and numpy's per-call cost is most of a cached solve's time."""
+        return (x > self.lo if self.lo_open else x >= self.lo) and (x < self.hi if self.hi_open else x <= self.hi)
+
     @property
     def positive(self) -> bool:
         return self.lo >= 0 and self.lo_open or self.lo > 0

@@ -198,6 +198,9 @@ def _dimension_message(q: QuantitySpec, text: str, got) -> str:
 
 
 def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
+    if isinstance(magnitude, float) and math.isfinite(magnitude) and q.domain.holds(magnitude) and \
+            (q.whole is None or abs(magnitude - round(magnitude)) <= 1e-9 * max(abs(magnitude), 1)):
+        return      # a valid scalar, decided without numpy; anything else is worded below
     arr = np.asarray(magnitude, dtype=float)
     if not np.all(np.isfinite(arr)):
         raise MalformedValueError(f"{q.name}: '{text}' is not a finite number")
