@@ -203,7 +203,7 @@ def _remove(path: Path) -> None:
 
 
 def clear() -> int:
-    """Delete every entry (used by tests and benchmarks); returns how many were removed."""
+    """Delete every entry; returns how many were removed."""
     removed = 0
     for path in cache_dir().glob("*.pickle") if cache_dir().is_dir() else ():
         _remove(path)

@@ -80,14 +80,17 @@ _programs: WeakKeyDictionary = WeakKeyDictionary()
 
 
 def program(derivation: Derivation) -> Program | None:
-    """The sweep program of a derivation, or None if it cannot be swept here: a step with
-    several candidate roots, a numeric or algorithmic step, or a text quantity."""
+    """The sweep program of a derivation, or None if it cannot be swept here: no steps (the
+    answer was given), a step with several candidate roots, a numeric or algorithmic step,
+    or a text quantity."""
     if derivation not in _programs:
         _programs[derivation] = _build(derivation)
     return _programs[derivation]
 
 
 def _build(derivation: Derivation) -> Program | None:
+    if not derivation.steps:
+        return None
     lib = derivation.library
     symbols = {name: lib.quantities[name].symbol for name in [*derivation.plan.given, *derivation.constants]}
     facts: dict[sympy.Symbol, str] = {}

@@ -210,6 +210,12 @@ def test_answers_are_identical_with_and_without_the_cache(cache_dir, formulas, m
     assert cold == warm == off
 
 
+def test_clear_removes_every_entry(cache_dir, formulas):
+    load_library([formulas])
+    assert cache.clear() == 1 and not entries(cache_dir, "library")
+    assert cache.clear() == 0
+
+
 def test_the_cli_caches_a_library_with_extra_files(cache_dir, cli, tmp_path):
     (tmp_path / "mine.toml").write_text(EXTRA)
     args = ("solve", "run_energy", "n_gpus=1000", "gpu_power_draw=0.7 kW", "train_time=1848 hour",

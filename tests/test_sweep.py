@@ -140,9 +140,12 @@ def test_values_near_the_limits_of_floating_point_take_the_general_path(huge):
         np.testing.assert_allclose(r.function(**values).magnitude, expected, rtol=1e-14)
 
 
-def test_small_arrays_use_the_general_path():
+def test_small_arrays_and_given_answers_use_the_general_path():
     r = symcalc.solve("train_time", **ARCH)
     assert r._sweep(arch_arrays(n=100)) is None
+    given = symcalc.solve("n_params", n_params=7e9)           # a conversion: no steps
+    values = np.full(N, 7e9)
+    np.testing.assert_array_equal(given.function(n_params=values).magnitude, values)
 
 
 def test_sign_follows_only_rules_that_floats_keep():
