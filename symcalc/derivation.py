@@ -16,6 +16,7 @@ is singular (e.g. an inverse with a latency term of 0), instead of NaN in a swee
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
@@ -337,10 +338,10 @@ class Derivation:
         results = [{u: _real(fn(*args)) for u, fn in fns.items()} for fns in s.functions]
         if s.method == "explicit":
             return results[0], 0, False
+        if len(results) == 1 and all(_all_finite(results[0][u]) for u in names):
+            return results[0], 0, False
         finite = [_finite(r, names) for r in results]
         inside = [f & _inside(r, names, s.domains) for f, r in zip(finite, results)]
-        if len(results) == 1 and np.all(finite[0]):
-            return results[0], 0, False
         shape = np.broadcast(*[np.asarray(v) for r in results for v in r.values()]).shape
         chosen = {u: np.full(shape, np.nan) for u in names}
         taken = np.zeros(shape, dtype=bool)
@@ -433,8 +434,16 @@ def _real(v):
     if np.iscomplexobj(v):
         small = np.abs(v.imag) <= 1e-9 * np.maximum(np.abs(v.real), 1e-300)
         v = np.where(small, v.real, np.nan)
-    v = v.astype(float)
+    v = v.astype(float, copy=False)
     return float(v) if v.ndim == 0 else v
+
+
+def _all_finite(v) -> bool:
+    """No inf or NaN: a minimum and a maximum, not an elementwise mask."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    a = np.asarray(v, dtype=float)
+    return a.size == 0 or (math.isfinite(np.minimum.reduce(a, axis=None)) and math.isfinite(np.maximum.reduce(a, axis=None)))
 
 
 def _finite(result: dict, names: tuple[str, ...]):

@@ -202,6 +202,11 @@ def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
             (q.whole is None or abs(magnitude - round(magnitude)) <= 1e-9 * max(abs(magnitude), 1)):
         return      # a valid scalar, decided without numpy; anything else is worded below
     arr = np.asarray(magnitude, dtype=float)
+    if arr.size:
+        lo, hi = float(np.minimum.reduce(arr, axis=None)), float(np.maximum.reduce(arr, axis=None))
+        if math.isfinite(lo) and math.isfinite(hi) and q.domain.holds(lo) and q.domain.holds(hi) and \
+                (q.whole is None or not np.not_equal(np.floor(arr), arr).any()):
+            return      # a valid array, decided by its min and max (and exact whole numbers)
     if not np.all(np.isfinite(arr)):
         raise MalformedValueError(f"{q.name}: '{text}' is not a finite number")
     inside = q.domain.contains(arr)
