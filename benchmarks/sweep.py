@@ -103,6 +103,20 @@ def _versus_numpy(fn, x: dict[str, np.ndarray], rounds: int, what: str) -> Row:
                f"(quartiles {np.percentile(ratios, 25):.2f}-{np.percentile(ratios, 75):.2f}x)")
 
 
+def _solve_with_arrays(x: dict[str, np.ndarray], rounds: int) -> Row:
+    """symcalc.solve itself on the same arrays: the general path, which keeps every step's
+    values for the derivation display (context for the sweep path's figure)."""
+    values = {k: v for k, v in x.items() if k != "peak_flops"}
+    values["peak_flops"] = (x["peak_flops"], "FLOP/s")
+    np.testing.assert_allclose(symcalc.solve("train_time", **values).value, by_hand(**x), rtol=1e-12)
+    t = alternate({"solve": lambda: symcalc.solve("train_time", **values), "numpy": lambda: by_hand(**x)},
+                  max(3, rounds // 3))
+    ratio = median([a / b for a, b in zip(t["solve"], t["numpy"])])
+    return Row("same sweep through symcalc.solve(arrays)", f"{fmt_time(median(t['solve']))} vs "
+               f"{fmt_time(median(t['numpy']))}", f"{ratio:.2f}x", "", None,
+               "the general path: every step's array kept for the derivation shown, each scanned for its bounds")
+
+
 def run(quick: bool = False) -> list[Row]:
     fn, result = symcalc_function()
     rounds = 7 if quick else 25
@@ -111,6 +125,7 @@ def run(quick: bool = False) -> list[Row]:
             _versus_numpy(fn, inputs(N, counts=float), rounds, "counts float64")]
     ours = median(seconds(lambda: fn(x), repeat=rounds))
     hand = by_hand(**x)
+    rows.append(_solve_with_arrays(x, rounds))
     n_pint, n_sympy = (200, 20) if quick else (2000, 200)
     sympy_at = sympy_point(result)
     for i in range(5):
