@@ -168,6 +168,9 @@ def sweep(derivation: Derivation, values: Mapping[str, object], target_whole: st
     if prog is None or any(name not in values for name in prog.knowns):
         return None
     quantities = derivation.library.quantities
+    for name, v in values.items():     # given but not used by the steps: checked all the same
+        if name not in prog.knowns and _Bounds(quantities[name]).holds(np.asarray(v, dtype=float)) is None:
+            return None
     chunks = _Chunks(prog.knowns, values, quantities, integral)
     if not chunks.ok:
         return None

@@ -116,6 +116,17 @@ def test_an_input_that_is_not_whole_is_refused_as_by_solve():
     assert str(swept.value) == str(solved.value)
 
 
+def test_a_value_the_derivation_does_not_use_is_still_checked():
+    r = symcalc.solve("train_time", checkpoint_write_time="98 s", **ARCH)
+    assert "checkpoint_write_time" in r.unused
+    values = dict(arch_arrays(), checkpoint_write_time=(np.full(N, -5.0), "s"))
+    with pytest.raises(DomainError) as swept:
+        r.function(**values)
+    with pytest.raises(DomainError) as solved:
+        general(r, values)
+    assert str(swept.value) == str(solved.value)
+
+
 def test_values_whole_within_tolerance_take_the_general_path():
     r = symcalc.solve("train_time", **ARCH)
     values = arch_arrays()
