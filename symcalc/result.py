@@ -134,18 +134,21 @@ class Result:
         for raw_name, raw in values.items():
             q = self.library.quantity(raw_name)
             a = arrays[raw_name]
-            if a is not None and a.dtype.kind in "iu":
-                integral.add(q.name)      # whole by construction: no element needs testing
-                if a is raw and a.ndim and units.to_base_factor(q.unit or "count") == 1.0:
-                    # a bare integer array in base units (counts, tokens): one element read for
-                    # the unit checks (an error is solve()'s to word); converted chunk by chunk
-                    try:
-                        read_value(q, a[(slice(0, 1),) * a.ndim], check_bounds=False)
-                    except Exception:
-                        return None
-                    magnitudes[q.name] = a
-                    continue
-            magnitudes[q.name] = read_value(q, raw, check_bounds=False).magnitude
+            if a is raw and a.dtype.kind in "iu" and a.ndim and units.to_base_factor(q.unit or "count") == 1.0:
+                # a bare integer array in base units (counts, tokens): whole by construction,
+                # one element read for the unit checks (an error is solve()'s to word), and
+                # converted to floats chunk by chunk
+                try:
+                    read_value(q, a[(slice(0, 1),) * a.ndim], check_bounds=False)
+                except Exception:
+                    return None
+                magnitudes[q.name] = a
+                integral.add(q.name)
+                continue
+            try:
+                magnitudes[q.name] = read_value(q, raw, check_bounds=False).magnitude
+            except Exception:     # solve() raises it, after the checks that come first there
+                return None
         return sweep(self.derivation, magnitudes, self.quantity.whole, self.factor, integral)
 
     @property

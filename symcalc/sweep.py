@@ -204,6 +204,7 @@ def _run_fused(fn: Callable, chunks: _Chunks, target: _Bounds | None,
 
 def _run_steps(prog: Program, chunks: _Chunks, quantities, target_whole: str | None, factor: float,
                errors: _FloatingPointErrors) -> np.ndarray | None:
+    """The general path's own step functions, chunk by chunk: bitwise its values."""
     checked = [(name, _Bounds(quantities[name])) for name in prog.checked if name != prog.target]
     exact = _Bounds(quantities[prog.target], whole=False)    # the answer, then (whole) rounded
     out = np.empty(chunks.shape)
