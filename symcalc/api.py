@@ -118,10 +118,15 @@ def _cached_derivation(library: Library, key: tuple):
 
 
 def _store_derivation(library: Library, key: tuple, derivation: Derivation, used: dict) -> None:
+    """Keep a new derivation on disk (never an error: the answer does not depend on it)."""
     disk_key = _disk_key(library, key)
-    if disk_key:
+    if not disk_key:
+        return
+    try:
         derivation.closed_form(derivation.usual_choices())   # kept with it: sympy's subs is slow
-        cache.store("derivation", disk_key, (derivation, used))
+    except Exception:
+        return
+    cache.store("derivation", disk_key, (derivation, used))
 
 
 def _only_workable_sets(library: Library, target: str, known: frozenset, options: dict[str, str],

@@ -46,7 +46,7 @@ class Interval:
         and numpy's per-call cost is most of a cached solve's time."""
         return (x > self.lo if self.lo_open else x >= self.lo) and (x < self.hi if self.hi_open else x <= self.hi)
 
-    def holds_all(self, x) -> bool:
+    def holds_all(self, x: "float | np.ndarray") -> bool:
         """Every element inside (NaN never is): the interval is convex, so its minimum and
         maximum decide, two passes over an array instead of five with temporaries."""
         a = np.asarray(x, dtype=float)
