@@ -14,8 +14,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import sympy
 
 from . import cache, units
@@ -25,6 +25,9 @@ from .errors import (BadOptionValueError, LibraryError, UnknownNameError, Unknow
 from .exprparse import RESERVED, ParseError, UnitSymbol, parse_equation, unit_symbol
 from .model import FormulaSpec, Interval, OptionSpec, QuantitySpec
 from .solvability import classify
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -152,6 +155,7 @@ class Library:
         Edge attribute ``how`` is the formula's solvability for that quantity.
         """
         if self._graph is None:
+            import networkx as nx     # only for planning: a start-up with a cached derivation skips it
             g = nx.Graph()
             for q in self.quantities:
                 g.add_node(("q", q), bipartite=1)
