@@ -102,7 +102,7 @@ class Result:
         Values are read like :func:`symcalc.solve`'s (units, arrays). It goes through the
         same checks (bounds, no-solution, rounding) and reuses the cached compiled derivation,
         so nothing is re-planned or re-solved. Large arrays take the sweep path
-        (:mod:`symcalc.sweep`): the same values and checks at about the speed of the formula
+        (:mod:`symcalc.fastpath`): the same values and checks at about the speed of the formula
         written in numpy by hand.
         """
         from .api import solve
@@ -120,7 +120,7 @@ class Result:
 
     def _sweep(self, values: dict):
         """The answer from the sweep path, or None when it leaves the question to solve()."""
-        from .sweep import MIN_SIZE, sweep
+        from .fastpath import MIN_SIZE, sweep
         arrays = {n: _array_of(v) for n, v in values.items()}
         try:
             shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))

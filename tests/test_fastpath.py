@@ -8,7 +8,7 @@ import sympy
 
 import symcalc
 import symcalc.api
-from symcalc import sweep
+from symcalc import fastpath as sweep
 from symcalc.errors import DomainError, OutOfBoundsError
 from symcalc.signs import NONNEG, POS, interval, sign
 
