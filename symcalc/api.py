@@ -11,11 +11,12 @@ The CLI is a thin layer over :func:`solve`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
 
-from . import units
+from . import cache, units
 from .derivation import Derivation, SingularBlock
 from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, QueryError, SymcalcError,
                      UnderdeterminedError)
@@ -51,8 +52,9 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     ``diagnose=False`` skips the search for what is missing when the knowns do not suffice.
     """
     key = (target, known, tuple(sorted(options.items())))
-    hit = library.derivation_cache.get(key)
+    hit = library.derivation_cache.get(key) or _cached_derivation(library, key)
     if hit is not None:
+        library.derivation_cache[key] = hit
         return hit
     defaults = {name: spec for name, spec in library.coefficient_defaults(options).items() if name not in known}
     zero = {name for name, (text, _) in defaults.items()
@@ -84,7 +86,41 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     else:  # pragma: no cover - every round removes a formula, so make_plan fails first
         raise NoSolutionError(f"the equations for {target} are not independent")
     library.derivation_cache[key] = (derivation, used)
+    _store_derivation(library, key, derivation, used)
     return derivation, used
+
+
+def _disk_key(library: Library, key: tuple) -> str | None:
+    """The on-disk cache key of a derivation: the library's content hash and the question's
+    shape (target, known names, options); None for a library built in memory."""
+    if library.fingerprint is None:
+        return None
+    target, known, options = key
+    return cache.key_of(library.fingerprint, target, *sorted(known), "|", *(f"{k}={v}" for k, v in options))
+
+
+def _cached_derivation(library: Library, key: tuple):
+    """(derivation, defaults used) from the on-disk cache, compiled for this process, or None."""
+    disk_key = _disk_key(library, key)
+    hit = cache.load("derivation", disk_key) if disk_key else None
+    if not (isinstance(hit, tuple) and len(hit) == 2 and isinstance(hit[0], Derivation)):
+        return None
+    try:
+        return hit[0].bind(library), hit[1]
+    except Exception:   # an entry that does not fit this library after all: rebuild it
+        return None
+
+
+def _store_derivation(library: Library, key: tuple, derivation: Derivation, used: dict) -> None:
+    """Keep a new derivation on disk (never an error: the answer does not depend on it)."""
+    disk_key = _disk_key(library, key)
+    if not disk_key:
+        return
+    try:
+        derivation.closed_form(derivation.usual_choices())   # kept with it: sympy's subs is slow
+    except Exception:
+        return
+    cache.store("derivation", disk_key, (derivation, used))
 
 
 def _only_workable_sets(library: Library, target: str, known: frozenset, options: dict[str, str],
@@ -374,11 +410,11 @@ def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
     for s in derivation.steps:
         for name in s.unknowns:
             q = lib.quantities[name]
-            if q.kind == "text":
+            if q.kind == "text" or (isinstance(values[name], float) and math.isfinite(values[name])):
                 continue
             v = np.asarray(values[name], dtype=float)
-            if np.any(np.isfinite(v)) or np.any(q.domain.contains(v)):   # (0, inf] admits inf
-                continue
+            if (v.size and np.isfinite(v.flat[0])) or np.any(np.isfinite(v)) or np.any(q.domain.contains(v)):
+                continue      # (0, inf] admits inf
             ids = ", ".join(f.id for f in s.formulas)
             inputs = [np.asarray(values[x], dtype=float) for x in s.inputs]
             if np.any(np.isinf(v)) or any(np.any(np.abs(x) > 1e250) or np.any((x != 0) & (np.abs(x) < 1e-250))
@@ -413,9 +449,11 @@ def _out_of_bounds(lib, steps: list, values: dict):
     for s in steps:
         for name in s.unknowns:
             q = lib.quantities[name]
-            if q.kind == "text":
+            if q.kind == "text" or (isinstance(values[name], float) and q.domain.holds(values[name])):
                 continue
             v = np.asarray(values[name], dtype=float)
+            if q.domain.holds_all(v):
+                continue
             bad = ~q.domain.contains(v)
             if np.any(bad):
                 sample = float(v[bad].flat[0]) if v.ndim else float(v)
@@ -460,6 +498,8 @@ def _bounds_text(q) -> str:
 
 def _far_from_whole(value) -> bool:
     v = np.asarray(value, dtype=float)
+    if not np.not_equal(np.round(v), v).any():
+        return False      # exactly whole: the usual case, in three passes instead of six
     return bool(np.any(np.abs(v - np.round(v)) > 1e-6 * np.maximum(np.abs(v), 1)))
 
 

@@ -16,6 +16,7 @@ is singular (e.g. an inverse with a latency term of 0), instead of NaN in a swee
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
@@ -90,26 +91,43 @@ def unit_factors(expr: sympy.Expr) -> dict:
 
 
 def compile_expr(expr: sympy.Expr, args: list[sympy.Symbol]) -> Callable:
-    """``expr`` as a numpy function of ``args`` (units replaced by base-unit factors)."""
+    """``expr`` as a numpy function of ``args`` (units replaced by base-unit factors).
+
+    The namespace is numpy itself plus the guards, not lambdify's "numpy" module string: that
+    runs ``from numpy import *``, which imports numpy.ma, numpy.f2py, numpy.testing and
+    numpy.random (0.13 s, a sixth of start-up) for names the printer never writes: it imports
+    each function it prints by name."""
     numeric_expr = expr.subs(unit_factors(expr))
     special = numeric_expr.has(sympy.LambertW)
     guards = {"floor_tol": floor_tol, "ceil_tol": ceil_tol}
-    return sympy.lambdify(args, numeric_expr, modules=[guards, "scipy", "numpy"] if special else [guards, "numpy"],
-                          cse=True, printer=_ScipyPrinter if special else _NumpyPrinter, docstring_limit=0)
+    if special:
+        return sympy.lambdify(args, numeric_expr, modules=[guards, "scipy", "numpy"], cse=True,
+                              printer=_ScipyPrinter, docstring_limit=0)
+    return sympy.lambdify(args, numeric_expr, modules=[guards, {"numpy": np}], cse=True,
+                          printer=_NumpyPrinter, docstring_limit=0)
 
 
 @dataclass
 class SolvedStep:
-    """One plan step with its symbolic solution(s) and compiled functions."""
+    """One plan step with its symbolic solution(s) and compiled functions.
+
+    The symbolic part is plain data (it is what the on-disk cache keeps); the compiled
+    functions are rebuilt from it by :meth:`compile`, and the residuals used only by numeric
+    root finding are compiled on first use.
+    """
 
     step: Step
     formulas: tuple[FormulaSpec, ...]
     method: str                                   # explicit | rearranged | block | numeric
     candidates: tuple[dict, ...]                  # {quantity name: expression in the inputs}
-    functions: list[dict] = field(default_factory=list)
-    residual_function: Callable | None = None
-    reduction: tuple | None = None   # compiled block reduction: (last, residual fn, [(name, fn)])
     domains: tuple[Interval, ...] = ()
+    arg_symbols: tuple[sympy.Symbol, ...] = ()    # symbols of the inputs, in step.inputs order
+    unknown_symbols: tuple[sympy.Symbol, ...] = ()
+    residuals: tuple[sympy.Expr, ...] = ()        # lhs - rhs of each equation, for numeric roots
+    reduced: object = None                        # the block reduced to one equation (invert.Reduction)
+    functions: list[dict] = field(default_factory=list, compare=False, repr=False)
+    _residual_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
+    _reduction_fn: tuple | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def unknowns(self) -> tuple[str, ...]:
@@ -118,6 +136,40 @@ class SolvedStep:
     @property
     def inputs(self) -> tuple[str, ...]:
         return self.step.inputs
+
+    def compile(self) -> None:
+        """Compile each candidate to numpy functions of the step's inputs."""
+        if self.method == "algorithm":    # evaluated in Python (symcalc.algorithms)
+            return
+        args = list(self.arg_symbols)
+        self.functions = [{u: compile_expr(c[u], args) for u in self.unknowns} for c in self.candidates]
+
+    @property
+    def residual_function(self) -> Callable | None:
+        """residual(unknowns..., inputs...), compiled on first use (only numeric roots need it)."""
+        if self._residual_fn is None and self.residuals:
+            xs = list(self.unknown_symbols) + list(self.arg_symbols)
+            if len(self.residuals) == 1:
+                self._residual_fn = compile_expr(self.residuals[0], xs)
+            else:
+                fns = [compile_expr(r, xs) for r in self.residuals]
+                self._residual_fn = lambda *a: np.array([fn(*a) for fn in fns], dtype=float)
+        return self._residual_fn
+
+    @property
+    def reduction(self) -> tuple | None:
+        """The compiled block reduction: (last, residual fn, [(name, fn, later names)])."""
+        if self._reduction_fn is None and self.reduced is not None:
+            self._reduction_fn = _compile_reduction(self.reduced, list(self.arg_symbols))
+        return self._reduction_fn
+
+    def __getstate__(self) -> dict:
+        # compiled functions are not picklable and are rebuilt by compile(); formulas are
+        # restored from the library by Derivation.bind
+        state = dict(self.__dict__)
+        state.update(functions=[], _residual_fn=None, _reduction_fn=None,
+                     formulas=tuple(f.id for f in self.formulas))
+        return state
 
 
 @dataclass
@@ -199,22 +251,41 @@ class Derivation:
                 method = "block"
             else:
                 method = "numeric"
-        solved = SolvedStep(step=step, formulas=formulas, method=method, candidates=candidates,
-                            domains=domains)
-        args = [self._sym(q) for q in step.inputs]
-        solved.functions = [{u: compile_expr(c[u], args) for u in step.solves_for} for c in candidates]
+        residuals: tuple = ()
+        reduced = None
         if method != "explicit":
-            xs = [self._sym(u) for u in step.solves_for]
-            res = [clean(f.lhs - f.rhs) for f in formulas]
-            if len(res) == 1:
-                solved.residual_function = compile_expr(res[0], xs + args)
-            else:
-                red = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas), tuple(xs))
-                if red is not None:
-                    solved.reduction = _compile_reduction(red, args, self.library)
-                fns = [compile_expr(r, xs + args) for r in res]
-                solved.residual_function = lambda *a: np.array([fn(*a) for fn in fns], dtype=float)
+            residuals = tuple(clean(f.lhs - f.rhs) for f in formulas)
+            if len(residuals) > 1:
+                reduced = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas),
+                                       tuple(self._sym(u) for u in step.solves_for))
+        solved = SolvedStep(step=step, formulas=formulas, method=method, candidates=candidates,
+                            domains=domains, arg_symbols=tuple(self._sym(q) for q in step.inputs),
+                            unknown_symbols=tuple(self._sym(u) for u in step.solves_for),
+                            residuals=residuals, reduced=reduced)
+        solved.compile()
         return solved
+
+    # -- the on-disk cache ----------------------------------------------------------------
+    def __getstate__(self) -> dict:
+        # the library is re-attached by bind(); _in_knowns only serves construction
+        state = dict(self.__dict__)
+        state.update(library=None, _in_knowns={})
+        return state
+
+    def bind(self, library) -> Derivation:
+        """Attach a derivation read from the cache to its library and compile its steps.
+
+        Compiling is a few milliseconds a step; inverting the equations with sympy, which the
+        cache saves, is 10-100 times that."""
+        self.library = library
+        for s in self.steps:
+            s.formulas = tuple(library.formulas[fid] for fid in s.formulas)
+            s.compile()
+        return self
+
+    def usual_choices(self) -> dict[int, int]:
+        """The root choices of an evaluation that takes every step's first candidate."""
+        return {i: (-1 if s.method == "numeric" else 0) for i, s in enumerate(self.steps)}
 
     # -- closed form ----------------------------------------------------------------------
     def closed_form(self, choices: dict[int, int] | None = None) -> sympy.Expr:
@@ -267,10 +338,10 @@ class Derivation:
         results = [{u: _real(fn(*args)) for u, fn in fns.items()} for fns in s.functions]
         if s.method == "explicit":
             return results[0], 0, False
+        if len(results) == 1 and all(_all_finite(results[0][u]) for u in names):
+            return results[0], 0, False
         finite = [_finite(r, names) for r in results]
         inside = [f & _inside(r, names, s.domains) for f, r in zip(finite, results)]
-        if len(results) == 1 and np.all(finite[0]):
-            return results[0], 0, False
         shape = np.broadcast(*[np.asarray(v) for r in results for v in r.values()]).shape
         chosen = {u: np.full(shape, np.nan) for u in names}
         taken = np.zeros(shape, dtype=bool)
@@ -344,17 +415,17 @@ class Derivation:
         return [found[u] for u in s.unknowns]
 
 
-def _compile_reduction(red, args: list, library) -> tuple:
+def _compile_reduction(red, args: list) -> tuple:
     """Compile a Reduction: residual(last, inputs) and each eliminated unknown as a function of
-    the unknowns eliminated after it (and last) plus the inputs."""
-    names = library.symbols
-    last = names[red.last]
+    the unknowns eliminated after it (and last) plus the inputs. (A quantity's symbol is named
+    after it.)"""
+    last = red.last.name
     residual = compile_expr(red.residual, [red.last] + args)
     chain = []
     for i, (u, expr) in enumerate(red.eliminated):
         later = [red.eliminated[j][0] for j in range(i + 1, len(red.eliminated))] + [red.last]
         used = [x for x in later if x in expr.free_symbols]
-        chain.append((names[u], compile_expr(expr, used + args), [names[x] for x in used]))
+        chain.append((u.name, compile_expr(expr, used + args), [x.name for x in used]))
     return last, residual, chain
 
 
@@ -363,8 +434,16 @@ def _real(v):
     if np.iscomplexobj(v):
         small = np.abs(v.imag) <= 1e-9 * np.maximum(np.abs(v.real), 1e-300)
         v = np.where(small, v.real, np.nan)
-    v = v.astype(float)
+    v = v.astype(float, copy=False)
     return float(v) if v.ndim == 0 else v
+
+
+def _all_finite(v) -> bool:
+    """No inf or NaN: a minimum and a maximum, not an elementwise mask."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    a = np.asarray(v, dtype=float)
+    return a.size == 0 or (math.isfinite(np.minimum.reduce(a, axis=None)) and math.isfinite(np.maximum.reduce(a, axis=None)))
 
 
 def _finite(result: dict, names: tuple[str, ...]):

@@ -14,17 +14,20 @@ import sys
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import sympy
 
-from . import units
+from . import cache, units
 from .dims import DimensionMismatch, dimension_of, show
 from .errors import (BadOptionValueError, LibraryError, UnknownNameError, UnknownOptionError,
                      closest_names, did_you_mean)
 from .exprparse import RESERVED, ParseError, UnitSymbol, parse_equation, unit_symbol
 from .model import FormulaSpec, Interval, OptionSpec, QuantitySpec
 from .solvability import classify
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,6 +73,17 @@ class Library:
         self.symbols: dict[sympy.Symbol, str] = {q.symbol: q.name for q in quantities.values()}
         self._graph: nx.Graph | None = None
         self.derivation_cache: dict = {}
+        # content hash of what the library was loaded from (see load_library); None when it was
+        # built in memory. Derivations are cached on disk under it.
+        self.fingerprint: str | None = None
+
+    def __getstate__(self) -> dict:
+        # the graph is rebuilt on demand; derivations hold compiled functions and are cached
+        # on their own
+        state = dict(self.__dict__)
+        state["_graph"] = None
+        state["derivation_cache"] = {}
+        return state
 
     # -- lookups -----------------------------------------------------------------------
     def quantity(self, name: str) -> QuantitySpec:
@@ -141,6 +155,7 @@ class Library:
         Edge attribute ``how`` is the formula's solvability for that quantity.
         """
         if self._graph is None:
+            import networkx as nx     # only for planning: a start-up with a cached derivation skips it
             g = nx.Graph()
             for q in self.quantities:
                 g.add_node(("q", q), bipartite=1)
@@ -160,14 +175,46 @@ def _option_text(raw: object) -> str:
 
 # -- loading --------------------------------------------------------------------------------
 
-def load_library(paths: Iterable[str | Path] | None = None, extra: Iterable[str | Path] = ()) -> Library:
+def load_library(paths: Iterable[str | Path] | None = None, extra: Iterable[str | Path] = (),
+                 *, use_cache: bool = True) -> Library:
     """Load and validate formula files.
 
     ``paths``: the files or directories to load (default: the built-in library). ``extra``:
     more files or directories loaded on top (a user's own formulas). Raises LibraryError with
     the file and formula id of the first problem found.
+
+    Parsing and unit-checking every formula costs far more than starting Python, so the
+    validated library is kept in the on-disk cache (:mod:`symcalc.cache`) under a hash of the
+    files' paths and content and of symcalc's own code; an edited file is a new key.
+    ``use_cache=False`` (or ``SYMCALC_NO_CACHE=1``) loads from the files without the cache.
     """
     files = _collect(paths if paths is not None else [formula_dir()]) + _collect(extra)
+    key = _cache_key(files) if use_cache and cache.enabled() else None
+    if key is not None:
+        cached = cache.load("library", key)
+        if isinstance(cached, Library):
+            cached.fingerprint = key
+            return cached
+    library = _build(files)
+    if key is not None:
+        library.fingerprint = key
+        cache.store("library", key, library)
+    return library
+
+
+def _cache_key(files: list[Path]) -> str | None:
+    """A hash of the files' paths and bytes and of symcalc's code; None if one cannot be read."""
+    parts: list[str | bytes] = [cache.code_fingerprint()]
+    for path in files:
+        try:
+            parts += [str(path.resolve()), path.read_bytes()]
+        except OSError:
+            return None
+    return cache.key_of(*parts)
+
+
+def _build(files: list[Path]) -> Library:
+    """Parse and validate ``files`` into a Library (the uncached part of load_library)."""
     docs = [(path, _read_toml(path)) for path in files]
     quantities: dict[str, QuantitySpec] = {}
     options: dict[str, OptionSpec] = {}

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from .errors import UnderdeterminedError
 from .model import FormulaSpec
-from .structure import block_triangular_order, dulmage_mendelsohn, maximum_matching
 
 DEFAULT_COST = 1000
 
@@ -153,6 +152,9 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
     round; it is dropped and the decomposition redone, so that it cannot take a quantity that a
     real block needs in the matching.
     """
+    # imported here: networkx is a tenth of start-up, and a question whose derivation is
+    # cached (see symcalc.cache) never plans
+    from .structure import block_triangular_order, dulmage_mendelsohn, maximum_matching
     candidates = list(formulas)
     while candidates:
         unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in candidates}

@@ -102,17 +102,55 @@ class Result:
 
         Values are read like :func:`symcalc.solve`'s (units, arrays). It goes through the
         same checks (bounds, no-solution, rounding) and reuses the cached compiled derivation,
-        so nothing is re-planned or re-solved. For raw speed on base-unit floats call
-        ``result.derivation.evaluate``.
+        so nothing is re-planned or re-solved. Large arrays take the sweep path
+        (:mod:`symcalc.fastpath`): the same values and checks at about the speed of the formula
+        written in numpy by hand.
         """
-        from .api import read_given, solve
+        from .api import solve
         typed = {n for n, g in self.given.items() if not g.origin}
-        names = set(read_given(self.library, values))
-        if names != typed:
+        names = [self.library.quantity(n).name for n in values]
+        if set(names) != typed:
             raise TypeError(f"function() takes exactly the values given to this result: {sorted(typed)}")
+        if len(names) == len(typed) and self.quantity.kind != "text":
+            fast = self._sweep(values)
+            if fast is not None:
+                return units.Q(fast, self.unit) if self.unit else units.Q(fast)
         r = solve(self.target, values, options=self.all_options, to=self.unit or None, library=self.library,
                   on_bounds=self.on_bounds, **{k: v for k, v in self.preset_args.items() if v})
         return r.quantity_value
+
+    def _sweep(self, values: dict):
+        """The answer from the sweep path, or None when it leaves the question to solve()."""
+        from .fastpath import MIN_SIZE, sweep
+        arrays = {n: _array_of(v) for n, v in values.items()}
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
+        except ValueError:        # solve() says what does not fit
+            return None
+        if np.prod(shape) < MIN_SIZE:
+            return None
+        from .values import read_value
+        magnitudes = {n: g.magnitude for n, g in self.given.items() if g.origin}
+        integral = set()
+        for raw_name, raw in values.items():
+            q = self.library.quantity(raw_name)
+            a = arrays[raw_name]
+            if a is raw and a.dtype.kind in "iu" and a.ndim and units.to_base_factor(q.unit or "count") == 1.0:
+                # a bare integer array in base units (counts, tokens): whole by construction,
+                # one element read for the unit checks (an error is solve()'s to word), and
+                # converted to floats chunk by chunk
+                try:
+                    read_value(q, a[(slice(0, 1),) * a.ndim], check_bounds=False)
+                except Exception:
+                    return None
+                magnitudes[q.name] = a
+                integral.add(q.name)
+                continue
+            try:
+                magnitudes[q.name] = read_value(q, raw, check_bounds=False).magnitude
+            except Exception:     # solve() raises it, after the checks that come first there
+                return None
+        return sweep(self.derivation, magnitudes, self.quantity.whole, self.factor, integral)
 
     @property
     def numeric_symbols(self) -> list[str]:
@@ -156,6 +194,15 @@ class Result:
 
     def __repr__(self) -> str:
         return f"<Result {self}>"
+
+
+def _array_of(value) -> np.ndarray | None:
+    """The numpy array inside a given value (an array, a (array, unit) pair, a pint quantity)."""
+    if isinstance(value, tuple) and value:
+        value = value[0]
+    if isinstance(value, pint.Quantity):
+        value = value.magnitude
+    return value if isinstance(value, np.ndarray) else None
 
 
 def _scale(base, factor: float):

@@ -46,12 +46,15 @@ def example_value(q: QuantitySpec) -> str:
     return f"'{_EXAMPLES.get(unit, '1')} {unit}'" if unit else "7e9" if q.name == "n_params" else "64"
 
 
-def read_value(q: QuantitySpec, raw: object) -> GivenValue:
+def read_value(q: QuantitySpec, raw: object, check_bounds: bool = True) -> GivenValue:
     """Validate ``raw`` for quantity ``q`` and convert it to base units.
 
     Accepts ``"1979 TFLOP/s"``, ``"24h"``, ``"45%"``, plain numbers (only for quantities whose
     unit cannot be misread: counts, tokens, FLOP, USD), numpy arrays and lists of numbers,
-    ``(value, "unit")`` pairs and quantities made with :func:`symcalc.Q`.
+    ``(value, "unit")`` pairs and quantities made with :func:`symcalc.Q`. An array already in
+    base units is not copied. ``check_bounds=False`` leaves the bounds, finiteness and
+    whole-number checks to the caller (the sweep path checks them chunk by chunk); units and
+    dimensions are always checked.
     """
     ureg = units.registry()
     if q.kind == "text":
@@ -65,13 +68,15 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
         magnitude, got = _parse_text(text, q)
         if got != q.dim:
             raise DimensionError(_dimension_message(q, text, got))
-        _check_domain(q, magnitude, text)
+        if check_bounds:
+            _check_domain(q, magnitude, text)
         return GivenValue(q.name, text, magnitude)
     if isinstance(raw, (int, float, np.integer, np.floating)) and not isinstance(raw, bool):
         text = _text_of(raw)
         _require_unit_if_ambiguous(q, text)
         magnitude = float(raw) * units.to_base_factor(q.unit)
-        _check_domain(q, magnitude, text)
+        if check_bounds:
+            _check_domain(q, magnitude, text)
         return GivenValue(q.name, text, magnitude)
     if isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[1], str):
         number = _numbers(q, raw[0])
@@ -92,15 +97,37 @@ def read_value(q: QuantitySpec, raw: object) -> GivenValue:
     got = ureg.get_dimensionality(parsed.units)
     if got != q.dim:
         raise DimensionError(_dimension_message(q, text, got))
-    magnitude = parsed.to_base_units().magnitude
+    magnitude = _base_magnitude(parsed)
     if isinstance(magnitude, np.ndarray):
-        magnitude = magnitude.astype(float)
+        magnitude = magnitude.astype(float, copy=False)
         if magnitude.ndim == 0:
             magnitude = float(magnitude)
     else:
         magnitude = float(magnitude)
-    _check_domain(q, magnitude, text)
+    if check_bounds:
+        _check_domain(q, magnitude, text)
     return GivenValue(q.name, text, magnitude)
+
+
+def _base_magnitude(parsed: pint.Quantity):
+    """The magnitude in base units. Arrays in a unit of size 1 (FLOP/s, token, a count) come
+    back as they are: pint would multiply by 1.0, a pass over memory per 1e6 points."""
+    m = parsed.magnitude
+    if isinstance(m, np.ndarray) and _unit_factor(parsed.units) == 1.0:
+        return m
+    return parsed.to_base_units().magnitude
+
+
+@lru_cache(maxsize=256)
+def _unit_factor(unit) -> float | None:
+    """Base units per ``unit``, or None for a unit with an offset (never 1 then)."""
+    ureg = units.registry()
+    try:
+        one = ureg.Quantity(1.0, unit).to_base_units()
+        zero = ureg.Quantity(0.0, unit).to_base_units()
+    except Exception:
+        return None
+    return float(one.magnitude) if float(zero.magnitude) == 0.0 else None
 
 
 def _numbers(q: QuantitySpec, raw):
@@ -171,7 +198,15 @@ def _dimension_message(q: QuantitySpec, text: str, got) -> str:
 
 
 def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
+    if isinstance(magnitude, float) and math.isfinite(magnitude) and q.domain.holds(magnitude) and \
+            (q.whole is None or abs(magnitude - round(magnitude)) <= 1e-9 * max(abs(magnitude), 1)):
+        return      # a valid scalar, decided without numpy; anything else is worded below
     arr = np.asarray(magnitude, dtype=float)
+    if arr.size:
+        lo, hi = float(np.minimum.reduce(arr, axis=None)), float(np.maximum.reduce(arr, axis=None))
+        if math.isfinite(lo) and math.isfinite(hi) and q.domain.holds(lo) and q.domain.holds(hi) and \
+                (q.whole is None or not np.not_equal(np.floor(arr), arr).any()):
+            return      # a valid array, decided by its min and max (and exact whole numbers)
     if not np.all(np.isfinite(arr)):
         raise MalformedValueError(f"{q.name}: '{text}' is not a finite number")
     inside = q.domain.contains(arr)

@@ -20,6 +20,21 @@ class CliRun:
         return json.loads(self.out)
 
 
+def pytest_configure(config):
+    """The tests' own on-disk cache, set before collection (which may load the library): the
+    suite neither reads nor fills the user's, and starts cold every run."""
+    import os
+    import tempfile
+    config._symcalc_cache = tempfile.mkdtemp(prefix="symcalc-test-cache-")
+    os.environ["SYMCALC_CACHE_DIR"] = config._symcalc_cache
+
+
+def pytest_unconfigure(config):
+    path = getattr(config, "_symcalc_cache", None)
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture
 def cli(capsys):
     """Run ``symcalc ARGS...`` in this process; returns exit code, stdout, stderr."""

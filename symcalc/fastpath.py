@@ -1,0 +1,347 @@
+"""``Result.function`` over large arrays: the general path's answer and checks at numpy speed.
+
+Why a second path: :func:`symcalc.solve` evaluates a derivation step by step over whole
+arrays, then scans every computed array several times (finite? inside its bounds? whole?).
+For a 1e6-point sweep each scan is a pass over memory, and together with the steps'
+temporaries they cost 5-10x the formula written in numpy by hand. This path answers the
+same questions with the same checks at about the hand-written formula's cost:
+
+* Inputs are checked in chunks of ``CHUNK`` elements (a minimum and a maximum per chunk, and
+  floor(x) == x for whole numbers), and the formula runs on the chunk while it is still in
+  the CPU cache.
+* numpy's floating-point error reporting is on. From finite inputs, an infinite or NaN value
+  can only come from an overflow, a division by zero or an invalid operation, all of which
+  numpy reports: when none is, every value is finite and nothing is scanned for it.
+* A step whose bounds follow from its formula's structure (:func:`symcalc.signs.sign`: a sum,
+  product or quotient of positive values is positive) is not scanned for them.
+
+When every step is of that kind the derivation runs *fused*: one compiled expression of the
+knowns, with common subexpressions shared and the defaults folded in, which does the work of
+the hand-written formula and no more. It then equals the general path's answer to within
+rounding (no step subtracts, so the two orders of evaluation differ by a few units in the
+last place), and :func:`symcalc.signs.interval` shows over the inputs' actual ranges that no
+step of the general path would overflow or underflow either; an answer within 1e-12 of a
+finite bound goes to the general path. Otherwise (or for a whole-number answer, whose
+rounding must match exactly) it runs the general path's own step functions, bitwise the
+same numbers, scanning the steps not proven.
+
+Whenever anything is out of the ordinary (an input outside its bounds or not exactly whole, a
+computed value outside its bounds, a floating-point error, a step with several roots or
+found numerically, small arrays) it returns None and the general path answers, with its
+exact messages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
+
+import numpy as np
+import sympy
+
+from .derivation import Derivation, compile_expr, unit_factors
+from .model import Interval
+from .signs import NONNEG, POS, domain_sign, interval, sign
+
+CHUNK = 1 << 14          # elements per chunk: a chunk's inputs and temporaries stay in L2 cache
+MIN_SIZE = 1 << 15       # below this many points the general path costs about the same
+EDGE = 1e-12             # a fused answer this close (relatively) to a finite bound is left to solve()
+
+
+@dataclass
+class Program:
+    """A derivation prepared for sweeping (built once per derivation and process)."""
+
+    target: str
+    knowns: tuple[str, ...]                                   # given names the steps read
+    constants: dict[str, np.float64]                          # defaults the steps read
+    steps: tuple[tuple[Callable, tuple[str, ...], str], ...]  # (function, input names, output)
+    checked: tuple[str, ...]                                  # steps whose bounds are scanned
+    # when every step is proven: each step's formula in its inputs, for the range check, and
+    # the target as one expression of the knowns (compiled per display factor on first use)
+    exprs: tuple[tuple[sympy.Symbol, sympy.Expr], ...] | None
+    fused_expr: sympy.Expr | None
+    symbols: dict[str, sympy.Symbol]
+    _fused: dict[float, Callable] = field(default_factory=dict)
+
+    def fused(self, factor: float) -> Callable:
+        """The target in units of ``factor`` base units, as one function of the knowns."""
+        if factor not in self._fused:
+            # common factors pulled out of sums (72 d^2 L + 12 d V -> 12 d (6 d L + V)): fewer
+            # array operations, and with every term positive no cancellation is introduced
+            expr = sympy.factor_terms(self.fused_expr / sympy.Rational(factor))
+            self._fused[factor] = compile_expr(expr, [self.symbols[k] for k in self.knowns])
+        return self._fused[factor]
+
+
+_programs: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def program(derivation: Derivation) -> Program | None:
+    """The sweep program of a derivation, or None if it cannot be swept here: no steps (the
+    answer was given), a step with several candidate roots, a numeric or algorithmic step,
+    or a text quantity."""
+    if derivation not in _programs:
+        _programs[derivation] = _build(derivation)
+    return _programs[derivation]
+
+
+def _build(derivation: Derivation) -> Program | None:
+    if not derivation.steps:
+        return None
+    lib = derivation.library
+    symbols = {name: lib.quantities[name].symbol for name in [*derivation.plan.given, *derivation.constants]}
+    facts: dict[sympy.Symbol, str] = {}
+    for name in derivation.plan.given:
+        fact = domain_sign(lib.quantities[name].domain)     # inputs are checked against it
+        if fact:
+            facts[symbols[name]] = fact
+    # exact rationals, not sympy Floats: a Float is printed with 15 digits, which is not
+    # always the same double (1/86400 would come back 3e-16 off)
+    constants = {symbols[k]: sympy.Rational(v) for k, v in derivation.constants.items()}
+    for sym, value in constants.items():
+        if value >= 0:
+            facts[sym] = POS if value > 0 else NONNEG
+    steps, checked, exprs = [], [], []
+    in_knowns: dict[sympy.Symbol, sympy.Expr] = {}
+    all_proven = True
+    for s in derivation.steps:
+        if s.method in ("numeric", "algorithm") or len(s.candidates) != 1 or len(s.functions) != 1:
+            return None
+        for name in s.unknowns:
+            q = lib.quantities[name]
+            if q.kind == "text":
+                return None
+            symbols[name] = q.symbol
+            expr = s.candidates[0][name]
+            expr = expr.xreplace({u: sympy.Rational(float(f)) for u, f in unit_factors(expr).items()})
+            expr = expr.xreplace(constants)
+            got = sign(expr, facts)
+            proven = got is not None and _bounds_follow(q.domain, got)
+            all_proven = all_proven and got is not None and (proven or name == derivation.target)
+            if not proven:
+                checked.append(name)
+            fact = got if proven else domain_sign(q.domain)
+            if fact:
+                facts[q.symbol] = fact
+            steps.append((s.functions[0][name], tuple(s.inputs), name))
+            exprs.append((q.symbol, expr))
+            in_knowns[q.symbol] = expr.xreplace(in_knowns)
+    fused = all_proven and lib.quantities[derivation.target].whole is None
+    return Program(target=derivation.target, knowns=tuple(derivation.plan.given),
+                   constants={k: np.float64(v) for k, v in derivation.constants.items()},
+                   steps=tuple(steps), checked=tuple(checked),
+                   exprs=tuple(exprs) if fused else None,
+                   fused_expr=in_knowns[symbols[derivation.target]] if fused else None, symbols=symbols)
+
+
+def _bounds_follow(d: Interval, got: str) -> bool:
+    """Whether a value of that sign, finite, is inside ``d`` for sure."""
+    if math.isinf(d.lo) and d.lo_open and math.isinf(d.hi) and d.hi_open:
+        return True
+    if not (math.isinf(d.hi) and d.hi_open):
+        return False
+    need = domain_sign(d)
+    return need is not None and (got == POS or need == NONNEG)
+
+
+class _FloatingPointErrors:
+    """numpy's error callback: counts overflows, underflows, divisions by zero and invalid
+    operations while a sweep runs."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, kind: str, flag: int) -> None:
+        self.count += 1
+
+
+def sweep(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
+          factor: float, integral: frozenset[str] | set[str] = frozenset()) -> np.ndarray | None:
+    """The target of ``derivation`` in its display unit (``factor`` base units each) for the
+    known ``values`` (base-unit magnitudes: arrays or floats), or None to leave the question
+    to the general path (see the module docstring for when). ``integral`` names values that
+    came as integer arrays: whole numbers without testing each element."""
+    prog = program(derivation)
+    if prog is None or any(name not in values for name in prog.knowns):
+        return None
+    quantities = derivation.library.quantities
+    for name, v in values.items():     # given but not used by the steps: checked all the same
+        if name not in prog.knowns and _Bounds(quantities[name]).holds(np.asarray(v, dtype=float)) is None:
+            return None
+    chunks = _Chunks(prog.knowns, values, quantities, integral)
+    if not chunks.ok:
+        return None
+    tq = quantities[prog.target]
+    errors = _FloatingPointErrors()
+    with np.errstate(all="call", call=errors):
+        if prog.fused_expr is not None:
+            target = None if prog.target not in prog.checked else _Bounds(tq, factor=factor, edge=EDGE, whole=False)
+            out = _run_fused(prog.fused(factor), chunks, target, errors)
+            if out is not None and not _in_range(prog, chunks.ranges):
+                return None
+        else:
+            out = _run_steps(prog, chunks, quantities, target_whole, factor, errors)
+    return out
+
+
+def _run_fused(fn: Callable, chunks: _Chunks, target: _Bounds | None,
+               errors: _FloatingPointErrors) -> np.ndarray | None:
+    """``target`` None: the answer's bounds are proven like every step's (no scan)."""
+    out = np.empty(chunks.shape)
+    for start, stop in chunks.spans():
+        args = chunks.cut(start, stop)
+        if args is None:
+            return None
+        value = fn(*args)
+        if errors.count or not chunks.fits(value, start, stop) or (target is not None and target.holds(value) is None):
+            return None
+        out[start:stop] = value
+    return None if errors.count else out
+
+
+def _run_steps(prog: Program, chunks: _Chunks, quantities, target_whole: str | None, factor: float,
+               errors: _FloatingPointErrors) -> np.ndarray | None:
+    """The general path's own step functions, chunk by chunk: bitwise its values."""
+    checked = [(name, _Bounds(quantities[name])) for name in prog.checked if name != prog.target]
+    exact = _Bounds(quantities[prog.target], whole=False)    # the answer, then (whole) rounded
+    out = np.empty(chunks.shape)
+    for start, stop in chunks.spans():
+        args = chunks.cut(start, stop)
+        if args is None:
+            return None
+        env = dict(prog.constants)
+        env.update(zip(prog.knowns, args))
+        for fn, inputs, name in prog.steps:
+            env[name] = fn(*[env[x] for x in inputs])
+        value = env[prog.target]
+        if errors.count or not chunks.fits(value, start, stop) or exact.holds(value) is None:
+            return None
+        if any(bounds.holds(env[name]) is None for name, bounds in checked):
+            return None
+        if target_whole:
+            value = _rounded(value, target_whole)
+            if exact.holds(value) is None:
+                return None
+        np.divide(value, factor, out=out[start:stop])
+    return None if errors.count else out
+
+
+class _Chunks:
+    """The knowns cut into chunks along the first axis of their broadcast shape, each piece
+    checked against its quantity's bounds as it is cut (a known that does not vary along
+    that axis is checked once). Keeps each known's overall (min, max) for the range check.
+
+    Integer arrays (counts) are converted to float64 a chunk at a time, in the cache, as the
+    general path converts them whole: the same numbers, without a new array of 8 bytes a
+    point to fault in."""
+
+    def __init__(self, names: tuple[str, ...], values: Mapping[str, object], quantities, integral=frozenset()):
+        arrays = [v if isinstance(v, np.ndarray) else np.float64(v) for v in (values[n] for n in names)]
+        self.ok = False
+        if any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
+            return
+        self.shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+        size = math.prod(self.shape)
+        if not self.shape or size < MIN_SIZE:
+            return
+        self.rows = max(1, CHUNK // max(1, size // self.shape[0]))
+        self.template: list = []
+        self.sliced: list = []
+        self.ranges: dict[str, list[float]] = {}
+        for i, (name, a) in enumerate(zip(names, arrays)):
+            bounds = _Bounds(quantities[name], whole=False if name in integral else None)
+            if a.ndim == len(self.shape) and a.shape[0] == self.shape[0] > 1:
+                self.ranges[name] = r = [math.inf, -math.inf]
+                self.sliced.append((i, a, bounds, r, a.dtype != np.float64))
+                self.template.append(None)
+            else:
+                a = a.astype(np.float64, copy=False)
+                seen = bounds.holds(a)
+                if seen is None:
+                    return
+                self.ranges[name] = list(seen)
+                self.template.append(a)
+        self.ok = True
+
+    def spans(self):
+        n = self.shape[0]
+        return ((start, min(start + self.rows, n)) for start in range(0, n, self.rows))
+
+    def cut(self, start: int, stop: int) -> list | None:
+        """The knowns' values for rows start:stop, or None if one fails its check.
+
+        _Bounds.holds, inlined: this runs for every known and chunk, ~500 times a sweep."""
+        args = self.template.copy()
+        for i, a, b, r, integer in self.sliced:
+            chunk = a[start:stop].astype(np.float64) if integer else a[start:stop]
+            lo, hi = _MIN(chunk, axis=None), _MAX(chunk, axis=None)
+            if not ((lo > b.lo if b.lo_open else lo >= b.lo) and (hi < b.hi if b.hi_open else hi <= b.hi)
+                    and hi < _INF and lo > _NEG_INF):
+                return None
+            if b.whole and _NOT_EQUAL(_FLOOR(chunk), chunk).any():
+                return None
+            if lo < r[0]:
+                r[0] = lo
+            if hi > r[1]:
+                r[1] = hi
+            args[i] = chunk
+        return args
+
+    def fits(self, value, start: int, stop: int) -> bool:
+        """A float64 array of the chunk's full shape (else the answer would not broadcast like
+        the general path's)."""
+        return isinstance(value, np.ndarray) and value.dtype == np.float64 and \
+            value.shape == (stop - start, *self.shape[1:])
+
+
+def _in_range(prog: Program, ranges: dict[str, list[float]]) -> bool:
+    """Whether, over the inputs' actual ranges, every step of the general path stays inside
+    floating point's normal range (what the fused evaluation cannot see for itself)."""
+    box = {prog.symbols[k]: (float(lo), float(hi)) for k, (lo, hi) in ranges.items()}
+    for sym, expr in prog.exprs:
+        got = interval(expr, box)
+        if got is None:
+            return False
+        box[sym] = got
+    return True
+
+
+class _Bounds:
+    """A quantity's bounds as one test on an array: every element finite, inside the interval
+    and, for whole numbers, exactly whole (a value whole only within the general path's
+    tolerance is left to the general path). One minimum and one maximum (NaN fails both)
+    instead of elementwise masks. ``factor`` scales the bounds to a display unit; ``edge``
+    also refuses values that close (relatively) to a finite bound."""
+
+    __slots__ = ("lo", "hi", "lo_open", "hi_open", "whole", "edge")
+
+    def __init__(self, q, factor: float = 1.0, edge: float = 0.0, whole: bool | None = None):
+        d = q.domain
+        self.lo, self.hi, self.lo_open, self.hi_open = d.lo / factor, d.hi / factor, d.lo_open, d.hi_open
+        self.whole = q.whole is not None if whole is None else whole
+        self.edge = edge
+
+    def holds(self, a) -> tuple[float, float] | None:
+        """(min, max) of ``a`` if the test passes, else None."""
+        lo, hi = _MIN(a, axis=None), _MAX(a, axis=None)
+        if not ((lo > self.lo if self.lo_open else lo >= self.lo) and (hi < self.hi if self.hi_open else hi <= self.hi)
+                and -math.inf < lo and hi < math.inf):
+            return None
+        if self.edge and ((self.lo != 0 and abs(lo - self.lo) <= self.edge * abs(self.lo))
+                          or (math.isfinite(self.hi) and abs(self.hi - hi) <= self.edge * abs(self.hi))):
+            return None
+        if self.whole and _NOT_EQUAL(_FLOOR(a), a).any():
+            return None
+        return lo, hi
+
+
+_MIN, _MAX, _NOT_EQUAL, _FLOOR = np.minimum.reduce, np.maximum.reduce, np.not_equal, np.floor
+_INF, _NEG_INF = math.inf, -math.inf
+
+
+def _rounded(value: np.ndarray, how: str) -> np.ndarray:
+    from .api import _round
+    return np.asarray(_round(value, how), dtype=float)

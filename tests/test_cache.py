@@ -1,0 +1,228 @@
+"""The on-disk cache: used when valid, rebuilt when not, and invisible in the answers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy
+
+import symcalc
+from symcalc import cache
+from symcalc import library as library_module
+from symcalc.derivation import Derivation
+from symcalc.library import formula_dir, load_library
+
+EXTRA = """
+[quantities.gpu_power_draw]
+unit = "W"
+display_unit = "kW"
+latex = "P"
+description = "average power draw of one GPU"
+
+[[formulas]]
+id = "energy_of_the_run"
+title = "Energy of the run"
+equation = "run_energy = n_gpus * gpu_power_draw * train_time"
+source = "test"
+
+[quantities.run_energy]
+unit = "J"
+display_unit = "MWh"
+latex = "E"
+description = "energy of the run"
+"""
+
+QUESTIONS = [
+    ("n_gpus", dict(n_params=30e9, n_tokens="600e9 token", train_time="30day", mfu="45%",
+                    peak_flops="989 TFLOP/s"), {}),
+    ("d_model", dict(n_params=1.291059e10, n_layers=40, vocab_size=32000), {}),          # a quadratic
+    ("model_state_memory", dict(n_params=7e9, n_gpus=64), {"options": {"zero_stage": 3}}),
+    ("checkpoint_interval", dict(checkpoint_write_time="98 s", mtbf="24h"), {}),
+    ("train_time", dict(n_params=70e9, n_tokens="2e12 token", n_gpus=np.array([64.0, 128.0]),
+                        mfu=np.array([0.3, 0.4]), peak_flops="989 TFLOP/s"), {}),
+]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh cache directory of this test's own, with the cache on."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv(cache.ENV_DIR, str(path))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    return path
+
+
+@pytest.fixture
+def formulas(tmp_path) -> Path:
+    """A private copy of the built-in formula files, free to edit."""
+    return Path(shutil.copytree(formula_dir(), tmp_path / "formulas"))
+
+
+def entries(directory: Path, kind: str) -> list[Path]:
+    return sorted(directory.glob(f"{kind}-*.pickle"))
+
+
+def test_second_load_comes_from_the_cache_without_parsing(cache_dir, formulas, monkeypatch):
+    first = load_library([formulas])
+    assert len(entries(cache_dir, "library")) == 1
+    hits = cache.stats["hits"]
+
+    def no_parsing(*args, **kwargs):
+        raise AssertionError("a cached library must not be parsed again")
+    monkeypatch.setattr(library_module, "_load_formula", no_parsing)
+    second = load_library([formulas])
+    assert cache.stats["hits"] == hits + 1
+    assert second is not first and second.fingerprint == first.fingerprint
+    assert set(second.formulas) == set(first.formulas) and set(second.quantities) == set(first.quantities)
+
+
+def test_an_edited_formula_file_is_a_new_key(cache_dir, formulas):
+    before = load_library([formulas])
+    path = formulas / "compute.toml"
+    text = path.read_text()
+    assert 'title = "Training time from throughput"' in text
+    path.write_text(text.replace('title = "Training time from throughput"', 'title = "Edited title"'))
+    after = load_library([formulas])
+    assert after.fingerprint != before.fingerprint
+    assert after.formulas["train_time_from_throughput"].title == "Edited title"
+    assert len(entries(cache_dir, "library")) == 2
+
+
+def test_extra_formula_files_are_part_of_the_key(cache_dir, tmp_path):
+    extra = tmp_path / "mine.toml"
+    extra.write_text(EXTRA)
+    base = load_library()
+    mine = load_library(extra=[extra])
+    assert "energy_of_the_run" in mine.formulas and "energy_of_the_run" not in base.formulas
+    assert mine.fingerprint != base.fingerprint
+    extra.write_text(EXTRA.replace("Energy of the run", "Energy, edited"))
+    assert load_library(extra=[extra]).formulas["energy_of_the_run"].title == "Energy, edited"
+    r = symcalc.solve("run_energy", n_gpus=1000, gpu_power_draw="0.7 kW", train_time="1848 hour",
+                      library=load_library(extra=[extra]))
+    assert r.unit == "MWh" and abs(r.value - 1293.6) < 1e-6
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "other key"])
+def test_a_damaged_entry_is_ignored_and_rebuilt(cache_dir, formulas, tmp_path, damage):
+    good = load_library([formulas])
+    [entry] = entries(cache_dir, "library")
+    data = entry.read_bytes()
+    if damage == "garbage":
+        entry.write_bytes(b"not a cache file at all")
+    elif damage == "truncated":
+        entry.write_bytes(data[: len(data) // 2])
+    elif damage == "flipped":
+        entry.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
+    else:   # a valid entry of another key put under this name
+        (tmp_path / "mine.toml").write_text(EXTRA)
+        other = load_library([formulas], extra=[tmp_path / "mine.toml"])
+        other_entry = next(p for p in entries(cache_dir, "library") if p != entry)
+        assert other.fingerprint != good.fingerprint
+        entry.write_bytes(other_entry.read_bytes())
+    rejected = cache.stats["rejected"]
+    again = load_library([formulas])
+    assert cache.stats["rejected"] == rejected + 1
+    assert set(again.formulas) == set(good.formulas)
+    # ... and the entry was rewritten: the next load is a hit
+    hits = cache.stats["hits"]
+    load_library([formulas])
+    assert cache.stats["hits"] == hits + 1
+
+
+def test_a_directory_that_cannot_be_written_means_no_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(cache.ENV_DIR, str(blocker / "cache"))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    errors = cache.stats["errors"]
+    lib = load_library()
+    assert cache.stats["errors"] == errors + 1
+    assert symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64,
+                         peak_flops="1979 TFLOP/s", library=lib).unit == "%"
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_directory_others_can_write_is_not_trusted(cache_dir, formulas):
+    load_library([formulas])
+    os.chmod(cache_dir, 0o777)
+    rejected, hits = cache.stats["rejected"], cache.stats["hits"]
+    lib = load_library([formulas])
+    # neither read (a file there may have been planted) nor written
+    assert cache.stats["rejected"] == rejected + 2 and cache.stats["hits"] == hits and lib.formulas
+
+
+def test_the_cache_can_be_turned_off(cache_dir, formulas, monkeypatch):
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    lib = load_library([formulas])
+    symcalc.solve("n_gpus", library=lib, **QUESTIONS[0][1])
+    assert not cache_dir.exists()
+    assert lib.fingerprint is None
+    monkeypatch.delenv(cache.ENV_OFF)
+    load_library([formulas], use_cache=False)
+    assert not cache_dir.exists()
+
+
+def test_expressions_come_back_exactly_as_stored(cache_dir, formulas):
+    built = load_library([formulas], use_cache=False)
+    load_library([formulas])
+    cached = load_library([formulas])
+    for fid, f in built.formulas.items():
+        g = cached.formulas[fid]
+        for side in ("lhs", "rhs", "display_lhs", "display_rhs"):
+            # display_* are kept as written (unevaluated): they must not come back reordered
+            assert sympy.srepr(getattr(g, side)) == sympy.srepr(getattr(f, side)), (fid, side)
+    for name, q in built.quantities.items():
+        assert cached.quantities[name].symbol == q.symbol
+        assert cached.quantities[name].symbol.assumptions0 == q.symbol.assumptions0
+
+
+def test_a_cached_derivation_is_used_without_solving_again(cache_dir, formulas, monkeypatch):
+    target, values, kwargs = QUESTIONS[1]
+    cold = symcalc.solve(target, library=load_library([formulas]), **values, **kwargs)
+    assert entries(cache_dir, "derivation")
+
+    def no_solving(*args, **kwargs):
+        raise AssertionError("a cached derivation must not be solved again")
+    monkeypatch.setattr(Derivation, "_solve_step", no_solving)
+    hits = cache.stats["hits"]
+    warm = symcalc.solve(target, library=load_library([formulas]), **values, **kwargs)
+    assert cache.stats["hits"] == hits + 2        # the library and the derivation
+    assert warm.value == cold.value and warm.text() == cold.text()
+
+
+def test_answers_are_identical_with_and_without_the_cache(cache_dir, formulas, monkeypatch):
+    def answers(lib):
+        out = []
+        for target, values, kwargs in QUESTIONS:
+            r = symcalc.solve(target, library=lib, **values, **kwargs)
+            out.append((np.asarray(r.value).tolist(), r.unit, r.text(), r.json(), r.latex(standalone=True),
+                        r.markdown(), str(r.closed_form)))
+        return out
+    cold = answers(load_library([formulas]))                  # builds the entries
+    warm = answers(load_library([formulas]))                  # reads them
+    assert cache.stats["hits"] >= len(QUESTIONS) + 1
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    off = answers(load_library([formulas]))
+    assert cold == warm == off
+
+
+def test_clear_removes_every_entry(cache_dir, formulas):
+    load_library([formulas])
+    assert cache.clear() == 1 and not entries(cache_dir, "library")
+    assert cache.clear() == 0
+
+
+def test_the_cli_caches_a_library_with_extra_files(cache_dir, cli, tmp_path):
+    (tmp_path / "mine.toml").write_text(EXTRA)
+    args = ("solve", "run_energy", "n_gpus=1000", "gpu_power_draw=0.7 kW", "train_time=1848 hour",
+            "--formulas", str(tmp_path / "mine.toml"))
+    first = cli(*args)
+    assert first.code == 0, first.err
+    assert entries(cache_dir, "library") and entries(cache_dir, "derivation")
+    hits = cache.stats["hits"]
+    second = cli(*args)
+    assert second.out == first.out and cache.stats["hits"] == hits + 2
