@@ -166,24 +166,30 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         dims = [1] * len(axes)
         dims[i] = -1
         grid[a.name] = (a.values.reshape(dims), a.unit)
-    r = solve(tq.name, {**fixed, **grid}, options=options, to=to, library=lib, on_bounds="flag",
-              hardware=hardware, model=model)
-    vals = np.broadcast_to(np.asarray(r.value, dtype=float), shape).copy()
-    exact = np.broadcast_to(np.asarray(r.exact, dtype=float), shape).copy() if tq.whole else None
-    feasible = np.isfinite(vals)
-    reasons = []
-    if not feasible.all():
-        reasons.append(f"{int((~feasible).sum())} points have no solution")
-    for name, v in r.values.items():
-        q = lib.quantities[name]
-        if q.kind == "text" or name in r.given:
-            continue
-        ok = np.broadcast_to(q.domain.contains(np.asarray(v, dtype=float)) | ~np.isfinite(v), shape)
-        if not ok.all():
-            reasons.append(f"{name} leaves its bounds {q.domain} at {int((~ok).sum())} points")
-            feasible &= ok
+    kw = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
+    fast = _fast(tq.name, fixed, grid, axes, shape, kw)
+    if fast is not None:
+        # the sweep path checked every step's bounds and found them all kept
+        r, vals = fast
+        exact, feasible, reasons = None, np.isfinite(vals), []
+    else:
+        r = solve(tq.name, {**fixed, **grid}, on_bounds="flag", **kw)
+        vals = np.broadcast_to(np.asarray(r.value, dtype=float), shape).copy()
+        exact = np.broadcast_to(np.asarray(r.exact, dtype=float), shape).copy() if tq.whole else None
+        feasible = np.isfinite(vals)
+        reasons = []
+        if not feasible.all():
+            reasons.append(f"{int((~feasible).sum())} points have no solution")
+        for name, v in r.values.items():
+            q = lib.quantities[name]
+            if q.kind == "text" or name in r.given:
+                continue
+            ok = np.broadcast_to(q.domain.contains(np.asarray(v, dtype=float)) | ~np.isfinite(v), shape)
+            if not ok.all():
+                reasons.append(f"{name} leaves its bounds {q.domain} at {int((~ok).sum())} points")
+                feasible &= ok
     capacity = None
-    cap = over_capacity(lib, tq, r.rounded_base, r.given)
+    cap = over_capacity(lib, tq, vals * r.factor, r.given)
     if cap is not None:
         name, cap_value, over = cap
         over = np.broadcast_to(over, shape)
@@ -194,6 +200,28 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     warnings = [w for w in r.warnings if "exceeds" not in w or not capacity]
     return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
                  feasible=feasible, reasons=reasons, capacity=capacity, result=r, warnings=warnings)
+
+
+def _fast(target: str, fixed: dict, grid: dict, axes: list[Axis], shape: tuple, kw: dict):
+    """(the first point's result, the values over the grid) from the compiled sweep path of
+    :meth:`Result.function`, or None when the grid is small or anything needs the general path
+    (a bound left, a numeric step, several roots): then solve() with arrays says what."""
+    from .api import solve
+    from .errors import SymcalcError
+    from .fastpath import MIN_SIZE
+    if math.prod(shape) < MIN_SIZE:
+        return None
+    try:
+        first = solve(target, {**fixed, **{a.name: (a.values[0], a.unit) for a in axes}}, on_bounds="flag",
+                      conflicts=False, **kw)
+        if first.violations or first.quantity.kind == "text":
+            return None
+        out = first._sweep({**fixed, **grid})
+    except SymcalcError:
+        return None
+    if out is None:
+        return None
+    return first, np.broadcast_to(np.asarray(out, dtype=float), shape).copy()
 
 
 def read_axis(q: QuantitySpec, spec: object) -> Axis:

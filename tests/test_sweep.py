@@ -182,3 +182,23 @@ def test_cli_sweep_text_of_a_large_grid_is_sampled(cli):
     run = cli("sweep", "train_time", "n_params=70e9", "n_tokens=2e12 token", "peak_flops=989 TFLOP/s",
               "--vary", "n_gpus=64:4096:40:log", "--vary", "mfu=20%:70%:30")
     assert run.code == 0 and "1200 points" in run.out and "sampled" in run.out
+
+
+def test_a_large_grid_takes_the_compiled_sweep_path_with_the_same_answers(monkeypatch):
+    # 1000 x 1000 points: the values come from Result.function's sweep path (every bound checked
+    # at once); they equal the hand formula, and a grid with infeasible points still marks them
+    import sys
+    module = sys.modules["symcalc.sweep"]
+    taken = []
+    real = module._fast
+    monkeypatch.setattr(module, "_fast", lambda *a: taken.append(real(*a) is not None) or real(*a))
+    s = sweep("train_time", n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s",
+              vary={"n_gpus": "64:4096:1000", "mfu": "20%:70%:1000"})
+    n, m = s.axes[0].values[:, None], s.axes[1].values[None, :] / 100
+    assert s.shape == (1000, 1000) and s.feasible.all() and taken == [True]
+    assert s.values == pytest.approx(train_days(n, m), rel=1e-12)
+    over = sweep("mfu", n_params=7e9, n_gpus=64, peak_flops="1979 TFLOP/s",
+                 vary={"tokens_per_second": "1e5 token/s:1e7 token/s:100000"})
+    r = over.axes[0].base
+    assert over.feasible.tolist() == (6 * 7e9 * r / (64 * 1979e12) <= 1).tolist()
+    assert any("mfu leaves its bounds" in x for x in over.reasons) and taken == [True, False]
