@@ -71,7 +71,7 @@ def _title(sweep) -> str:
     options = ", ".join(f"{k}={v}" for k, v in sweep.result.options.items()
                         if k in lib.options and lib.options[k].default != v)
     context = "; ".join(x for x in (presets, options) if x)
-    return textwrap.fill(f"{sweep.target} over {names}" + (f" ({context})" if context else ""), 90)
+    return textwrap.fill(f"{sweep.target} over {names}" + (f" ({context})" if context else ""), 80)
 
 
 def _line(ax, sweep) -> None:
@@ -110,6 +110,16 @@ def _heatmap(fig, ax, sweep) -> None:
     mesh = ax.pcolormesh(_edges(x, ax1.log), _edges(y, ax0.log), z, shading="flat", cmap="viridis", norm=norm)
     bar = fig.colorbar(mesh, ax=ax)
     bar.set_label(label(lib, sweep.target, sweep.unit))
+    if min(z.shape) >= 3 and z.count() > 8:
+        # a few labelled iso-lines: reading "where is it 30 days?" off a colour is guesswork
+        from matplotlib.ticker import LogLocator, MaxNLocator
+        lo, hi = float(z.min()), float(z.max())
+        locator = LogLocator(subs=(1, 2, 5)) if norm is not None else MaxNLocator(6)
+        levels = [v for v in locator.tick_values(lo, hi) if lo < v < hi]
+        if levels:
+            iso = ax.contour(x, y, z.filled(np.nan), levels=levels, colors="white", linewidths=0.7, alpha=0.8)
+            ax.clabel(iso, fmt=lambda v: _num(v), fontsize=7)
+        bar.ax.tick_params(labelsize=8)
     if not sweep.feasible.all():
         bad = (~sweep.feasible).astype(float)
         ax.pcolor(_edges(x, ax1.log), _edges(y, ax0.log), np.ma.masked_equal(bad, 0), hatch="///",
@@ -119,7 +129,8 @@ def _heatmap(fig, ax, sweep) -> None:
         ax.plot([], [], color=INFEASIBLE, label="infeasible (hatched): " + "; ".join(sweep.reasons)[:70])
         ax.legend(fontsize=8, loc="upper right")
     if sweep.capacity and min(z.shape) >= 2 and np.isfinite(z.filled(np.nan)).any():
-        cs = ax.contour(x, y, z.filled(np.nan), levels=[sweep.capacity[1]], colors="white", linewidths=1.2)
+        cs = ax.contour(x, y, z.filled(np.nan), levels=[sweep.capacity[1]], colors="black", linewidths=1.6,
+                        linestyles="--")
         ax.clabel(cs, fmt=f"{sweep.capacity[0]} %g", fontsize=7)
     ax.set_xlabel(label(lib, ax1.name, ax1.unit))
     ax.set_ylabel(label(lib, ax0.name, ax0.unit))
