@@ -144,7 +144,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as e:
-        raise MalformedValueError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}); truncated?") from None
+        raise MalformedValueError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at line {e.lineno}, column {e.colno}); truncated?") from None
     if not isinstance(cfg, dict):
         raise MalformedValueError(f"{where}: expected a JSON object of model settings")
     if isinstance(cfg.get("text_config"), dict):     # multimodal wrappers keep the LM here
