@@ -171,7 +171,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           options: Mapping[str, object] | None = None, to: str | None = None,
           library: Library | None = None, on_bounds: str = "raise",
           hardware: str | None = None, model: str | None = None, diagnose: bool = True,
-          conflicts: bool = True, rtol: float = 0.02, **values) -> Result:
+          conflicts: bool = True, rtol: float = 0.02, rounding: str | None = None, **values) -> Result:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -187,6 +187,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     from the others and compared (``conflicts=True``): a disagreement beyond ``rtol`` becomes a
     warning and an entry of ``result.conflicts``. ``diagnose=False`` makes an underdetermined
     question fail at once, without the (slower) search for what would settle it.
+    ``rounding`` ("up", "down" or "nearest") overrides how a whole-number answer is rounded: the
+    pp that keeps a bubble under a target rounds down, the GPUs a deadline needs round up.
     """
     if on_bounds not in ("raise", "flag"):
         raise ValueError("on_bounds must be 'raise' or 'flag'")
@@ -194,6 +196,11 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     if not isinstance(target, str):
         raise QueryError(f"the target is a quantity name, got {target!r}")
     tq = lib.quantity(target)
+    if rounding is not None and rounding not in ("up", "down", "nearest"):
+        raise QueryError(f"rounding is up, down or nearest, got {rounding!r}")
+    if rounding is not None and not tq.whole:
+        raise QueryError(f"{tq.name} is not a whole number: there is nothing to round")
+    how = rounding or tq.whole
     if given is not None and not isinstance(given, Mapping):
         raise QueryError("given values must be a mapping of name -> value")
     knowns = read_given(lib, [*(given or {}).items(), *values.items()])
@@ -214,12 +221,12 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     ev = derivation.evaluate(env)
     unit, factor = _output_unit(tq, to)
     exact = ev.values[tq.name]
-    rounded = _round(exact, tq.whole)
+    rounded = _round(exact, how)
     found, checked = [], set()
     if conflicts:
         found, checked = cross_check(lib, derivation.plan.unused, knowns, options=explicit_options, rtol=rtol,
                                      hardware=hardware, model=model)
-    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked)
+    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
     warnings += [c["warning"] for c in found]
     warnings += [w for p in presets for w in p.warnings]
     if violations and on_bounds == "raise":
@@ -236,7 +243,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   options=_relevant_options(derivation, defaults_used, explicit_options, opts),
                   all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
-                  derivation=derivation, closed_form=derivation.closed_form(ev.choices),
+                  derivation=derivation, closed_form=derivation.closed_form(ev.choices), rounding=how,
                   unused=[u for u in derivation.plan.unused if u != tq.fits_in], warnings=warnings,
                   violations=violations, conflicts=[{k: v for k, v in c.items() if k != "warning"} for c in found])
 
@@ -279,7 +286,7 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
 
 
 def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
-              checked: set = frozenset()) -> tuple[list[str], list[str]]:
+              checked: set = frozenset(), how: str | None = None) -> tuple[list[str], list[str]]:
     """What to tell the user about an evaluated derivation: (warnings, bound violations).
 
     Raises NoSolutionError when a step has no finite value at all.
@@ -288,12 +295,13 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
     violations = _violations(lib, derivation, ev.values)
     if tq.whole and not violations and not np.all(tq.domain.contains(rounded)):
         violations.append(f"{tq.name} = {with_unit(np.min(exact) / tq.factor, tq.display_unit)} rounds "
-                          f"{tq.whole} to {with_unit(np.min(rounded) / tq.factor, tq.display_unit)}, outside "
+                          f"{how} to {with_unit(np.min(rounded) / tq.factor, tq.display_unit)}, outside "
                           f"{_bounds_text(tq)}: a whole number this small makes no sense here")
     warnings = list(ev.warnings) + _whole_number_notes(lib, derivation, ev.values)
-    if tq.whole == "nearest" and _far_from_whole(exact):
+    if how == "nearest" and _far_from_whole(exact):
         warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
-                        "nearest: the given values do not fit whole numbers exactly")
+                        "nearest: the given values do not fit whole numbers exactly (round up or down to choose: "
+                        "--round, or rounding= in Python)")
     capacity = over_capacity(lib, tq, exact, given)
     if capacity is not None:
         name, cap, over = capacity
@@ -368,7 +376,7 @@ def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: 
     plan = Plan(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
     derivation = Derivation(lib, plan, opts, {})
     return Result(library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
-                  rounded_base=_round(value, q.whole), given=knowns, presets={}, options={}, all_options=opts,
+                  rounded_base=_round(value, q.whole), rounding=q.whole, given=knowns, presets={}, options={}, all_options=opts,
                   defaults_used={}, values={k: v.magnitude for k, v in knowns.items()}, steps=[],
                   derivation=derivation, closed_form=q.symbol, unused=list(plan.unused),
                   warnings=[f"{q.name} is given: the answer is that value converted"])

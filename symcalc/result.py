@@ -55,7 +55,8 @@ class Result:
     unused: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    conflicts: list[dict] = field(default_factory=list)   # given values the answer left out that disagree
+    conflicts: list[dict] = field(default_factory=list)
+    rounding: str | None = None            # how a whole-number answer was rounded (the quantity's way unless asked)   # given values the answer left out that disagree
     on_bounds: str = "raise"
     preset_args: dict = field(default_factory=dict)   # hardware=/model= as given to solve
 
@@ -116,7 +117,8 @@ class Result:
             if fast is not None:
                 return units.Q(fast, self.unit) if self.unit else units.Q(fast)
         r = solve(self.target, values, options=self.all_options, to=self.unit or None, library=self.library,
-                  on_bounds=self.on_bounds, **{k: v for k, v in self.preset_args.items() if v})
+                  on_bounds=self.on_bounds, rounding=self.rounding if self.quantity.whole else None,
+                  **{k: v for k, v in self.preset_args.items() if v})
         return r.quantity_value
 
     def _sweep(self, values: dict):
@@ -150,7 +152,7 @@ class Result:
                 magnitudes[q.name] = read_value(q, raw, check_bounds=False).magnitude
             except Exception:     # solve() raises it, after the checks that come first there
                 return None
-        return sweep(self.derivation, magnitudes, self.quantity.whole, self.factor, integral)
+        return sweep(self.derivation, magnitudes, self.rounding, self.factor, integral)
 
     @property
     def numeric_symbols(self) -> list[str]:

@@ -248,3 +248,20 @@ def test_api_input_errors_are_clear(call, needle):
 def test_options_may_be_pairs():
     r = symcalc.solve("model_state_memory", n_params=7e9, dp=64, options=[("zero_stage", 3)])
     assert r.value == pytest.approx(1.75, rel=1e-12)
+
+
+def test_a_whole_number_answer_can_be_rounded_the_way_the_question_needs(cli):
+    # bubble (p - 1) / (m + p - 1) = 10 % with m = 32: p = 1 + 3.2 / 0.9 = 4.556. Nearest gives 5, whose
+    # bubble 4/36 = 11.1 % misses the target; rounding down gives 4 (3/35 = 8.6 %), the largest that meets it
+    r = symcalc.solve("pp", n_microbatches=32, bubble_fraction="10%")
+    assert r.value == 5 and r.rounding == "nearest"
+    assert any("--round" in w for w in r.warnings)
+    down = symcalc.solve("pp", n_microbatches=32, bubble_fraction="10%", rounding="down")
+    assert down.value == 4 and down.exact == pytest.approx(1 + 3.2 / 0.9, rel=1e-12) and down.rounding == "down"
+    assert symcalc.solve("bubble_fraction", n_microbatches=32, pp=4).value == pytest.approx(100 * 3 / 35)
+    run = cli("solve", "pp", "n_microbatches=32", "bubble_fraction=10%", "--round", "down", "--json")
+    assert run.json()["value"] == 4 and run.json()["rounding"] == "down"
+    with pytest.raises(symcalc.SymcalcError) as e:
+        symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64,
+                      peak_flops="1979 TFLOP/s", rounding="up")
+    assert "not a whole number" in e.value.message

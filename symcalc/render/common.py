@@ -67,7 +67,7 @@ def step_value_latex(result, name: str) -> list[str]:
     from .text import was_rounded
     if name == result.target and was_rounded(result):
         return [with_unit_latex(result.exact, result.unit, digits=6),
-                value_latex(result, name) + r"\ \text{(rounded " + result.quantity.whole + ")}"]
+                value_latex(result, name) + r"\ \text{(rounded " + result.rounding + ")}"]
     return [value_latex(result, name)]
 
 

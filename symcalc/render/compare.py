@@ -13,7 +13,7 @@ def _value(result) -> str:
     from .text import was_rounded
     line = with_unit(result.value, result.unit)
     if was_rounded(result):
-        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.quantity.whole})"
+        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding})"
     return line
 
 

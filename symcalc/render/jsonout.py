@@ -52,7 +52,7 @@ def result_dict(result) -> dict:
         "value": _plain(result.value),
         "unit": result.unit,
         "exact": _plain(result.exact) if result.exact is not None else None,
-        "rounding": q.whole,
+        "rounding": result.rounding,
         "given": {name: g.text for name, g in result.given.items() if not g.origin},
         "presets": dict(result.presets),
         "from_presets": {name: {"value": g.text, "source": g.origin} for name, g in result.given.items()

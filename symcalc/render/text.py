@@ -84,13 +84,13 @@ def was_rounded(result) -> bool:
 def headline(result) -> str:
     line = f"{result.target} = {with_unit(result.value, result.unit)}"
     if was_rounded(result):
-        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.quantity.whole})"
+        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding})"
     return line
 
 
 def step_value_text(result, name: str) -> str:
     """A step's value; for a rounded target, the exact value and then the rounding."""
     if name == result.target and was_rounded(result):
-        return (f"{with_unit(result.exact, result.unit, digits=6)}, rounded {result.quantity.whole} "
+        return (f"{with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding} "
                 f"to {with_unit(result.value, result.unit)}")
     return value_text(result, name)
