@@ -253,6 +253,7 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
     """Each of ``names`` (given values a derivation left out) solved for from the other given
     values and compared with its given value. Returns (the disagreements beyond ``rtol``, the
     names that could be checked at all). Preset values and arrays are not checked."""
+    from .check import relation
     conflicts, checked = [], set()
     if any(np.ndim(v.magnitude) for v in knowns.values()):
         return conflicts, checked
@@ -268,20 +269,9 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
         except SymcalcError:
             continue
         checked.add(name)
-        claimed, computed = float(typed[name].magnitude), float(r.rounded_base)
-        error = abs(computed - claimed) / max(abs(claimed), abs(computed), 1e-300)
-        if np.isfinite(error) and error <= rtol * (1 + 1e-12):
-            continue
-        q = lib.quantities[name]
-        shown = with_unit(claimed / q.factor, q.display_unit)
-        via = ", ".join(g for g in r.derivation.plan.given if not r.given[g].origin)
-        conflicts.append({
-            "quantity": name, "given": claimed / q.factor, "computed": computed / q.factor, "unit": q.display_unit,
-            "rel_error": error if np.isfinite(error) else None, "from": via,
-            "formulas": [f.id for s in r.steps for f in s.formulas],
-            "warning": (f"conflict: {name} = {shown} is given, but {via} give "
-                        f"{with_unit(computed / q.factor, q.display_unit)} ({fmt(100 * error, 3)} % off, "
-                        f"beyond {fmt(100 * rtol, 3)} %); the answer does not use the given {name}")})
+        found = relation(r, name, float(typed[name].magnitude), rtol)
+        if not found.agrees:
+            conflicts.append(found.conflict(rtol))
     return conflicts, checked
 
 

@@ -57,6 +57,18 @@ class Relation:
         return (f"{self.quantity} = {claimed} claimed, {computed} from {', '.join(self.inputs)}: "
                 f"{verdict} ({_percent(self.rel_error)} off)")
 
+    def conflict(self, rtol: float) -> dict:
+        """This disagreement as an overdetermined solve reports it (``result.conflicts``)."""
+        via = ", ".join(self.inputs)
+        return {"quantity": self.quantity, "given": self.claimed / self.factor,
+                "computed": self.computed / self.factor, "unit": self.unit,
+                "rel_error": self.rel_error if np.isfinite(self.rel_error) else None, "from": via,
+                "formulas": list(self.formulas),
+                "warning": (f"conflict: {self.quantity} = {with_unit(self.claimed / self.factor, self.unit)} is given, "
+                            f"but {via} give {with_unit(self.computed / self.factor, self.unit)} "
+                            f"({fmt(100 * self.rel_error, 3)} % off, beyond {fmt(100 * rtol, 3)} %); "
+                            f"the answer does not use the given {self.quantity}")}
+
     def as_dict(self) -> dict:
         return {"quantity": self.quantity, "claimed": self.claimed / self.factor,
                 "computed": None if self.computed is None else self.computed / self.factor,
@@ -157,7 +169,7 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
                                   agrees=False, inputs=sorted(others), formulas=[], defaults={},
                                   unit=q.display_unit, factor=q.factor, message=e.message))
             continue
-        found.append(_relation(r, name, float(gv.magnitude), rtol))
+        found.append(relation(r, name, float(gv.magnitude), rtol))
     relations = _one_per_relation(found, list(knowns))
     related = set().union(*(r.members for r in relations)) if relations else set()
     unrelated = [n for n in knowns if n not in related]
@@ -165,7 +177,9 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
     return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts)
 
 
-def _relation(r: Result, name: str, claimed: float, rtol: float) -> Relation:
+def relation(r: Result, name: str, claimed: float, rtol: float) -> Relation:
+    """``claimed`` (base units) against ``r``, the same quantity solved from other values;
+    whole numbers compared as rounded."""
     computed = float(r.rounded_base)
     scale = max(abs(claimed), abs(computed), 1e-300)
     error = abs(computed - claimed) / scale if np.isfinite(computed) else np.inf
