@@ -433,7 +433,7 @@ def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str 
     inputs a value outside that quantity's bounds (the classic case: everything else already
     needs more than gpu_memory, so the activation memory left over is negative)."""
     before = derivation.steps[:derivation.steps.index(step)]
-    for earlier, name, q, sample, _, _ in _out_of_bounds(lib, before, values):
+    for earlier, name, q, sample, _, _, _ in out_of_bounds(lib, before, values):
         if name in step.inputs:
             ids = ", ".join(f.id for f in earlier.formulas)
             return (f"it would need {name} = {with_unit(sample / q.factor, q.display_unit)} ({ids}), "
@@ -441,9 +441,9 @@ def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str 
     return None
 
 
-def _out_of_bounds(lib, steps: list, values: dict):
-    """(step, name, quantity, a bad value, how many are bad, of how many) for every numeric value
-    the steps computed outside its quantity's bounds, in step order."""
+def out_of_bounds(lib, steps: list, values: dict):
+    """(step, name, quantity, a bad value, how many are bad, of how many, where) for every
+    numeric value the steps computed outside its quantity's bounds, in step order."""
     for s in steps:
         for name in s.unknowns:
             q = lib.quantities[name]
@@ -455,13 +455,13 @@ def _out_of_bounds(lib, steps: list, values: dict):
             bad = ~q.domain.contains(v)
             if np.any(bad):
                 sample = float(v[bad].flat[0]) if v.ndim else float(v)
-                yield s, name, q, sample, int(bad.sum()), (v.size if v.ndim else 0)
+                yield s, name, q, sample, int(bad.sum()), (v.size if v.ndim else 0), bad
 
 
 def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
     """Computed values outside their quantity's bounds, each said in one sentence."""
     out = []
-    for s, name, q, sample, n_bad, size in _out_of_bounds(lib, derivation.steps, values):
+    for s, name, q, sample, n_bad, size, _ in out_of_bounds(lib, derivation.steps, values):
         shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
         where = f" at {n_bad} of {size} points" if size else ""
         ids = ", ".join(f.id for f in s.formulas)

@@ -142,7 +142,7 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     (numbers, or a ``(values, "unit")`` pair). Returns a :class:`Sweep`; raises the same errors
     as :func:`symcalc.solve` for bad names, values and questions, and QueryError for a bad axis.
     """
-    from .api import over_capacity, solve
+    from .api import out_of_bounds, over_capacity, solve
     lib = library or default_library()
     if not vary:
         raise QueryError("a sweep needs at least one varied quantity (vary={name: 'START:STOP'})")
@@ -180,14 +180,12 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         reasons = []
         if not feasible.all():
             reasons.append(f"{int((~feasible).sum())} points have no solution")
-        for name, v in r.values.items():
-            q = lib.quantities[name]
-            if q.kind == "text" or name in r.given:
-                continue
-            ok = np.broadcast_to(q.domain.contains(np.asarray(v, dtype=float)) | ~np.isfinite(v), shape)
-            if not ok.all():
-                reasons.append(f"{name} leaves its bounds {q.domain} at {int((~ok).sum())} points")
-                feasible &= ok
+        for _, name, q, _, _, _, bad in out_of_bounds(lib, r.derivation.steps, r.values):
+            # points with no value at all are counted above, not as leaving a bound
+            bad = np.broadcast_to(bad & np.isfinite(np.asarray(r.values[name], dtype=float)), shape)
+            if bad.any():
+                reasons.append(f"{name} leaves its bounds {q.domain} at {int(bad.sum())} points")
+                feasible &= ~bad
     capacity = None
     cap = over_capacity(lib, tq, vals * r.factor, r.given)
     if cap is not None:
