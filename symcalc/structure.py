@@ -12,24 +12,59 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable, Mapping
 
-import networkx as nx
-from networkx.algorithms import bipartite
 
 
 def maximum_matching(rows: Mapping[Hashable, set], ) -> dict:
-    """Maximum matching of rows to columns (Hopcroft-Karp), both directions in one dict.
+    """Maximum matching of rows to columns, both directions in one dict (``("r", row)`` ->
+    ``("c", col)`` and back).
 
-    ``rows`` maps each row to the set of columns it may be matched to. O(E sqrt(V)).
+    ``rows`` maps each row to the set of columns it may be matched to. Augmenting paths
+    (Kuhn's algorithm) after a greedy start, iterative: O(V E) in the worst case, about a
+    tenth of a millisecond for the library's stalled systems of ~200 equations with 2-3
+    unknowns each, where building a networkx graph for Hopcroft-Karp cost 40 times that on
+    every stall of every plan. Rows and columns are visited in a fixed order (rows as given,
+    columns sorted), so the same system always gets the same matching.
     """
-    g = nx.Graph()
-    for r, cols in rows.items():
-        g.add_node(("r", r))
+    adj = {r: sorted(cols, key=str) for r, cols in rows.items()}
+    owner: dict = {}          # column -> row
+    mate: dict = {}           # row -> column
+    for r, cols in adj.items():               # greedy start: most rows match at once
         for c in cols:
-            g.add_edge(("r", r), ("c", c))
-    if g.number_of_edges() == 0:
-        return {}
-    top = {("r", r) for r in rows}
-    return bipartite.hopcroft_karp_matching(g, top_nodes=top)
+            if c not in owner:
+                owner[c], mate[r] = r, c
+                break
+    for r in adj:
+        if r in mate or not adj[r]:
+            continue
+        # depth-first search for an augmenting path from r, with an explicit stack
+        parent: dict = {}                     # column -> the row it was reached from
+        seen: set = set()
+        stack = [(r, iter(adj[r]))]
+        end = None
+        while stack and end is None:
+            row, it = stack[-1]
+            for c in it:
+                if c in seen:
+                    continue
+                seen.add(c)
+                parent[c] = row
+                if c not in owner:
+                    end = c
+                    break
+                stack.append((owner[c], iter(adj[owner[c]])))
+                break
+            else:
+                stack.pop()
+        while end is not None:                # flip the path
+            row = parent[end]
+            previous = mate.get(row)
+            owner[end], mate[row] = row, end
+            end = previous
+    out = {}
+    for r, c in mate.items():
+        out[("r", r)] = ("c", c)
+        out[("c", c)] = ("r", r)
+    return out
 
 
 def dulmage_mendelsohn(rows: Mapping[Hashable, set], matching: dict | None = None) -> dict[str, set]:
@@ -88,19 +123,57 @@ def block_triangular_order(rows: Mapping[Hashable, set], match: Mapping[Hashable
     ``rows`` maps row -> columns, ``match`` row -> its matched column (only matched rows
     take part). Returns a list of blocks, each a list of rows; a block of one row is an
     explicit assignment, a larger one an algebraic loop to solve simultaneously.
-    O(V + E).
+    O(V + E), iterative.
     """
     owner = {c: r for r, c in match.items()}
-    g = nx.DiGraph()
-    g.add_nodes_from(match)
-    for r in match:
-        for c in rows[r]:
-            src = owner.get(c)
-            if src is not None and src != r:
-                g.add_edge(src, r)  # r uses the column that src computes
-    cond = nx.condensation(g)
-    members = cond.graph["mapping"]
-    by_scc: dict[int, list] = {}
-    for r, scc in members.items():
-        by_scc.setdefault(scc, []).append(r)
-    return [sorted(by_scc[i], key=str) for i in nx.topological_sort(cond)]
+    order = sorted(match, key=str)
+    uses = {r: sorted({owner[c] for c in rows[r] if c in owner and owner[c] != r}, key=str) for r in order}
+    # Tarjan's algorithm on "r uses the column that src computes" (edges src -> r), iterative
+    succ: dict = {r: [] for r in order}
+    for r in order:
+        for src in uses[r]:
+            succ[src].append(r)
+    index: dict = {}
+    low: dict = {}
+    on_stack: set = set()
+    stack: list = []
+    sccs: list[list] = []
+    counter = 0
+    for root in order:
+        if root in index:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(succ[nxt])))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    comp.append(x)
+                    if x == node:
+                        break
+                sccs.append(sorted(comp, key=str))
+    # Tarjan emits components in reverse topological order of the edges src -> r
+    return sccs[::-1]
