@@ -242,3 +242,20 @@ def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return "a string"
     return type(node).__name__
+
+
+_CONDITION_OPS = ("<=", ">=", "==", "!=", "<", ">")
+
+
+def parse_condition(text: str, resolve: Resolver) -> tuple[sympy.Expr, str, sympy.Expr]:
+    """Parse ``"n_kv_heads < n_heads"``: (left expression, operator, right expression).
+
+    One comparison (``< <= > >= == !=``) between two expressions of the whitelist; the sides
+    are parsed like formula sides, so nothing is evaluated."""
+    if not isinstance(text, str):
+        raise ParseError("a condition must be text like 'n_kv_heads < n_heads'")
+    for op in _CONDITION_OPS:
+        parts = text.split(op)
+        if len(parts) == 2 and not any(o in parts[1] or o in parts[0] for o in _CONDITION_OPS):
+            return parse_expression(parts[0], resolve), op, parse_expression(parts[1], resolve)
+    raise ParseError(f"a condition needs exactly one comparison (< <= > >= == !=): '{_clip(text)}'")

@@ -22,8 +22,8 @@ from . import cache, units
 from .dims import DimensionMismatch, dimension_of, show
 from .errors import (BadOptionValueError, LibraryError, UnknownNameError, UnknownOptionError,
                      closest_names, did_you_mean)
-from .exprparse import RESERVED, ParseError, UnitSymbol, parse_equation, unit_symbol
-from .model import FormulaSpec, Interval, OptionSpec, QuantitySpec
+from .exprparse import RESERVED, ParseError, UnitSymbol, parse_condition, parse_equation, unit_symbol
+from .model import Condition, FormulaSpec, Interval, OptionSpec, QuantitySpec
 from .solvability import classify
 
 if TYPE_CHECKING:
@@ -37,8 +37,10 @@ else:  # pragma: no cover
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
-                 "default", "default_source", "source", "limit", "limit_meaning", "fits_in"}
-OPTION_KEYS = {"description", "default", "values"}
+                 "default", "default_source", "source", "limit", "limit_meaning", "fits_in",
+                 "given_is", "input", "main_input", "plausible"}
+GIVEN_IS = ("at_most", "at_least")
+OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
                 "consequence"}
@@ -356,6 +358,14 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         _check_value_dimension(limit, dim, f"{where}: limit")
         if not isinstance(table.get("limit_meaning"), str):
             raise LibraryError(f"{where}: a limit needs 'limit_meaning' (what the value at the limit asks)")
+    given_is = table.get("given_is")
+    if given_is is not None and given_is not in GIVEN_IS:
+        raise LibraryError(f"{where}: given_is must be one of {GIVEN_IS} (a given value is a limit from above "
+                           "or from below)")
+    flags = {key: table.get(key, False) for key in ("input", "main_input")}
+    if not all(isinstance(v, bool) for v in flags.values()):
+        raise LibraryError(f"{where}: 'input' and 'main_input' must be true or false")
+    plausible = _plausible_range(table.get("plausible"), dim, where)
     if domain.positive:
         symbol = sympy.Symbol(name, positive=True)
     elif domain.nonnegative:
@@ -368,7 +378,23 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         aliases=tuple(aliases), domain=domain, whole=whole, default=default,
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
+        given_is=given_is, input=flags["input"], main_input=flags["main_input"], plausible=plausible,
         dim=dim, factor=factor, symbol=symbol)
+
+
+def _plausible_range(spec, dim, where: str) -> tuple[float, float] | None:
+    """``plausible = ["1 GB/s", "200 GB/s"]``: (low, high) in base units, or None."""
+    if spec is None:
+        return None
+    if not (isinstance(spec, list) and len(spec) == 2 and all(isinstance(x, (str, int, float)) for x in spec)):
+        raise LibraryError(f"{where}: plausible is a pair of values like [\"1 GB/s\", \"200 GB/s\"]")
+    bounds = []
+    for text in spec:
+        _check_value_dimension(str(text), dim, f"{where}: plausible")
+        bounds.append(float(units.parse_quantity(str(text), where).to_base_units().magnitude))
+    if not 0 < bounds[0] < bounds[1]:
+        raise LibraryError(f"{where}: plausible must be two positive values, the lower first")
+    return bounds[0], bounds[1]
 
 
 def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
@@ -440,8 +466,45 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     default = str(table.get("default", ""))
     if default not in values:
         raise LibraryError(f"{where}: default '{default}' is not one of its values {list(values)}")
+    main_input = table.get("main_input", False)
+    if not isinstance(main_input, bool):
+        raise LibraryError(f"{where}: 'main_input' must be true or false")
     return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
-                      values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes)
+                      values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes,
+                      implied_by=_implications(table.get("implied_by", []), values, where, quantities),
+                      main_input=main_input)
+
+
+def _implications(entries, values: dict[str, str], where: str, quantities: dict[str, QuantitySpec]) -> tuple:
+    """``implied_by = [{ value = "gqa", when = "n_kv_heads < n_heads" }, ...]``: the option values
+    that given quantities imply, as (value, Condition) pairs in order."""
+    if not isinstance(entries, list):
+        raise LibraryError(f"{where}: implied_by is a list of {{ value = ..., when = ... }} tables")
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != {"value", "when"}:
+            raise LibraryError(f"{where}: each implied_by entry is {{ value = \"...\", when = \"a < b\" }}")
+        value = _option_text(entry["value"])
+        if value not in values:
+            raise LibraryError(f"{where}: implied_by names value '{value}', not one of {list(values)}")
+
+        def resolve(name: str) -> sympy.Expr:
+            if name in quantities and quantities[name].kind != "text":
+                return quantities[name].symbol
+            raise ParseError(f"unknown quantity '{name}'.{did_you_mean(name, quantities)}")
+        try:
+            lhs, op, rhs = parse_condition(entry["when"], resolve)
+        except ParseError as e:
+            raise LibraryError(f"{where}: implied_by '{value}': {e}") from None
+        try:
+            left, right = (dimension_of(x, lambda s: quantities[s.name].dim) for x in (lhs, rhs))
+        except DimensionMismatch as e:
+            raise LibraryError(f"{where}: implied_by '{value}': {e}") from None
+        if left != right and not (lhs.is_number or rhs.is_number):
+            raise LibraryError(f"{where}: implied_by '{value}': the two sides of '{entry['when']}' differ in "
+                               f"dimension ({show(left)} vs {show(right)})")
+        out.append((value, Condition(text=entry["when"].strip(), lhs=lhs, op=op, rhs=rhs)))
+    return tuple(out)
 
 
 def _load_when(table: dict, where: str, options: dict[str, OptionSpec]) -> dict[str, tuple[str, ...]]:

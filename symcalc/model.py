@@ -96,6 +96,19 @@ class QuantitySpec:
     # a capacity this quantity must not exceed when it is known: per-GPU memory fits in
     # gpu_memory. Sweeps mark (and plots draw) it; a single answer above it is warned about.
     fits_in: str | None = None
+    # a given value of this quantity is a limit the answer must keep: "at_most" (a budget, a
+    # deadline, a bubble target, memory) or "at_least" (free memory, a throughput target).
+    # A whole-number answer rounds the way that keeps it (see symcalc.limits).
+    given_is: str | None = None
+    # a value people know and give (model shapes, hardware figures, layout, prices, targets),
+    # as opposed to an intermediate: suggestions for underdetermined questions name these first
+    input: bool = False
+    # a default standing in for it changes the question (the token count, a utilization):
+    # the answer says so in its first lines
+    main_input: bool = False
+    # (low, high) in base units: values outside are possible but far from any real hardware or
+    # model, and are warned about with the likely slip (Gb vs GB, a prefix off by 1000)
+    plausible: tuple[float, float] | None = None
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units
@@ -114,6 +127,33 @@ class OptionSpec:
     sources: dict[str, str]                     # value -> citation for what it sets
     file: str
     compute_dtype: dict[str, str] = field(default_factory=dict)  # value -> dtype of the math (presets' peak)
+    # values that given quantities imply: [(option value, Condition)], first match wins
+    implied_by: tuple = ()
+    main_input: bool = False     # its default value changes the question: said first when it shapes one
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``lhs op rhs`` over quantities (sympy expressions), e.g. ``n_kv_heads < n_heads``."""
+
+    text: str
+    lhs: sympy.Expr
+    op: str
+    rhs: sympy.Expr
+
+    @property
+    def names(self) -> set[str]:
+        return {s.name for s in (self.lhs - self.rhs).free_symbols}
+
+    def holds(self, values: dict[str, float]) -> bool | None:
+        """Whether it holds for these base-unit values; None if a quantity in it is missing."""
+        if not self.names <= set(values):
+            return None
+        subs = {s: values[s.name] for s in (self.lhs - self.rhs).free_symbols}
+        a, b = float(self.lhs.subs(subs)), float(self.rhs.subs(subs))
+        tol = 1e-9 * max(abs(a), abs(b), 1e-300)
+        return {"<": a < b - tol, "<=": a <= b + tol, ">": a > b + tol, ">=": a >= b - tol,
+                "==": abs(a - b) <= tol, "!=": abs(a - b) > tol}[self.op]
 
 
 @dataclass
