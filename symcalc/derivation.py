@@ -180,6 +180,9 @@ class Evaluation:
     choices: dict[int, int]           # step index -> candidate used (-1: numeric)
     numeric_steps: set[int]
     warnings: list[str]
+    # quantity -> where numeric root finding found the equations flat (every value a root):
+    # these values do not determine it (as opposed to: no value satisfies them)
+    undetermined: dict[str, object] = field(default_factory=dict)
 
 
 class Derivation:
@@ -317,24 +320,26 @@ class Derivation:
         choices: dict[int, int] = {}
         numeric_steps: set[int] = set()
         warnings: list[str] = []
+        undetermined: dict[str, object] = {}
         with np.errstate(all="ignore"):
             for i, s in enumerate(self.steps):
                 args = [env[q] for q in s.inputs]
-                out, choice, used_numeric = self._evaluate_step(s, args, warnings)
+                out, choice, used_numeric = self._evaluate_step(s, args, warnings, undetermined)
                 env.update(out)
                 choices[i] = choice
                 if used_numeric:
                     numeric_steps.add(i)
-        return Evaluation(values=env, choices=choices, numeric_steps=numeric_steps, warnings=warnings)
+        return Evaluation(values=env, choices=choices, numeric_steps=numeric_steps, warnings=warnings,
+                          undetermined=undetermined)
 
-    def _evaluate_step(self, s: SolvedStep, args: list, warnings: list[str]):
+    def _evaluate_step(self, s: SolvedStep, args: list, warnings: list[str], undetermined: dict):
         """Values of one step's unknowns. Per element: the first root inside the unknowns'
         domains; else the first finite root (the bounds check reports it); else a numeric root."""
         names = s.unknowns
         if s.method == "algorithm":
             return {names[0]: self._algorithm(s, args)}, 0, False
         if s.method == "numeric":
-            return self._numeric(s, args, None), -1, True
+            return self._numeric(s, args, None, undetermined), -1, True
         results = [{u: _real(fn(*args)) for u, fn in fns.items()} for fns in s.functions]
         if s.method == "explicit":
             return results[0], 0, False
@@ -362,7 +367,7 @@ class Derivation:
         used_numeric = False
         if not np.all(taken):
             used_numeric = True
-            fallback = self._numeric(s, args, ~taken)
+            fallback = self._numeric(s, args, ~taken, undetermined)
             for u in names:
                 chosen[u] = np.where(taken, chosen[u], np.broadcast_to(fallback[u], shape))
         out = {u: (float(v) if v.ndim == 0 else v) for u, v in chosen.items()}
@@ -378,8 +383,9 @@ class Derivation:
         out = np.vectorize(fn, otypes=[object])(*args)
         return out if text_out else out.astype(float)
 
-    def _numeric(self, s: SolvedStep, args: list, where) -> dict:
-        """Numeric roots of the step's equations, for the elements selected by ``where``."""
+    def _numeric(self, s: SolvedStep, args: list, where, undetermined: dict) -> dict:
+        """Numeric roots of the step's equations, for the elements selected by ``where``;
+        where the equations are flat in an unknown, ``undetermined[unknown]`` marks it."""
         names = s.unknowns
         if s.residual_function is None:
             raise NoSolutionError(f"cannot solve {s.formulas[0].id} for {names[0]}")
@@ -390,10 +396,12 @@ class Derivation:
             sub = [np.broadcast_to(np.asarray(a, dtype=float), shape)[mask] for a in args]
         else:
             mask, sub = None, args
+        flat = None
         if len(names) == 1:
-            roots = [numeric.solve_scalar(s.residual_function, sub, s.domains[0])]
+            root, flat = numeric.solve_scalar(s.residual_function, sub, s.domains[0], with_status=True)
+            roots = [root]
         elif s.reduction is not None:
-            roots = self._numeric_reduced(s, sub)
+            roots, flat = self._numeric_reduced(s, sub)
         else:
             roots = list(numeric.solve_system(s.residual_function, sub, list(s.domains), len(names)))
         out = {}
@@ -403,16 +411,25 @@ class Derivation:
                 full[mask] = r
                 r = full
             out[u] = float(r) if np.ndim(r) == 0 else r
+        if flat is not None and np.any(flat):
+            if mask is not None:
+                full_flat = np.zeros(shape, dtype=bool)
+                full_flat[mask] = flat
+                flat = full_flat
+            for u in names:
+                undetermined[u] = flat
         return out
 
 
-    def _numeric_reduced(self, s: SolvedStep, args: list) -> list:
-        """A block's reduced equation solved numerically, then its substitutions evaluated."""
+    def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, object]:
+        """A block's reduced equation solved numerically, then its substitutions evaluated.
+        Returns (the unknowns' values, where the reduced equation is flat)."""
         last, residual, chain = s.reduction
-        found = {last: numeric.solve_scalar(residual, args, self.library.quantities[last].domain)}
+        root, flat = numeric.solve_scalar(residual, args, self.library.quantities[last].domain, with_status=True)
+        found = {last: root}
         for name, fn, later in reversed(chain):
             found[name] = _real(fn(*[found[x] for x in later], *args))
-        return [found[u] for u in s.unknowns]
+        return [found[u] for u in s.unknowns], flat
 
 
 def _compile_reduction(red, args: list) -> tuple:

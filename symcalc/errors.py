@@ -119,6 +119,29 @@ class NoSolutionError(SymcalcError):
     kind = "no_solution"
 
 
+class NotDeterminedError(NoSolutionError):
+    """The equations hold for a whole range of the unknown (a plateau of Min/Max, a term a
+    zero default removes): these values do not pin it down. Not "no value satisfies"."""
+
+    kind = "not_determined"
+
+
+class ConflictError(SymcalcError):
+    """Given values that contradict each other: the answer would have to ignore one of them.
+    ``conflicts`` holds one record per disagreement (as in ``Result.conflicts``)."""
+
+    kind = "conflict"
+
+    def __init__(self, message: str, conflicts: list[dict] | None = None):
+        self.conflicts = conflicts or []
+        super().__init__(message)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["conflicts"] = self.conflicts
+        return d
+
+
 def closest_names(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The candidates most similar to ``word`` (for "did you mean" hints), best first.
 

@@ -38,54 +38,88 @@ def _grid(domain: Interval) -> tuple[np.ndarray, bool]:
     return pts[domain.contains(pts)], False
 
 
-def solve_scalar(residual: Callable, args: list, domain: Interval) -> np.ndarray:
+def solve_scalar(residual: Callable, args: list, domain: Interval, with_status: bool = False):
     """Root in ``domain`` of ``residual(x, *args) = 0`` for every element of the broadcast args.
 
-    Returns an array of the broadcast shape (NaN where no sign change was found: no root, or
-    only a touching root). Where several roots exist the smallest is returned.
+    Returns an array of the broadcast shape: the smallest *verified* root, NaN where there is
+    none. Every sign change of the residual on the scan grid is a candidate, smallest first;
+    each is bisected and kept only if the residual really vanishes there (:func:`_verified`):
+    a sign change across a jump (floor, ceiling) or a pole is not a root. A residual that is
+    exactly 0 over an interval (Min(pp, m) = pp for every m >= pp) has no single root: such
+    elements are NaN and, with ``with_status=True``, marked in a second boolean array
+    ("not determined", as opposed to "no value satisfies"). O(grid + rounds x bisections)
+    array passes, all elements at once.
     """
     shape = np.broadcast(*[np.asarray(a, dtype=float) for a in args]).shape if args else ()
     flat = [np.broadcast_to(np.asarray(a, dtype=float), shape).reshape(-1) for a in args]
     n = flat[0].size if flat else 1
     pts, use_log = _grid(domain)
+    result = np.full(n, np.nan)
+    undetermined = np.zeros(n, dtype=bool)
     with np.errstate(all="ignore"):
         vals = np.asarray(residual(pts[:, None], *[a[None, :] for a in flat]), dtype=float)
         vals = np.broadcast_to(vals, (pts.size, n))
+        finite = np.isfinite(vals)
         sign = np.sign(vals)
-        result = np.full(n, np.nan)
-        exact = sign == 0
-        change = (sign[:-1] * sign[1:] < 0) & np.isfinite(vals[:-1]) & np.isfinite(vals[1:])
-        hit = exact[:-1] | change
-        has = hit.any(axis=0)
-        first = np.argmax(hit, axis=0)
-        idx = np.nonzero(has)[0]
-        if idx.size == 0:
-            return result.reshape(shape)
-        k = first[idx]
+        exact = (sign == 0) & finite
+        change = (sign[:-1] * sign[1:] < 0) & finite[:-1] & finite[1:]
         # a residual that is exactly 0 at two neighbouring scan points is flat there: every value
-        # between them is a root (Min(pp, m) = pp for all m >= pp), so there is no one answer
-        plateau = exact[k, idx] & exact[np.minimum(k + 1, pts.size - 1), idx]
-        idx, k = idx[~plateau], k[~plateau]
-        if idx.size == 0:
-            return result.reshape(shape)
-        lo_x, hi_x = pts[k], pts[k + 1]
-        exact_lo = exact[k, idx]
-        result[idx[exact_lo]] = lo_x[exact_lo]
-        todo = ~exact_lo
-        idx, lo_x, hi_x = idx[todo], lo_x[todo], hi_x[todo]
-        sub = [a[idx] for a in flat]
-        f_lo = np.asarray(residual(lo_x, *sub), dtype=float)
-        for _ in range(BISECTIONS):
-            mid = np.sqrt(lo_x * hi_x) if use_log and np.all(lo_x > 0) else 0.5 * (lo_x + hi_x)
-            f_mid = np.asarray(residual(mid, *sub), dtype=float)
-            left = np.sign(f_mid) == np.sign(f_lo)
-            lo_x = np.where(left, mid, lo_x)
-            f_lo = np.where(left, f_mid, f_lo)
-            hi_x = np.where(left, hi_x, mid)
-            if np.all(np.abs(hi_x - lo_x) <= 4 * np.finfo(float).eps * np.abs(hi_x)):
+        # between them is a root, so these values do not determine the unknown
+        undetermined = (exact[:-1] & exact[1:]).any(axis=0)
+        hit = (exact[:-1] | change) & ~undetermined[None, :]
+        tried = np.full(n, -1)
+        for _ in range(MAX_CANDIDATES):
+            later = hit & (np.arange(pts.size - 1)[:, None] > tried[None, :])
+            has = later.any(axis=0) & np.isnan(result)
+            idx = np.nonzero(has)[0]
+            if idx.size == 0:
                 break
-        result[idx] = 0.5 * (lo_x + hi_x)
+            k = np.argmax(later[:, idx], axis=0)
+            tried[idx] = k
+            at_point = exact[k, idx]
+            result[idx[at_point]] = pts[k[at_point]]
+            idx, k = idx[~at_point], k[~at_point]
+            if idx.size == 0:
+                continue
+            sub = [a[idx] for a in flat]
+            root, lo_x, hi_x = _bisect(residual, pts[k], pts[k + 1], sub, use_log)
+            ok = _verified(residual, root, lo_x, hi_x, sub, domain)
+            result[idx[ok]] = root[ok]
+    if with_status:
+        return result.reshape(shape), undetermined.reshape(shape)
     return result.reshape(shape)
+
+
+MAX_CANDIDATES = 16       # sign changes tried per element, smallest first
+
+
+def _bisect(residual: Callable, lo_x: np.ndarray, hi_x: np.ndarray, sub: list, use_log: bool):
+    """Bisect brackets with a sign change to machine precision: (midpoints, final lo, final hi)."""
+    f_lo = np.asarray(residual(lo_x, *sub), dtype=float)
+    for _ in range(BISECTIONS):
+        mid = np.sqrt(lo_x * hi_x) if use_log and np.all(lo_x > 0) else 0.5 * (lo_x + hi_x)
+        f_mid = np.asarray(residual(mid, *sub), dtype=float)
+        left = np.sign(f_mid) == np.sign(f_lo)
+        lo_x = np.where(left, mid, lo_x)
+        f_lo = np.where(left, f_mid, f_lo)
+        hi_x = np.where(left, hi_x, mid)
+        if np.all(np.abs(hi_x - lo_x) <= 4 * np.finfo(float).eps * np.abs(hi_x)):
+            break
+    return 0.5 * (lo_x + hi_x), lo_x, hi_x
+
+
+def _verified(residual: Callable, root: np.ndarray, lo_x: np.ndarray, hi_x: np.ndarray, sub: list,
+              domain: Interval) -> np.ndarray:
+    """Which bisected brackets hold a real root: the residual at the bracket's ends (a few ulps
+    apart) is tiny next to its size a relative 1e-6 away. Across a jump or a pole it stays as
+    large as it is nearby, and the sign change is not a root; a root outside the domain (an
+    open bound bisected onto) is not one either."""
+    delta = 1e-6 * np.maximum(np.abs(root), 1e-300)
+    near = np.abs(np.asarray(residual(lo_x, *sub), dtype=float)) + \
+        np.abs(np.asarray(residual(hi_x, *sub), dtype=float))
+    far = np.abs(np.asarray(residual(root - delta, *sub), dtype=float)) + \
+        np.abs(np.asarray(residual(root + delta, *sub), dtype=float))
+    return np.isfinite(root) & domain.contains(root) & ((near == 0) | (near <= 1e-3 * far))
 
 
 def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unknowns: int) -> np.ndarray:
