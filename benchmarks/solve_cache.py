@@ -70,7 +70,7 @@ def _disk(quick: bool) -> list[Row]:
             read = median(seconds(load_library, repeat=5 if quick else 15))
             symcalc.solve("train_time", library=warm, **QUESTION)   # writes the derivation
             known = frozenset(QUESTION)
-            key = ("train_time", known, tuple(sorted(warm.option_values().items())))
+            key = ("train_time", known, tuple(sorted(warm.option_values().items())), frozenset())
 
             times = []
             for _ in range(5 if quick else 15):

@@ -18,13 +18,16 @@ import numpy as np
 
 from . import cache, units
 from .derivation import Derivation, SingularBlock
-from .errors import (DimensionError, LibraryError, NoSolutionError, OutOfBoundsError, QueryError, SymcalcError,
-                     UnderdeterminedError)
+from .errors import (ConflictError, DimensionError, LibraryError, NoSolutionError, NotDeterminedError,
+                     OutOfBoundsError, QueryError, SymcalcError, UnderdeterminedError)
+from .implied import resolve_options
+from .limits import limit_rounding, round_with
 from .library import Library, default_library
-from .plan import make_plan, underdetermined_error
+from .budget import DEFAULT_DIAGNOSIS_LIMIT
+from .plan import DiagnosisHints, make_plan
 from .render.numbers import fmt, with_unit
 from .result import Result, StepView
-from .values import GivenValue, read_value
+from .values import GivenValue, implausible, read_value
 
 
 def read_given(library: Library, values) -> dict[str, GivenValue]:
@@ -46,12 +49,14 @@ def read_given(library: Library, values) -> dict[str, GivenValue]:
 
 
 def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str],
-                diagnose: bool = True):
+                diagnose: bool = True, exclude: frozenset = frozenset()):
     """The cached derivation for (target, known names, options), built on first use.
 
+    ``exclude`` names defaults and default rules the route must not use (an alternative that
+    uses given values instead, see :func:`symcalc.plan.alternatives`).
     ``diagnose=False`` skips the search for what is missing when the knowns do not suffice.
     """
-    key = (target, known, tuple(sorted(options.items())))
+    key = (target, known, tuple(sorted(options.items())), frozenset(exclude))
     hit = library.derivation_cache.get(key) or _cached_derivation(library, key)
     if hit is not None:
         library.derivation_cache[key] = hit
@@ -63,11 +68,11 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     for _ in range(len(formulas)):
         try:
             plan = make_plan(formulas, target, known, defaults, zero, diagnose=diagnose,
-                             limits=_limits(library) if not library.quantities[target].fits_in else {})
+                             limits=_limits(library) if not library.quantities[target].fits_in else {},
+                             exclude=exclude, hints=_hints(library, target, known, options) if diagnose else None)
         except UnderdeterminedError as e:
             if not diagnose:
                 raise
-            e = _only_workable_sets(library, target, known, options, e)
             own = library.quantities[target]
             if own.default is not None:
                 e.message += (f". ({target} has a default, {own.default}, but it is only used as an input; "
@@ -95,8 +100,9 @@ def _disk_key(library: Library, key: tuple) -> str | None:
     shape (target, known names, options); None for a library built in memory."""
     if library.fingerprint is None:
         return None
-    target, known, options = key
-    return cache.key_of(library.fingerprint, target, *sorted(known), "|", *(f"{k}={v}" for k, v in options))
+    target, known, options, exclude = key
+    return cache.key_of(library.fingerprint, target, *sorted(known), "|", *(f"{k}={v}" for k, v in options),
+                        "|", *sorted(exclude))
 
 
 def _cached_derivation(library: Library, key: tuple):
@@ -123,28 +129,41 @@ def _store_derivation(library: Library, key: tuple, derivation: Derivation, used
     cache.store("derivation", disk_key, (derivation, used))
 
 
-def _only_workable_sets(library: Library, target: str, known: frozenset, options: dict[str, str],
-                        error: UnderdeterminedError) -> UnderdeterminedError:
-    """The error with only the suggested sets that really settle the target.
+def _hints(library: Library, target: str, known: frozenset, options: dict[str, str]) -> DiagnosisHints:
+    """What the search for missing values needs beyond the formulas: the quantities people
+    know, and a check that a suggested set really settles the target.
 
     The suggestions come from the structure of the equations; a block of equations that is
     structurally sound can still be dependent (C = 6ND, F = 6NR, T = D/R and C = FT share one
-    fact), and following such a suggestion would end in another error. Each suggestion whose
-    route goes through a block is therefore tried (and its derivation cached for the next
-    question); a suggestion without blocks is sound as it stands.
-    """
-    if not error.missing:
-        return error
-    workable = []
-    for extra in error.missing:
+    fact), and following such a suggestion would end in another error. So a suggestion whose
+    route goes through a block is tried (and its derivation cached for the next question)."""
+    def verify(extra: list[str]) -> bool:
         try:
             _derivation(library, target, known | set(extra), options, diagnose=False)
-        except UnderdeterminedError:
-            continue
-        workable.append(extra)
-    if workable == error.missing:
-        return error
-    return underdetermined_error(target, set(known), workable, _limits(library))
+        except SymcalcError:
+            return False
+        return True
+    tq = library.quantities[target]
+    # a per-GPU total is not settled by its capacity and the memory left free: that is circular
+    avoid = frozenset(q.name for q in library.quantities.values() if q.limit or q.name == tq.fits_in) \
+        if tq.fits_in else frozenset()
+    return DiagnosisHints(known=people_know(library), verify=verify, seconds=DEFAULT_DIAGNOSIS_LIMIT,
+                          assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
+                          avoid=avoid)
+
+
+def people_know(library: Library) -> frozenset:
+    """Quantities a person has at hand: inputs (model shapes, hardware figures, layout, prices,
+    targets), coefficients with a default, slacks with a limit, and every preset field."""
+    cached = getattr(library, "_people_know", None)
+    if cached is None:
+        from .presets import all_presets
+        fields = {name for kind in all_presets().values() for p in kind.values()
+                  for name in [*p.values, *(["peak_flops"] if p.peak_flops else [])]}
+        cached = frozenset(q.name for q in library.quantities.values()
+                           if q.input or q.default is not None or q.limit or q.name in fields)
+        library._people_know = cached
+    return cached
 
 
 def _limits(library: Library) -> dict[str, str]:
@@ -171,7 +190,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           options: Mapping[str, object] | None = None, to: str | None = None,
           library: Library | None = None, on_bounds: str = "raise",
           hardware: str | None = None, model: str | None = None, diagnose: bool = True,
-          conflicts: bool = True, rtol: float = 0.02, rounding: str | None = None, **values) -> Result:
+          conflicts: bool | str = True, rtol: float = 0.02, rounding: str | None = None, **values) -> Result:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -182,16 +201,30 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     bounds (MFU above 1, negative memory); ``"flag"`` records it in ``result.violations``.
     ``hardware`` and ``model`` name presets (``symcalc list hardware``, ``symcalc list models``;
     a model may also be the path of a Hugging Face config.json): they fill in known values and
-    options, below anything given explicitly, and never the target itself.
+    options, below anything given explicitly; they supply the target itself only when nothing
+    else can (the answer says it was looked up). Given values imply options where the option
+    data says so (n_kv_heads < n_heads: grouped-query attention).
     With more values than the shortest derivation needs, each one it leaves out is solved for
-    from the others and compared (``conflicts=True``): a disagreement beyond ``rtol`` becomes a
-    warning and an entry of ``result.conflicts``. ``diagnose=False`` makes an underdetermined
+    from the others and compared. A disagreement beyond ``rtol`` is refused with a
+    ConflictError (``conflicts=True``), or only reported in ``result.conflicts`` and the
+    warnings (``conflicts="warn"``); ``conflicts=False`` skips the comparison. When the
+    disagreement is with a default (tp = 1 where the given values fix tp), a derivation that
+    uses the given values instead is taken. ``diagnose=False`` makes an underdetermined
     question fail at once, without the (slower) search for what would settle it.
-    ``rounding`` ("up", "down" or "nearest") overrides how a whole-number answer is rounded: the
-    pp that keeps a bubble under a target rounds down, the GPUs a deadline needs round up.
+    A whole-number answer rounds the way that keeps the given limits on its route (a budget,
+    a deadline, 0 GB of headroom: see :mod:`symcalc.limits`), else its quantity's own way;
+    ``rounding`` ("up", "down" or "nearest") overrides both.
+
+    Raises UnknownNameError, DimensionError, DomainError, MalformedValueError (bad input),
+    UnderdeterminedError (the values do not settle the target), NoSolutionError (no value
+    satisfies the equations; NotDeterminedError: a whole range does), ConflictError and
+    OutOfBoundsError.
     """
     if on_bounds not in ("raise", "flag"):
         raise ValueError("on_bounds must be 'raise' or 'flag'")
+    on_conflict = {True: "raise", False: "off", "raise": "raise", "warn": "warn", "off": "off"}.get(conflicts)
+    if on_conflict is None:
+        raise ValueError("conflicts must be True ('raise'), 'warn' or False ('off')")
     lib = library or default_library()
     if not isinstance(target, str):
         raise QueryError(f"the target is a quantity name, got {target!r}")
@@ -200,35 +233,66 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         raise QueryError(f"rounding is up, down or nearest, got {rounding!r}")
     if rounding is not None and not tq.whole:
         raise QueryError(f"{tq.name} is not a whole number: there is nothing to round")
-    how = rounding or tq.whole
     if given is not None and not isinstance(given, Mapping):
         raise QueryError("given values must be a mapping of name -> value")
     knowns = read_given(lib, [*(given or {}).items(), *values.items()])
-    explicit_options = _option_mapping(options) or {}
+    explicit_options = dict(_option_mapping(options) or {})
     presets = _presets(hardware, model)
     preset_options = {k: v for p in presets for k, v in p.options.items()}
-    opts = lib.option_values({**preset_options, **explicit_options})
-    knowns.update(_preset_values(lib, presets, opts, tq.name, knowns))
+    first = lib.option_values({**preset_options, **explicit_options})
+    from_presets = _preset_values(lib, presets, first, tq.name, knowns)
+    opts, implied = resolve_options(lib, explicit_options, preset_options, {**knowns, **from_presets})
+    if opts != first:      # the dense peak follows the precision
+        from_presets = _preset_values(lib, presets, opts, tq.name, knowns)
+    knowns.update(from_presets)
+    notes = [f"option {imp.reason()}" for imp in implied]
     if tq.name in knowns:
         result = _conversion(lib, tq, knowns, opts, to)
         if knowns[tq.name].origin:
             result.warnings[:] = [f"{tq.name} is the published value from the preset ({knowns[tq.name].origin})"]
         return result
-    derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts, diagnose=diagnose)
+    try:
+        derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts, diagnose=diagnose)
+    except UnderdeterminedError:
+        looked_up = _preset_values(lib, presets, opts, None, knowns).get(tq.name)
+        if looked_up is None:
+            raise
+        result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, opts, to)
+        result.warnings[:] = [f"{tq.name} is looked up, not derived: nothing given determines it "
+                              f"({looked_up.origin})"]
+        result.looked_up = looked_up.origin
+        return result
+    ev = _evaluate(derivation, knowns, defaults_used)
+    found, checked = [], set()
+    if on_conflict != "off":
+        check_options = {**{imp.option: imp.value for imp in implied}, **explicit_options}
+        found, checked = cross_check(lib, derivation.plan.unused, knowns, options=check_options, rtol=rtol,
+                                     hardware=hardware, model=model)
+        if found and (derivation.plan.defaults or derivation.plan.default_rules):
+            better = _without_contradicted_defaults(lib, tq.name, knowns, opts, derivation, defaults_used, found,
+                                                    check_options, rtol, hardware, model)
+            if better is not None:
+                derivation, defaults_used, ev, found, checked = better
+        found = [c for c in found if _contradicts(c, _assumed(derivation, defaults_used, knowns))]
+        if found and on_conflict == "raise":
+            raise ConflictError("; ".join(c["warning"] for c in found)
+                                + " (check these values; conflicts='warn' answers anyway)",
+                                [{k: v for k, v in c.items() if k != "warning"} for c in found])
 
-    env = {k: v.magnitude for k, v in knowns.items()}
-    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
-    ev = derivation.evaluate(env)
     unit, factor = _output_unit(tq, to)
     exact = ev.values[tq.name]
-    rounded = _round(exact, how)
-    found, checked = [], set()
-    if conflicts:
-        found, checked = cross_check(lib, derivation.plan.unused, knowns, options=explicit_options, rtol=rtol,
-                                     hardware=hardware, model=model)
+    how, reason = rounding or tq.whole, None
+    if tq.whole and rounding is None:
+        rounded, how, reason = _round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, opts,
+                                                hardware, model)
+    else:
+        rounded = _round(exact, how)
     warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
     warnings += [c["warning"] for c in found]
     warnings += [w for p in presets for w in p.warnings]
+    warnings += [w for w in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if w]
+    if reason and reason.get("clash"):
+        warnings.append(reason["clash"])
     if violations and on_bounds == "raise":
         raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
 
@@ -237,15 +301,172 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                       solution=(s.candidates[ev.choices[i]] if s.candidates and ev.choices.get(i, -1) >= 0 else {}),
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
+    relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
     return Result(library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
                   base_value=exact, rounded_base=rounded, given=knowns, presets={p.kind: p.key for p in presets},
                   preset_args={"hardware": hardware, "model": model},
-                  options=_relevant_options(derivation, defaults_used, explicit_options, opts),
-                  all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
+                  options=relevant, all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
                   derivation=derivation, closed_form=derivation.closed_form(ev.choices), rounding=how,
+                  rounding_reason={k: v for k, v in (reason or {}).items() if k != "clash"} or None,
+                  assumptions=_assumptions(lib, derivation, defaults_used, ev.values, relevant, explicit_options,
+                                           preset_options, implied),
+                  notes=notes,
                   unused=[u for u in derivation.plan.unused if u != tq.fits_in], warnings=warnings,
                   violations=violations, conflicts=[{k: v for k, v in c.items() if k != "warning"} for c in found])
+
+
+def _contradicts(conflict: dict, assumed: set[str]) -> bool:
+    """Whether a disagreement found by cross_check speaks against the answer: the check leaned
+    on nothing the answer does not lean on itself (``assumed``: its defaults and preset values).
+    Given values that contradict each other are an objection; so is a given value against a
+    default the answer uses. A given value that disagrees only with an assumption the answer
+    does not make (flops_per_token given as 7.2 N, checked against n_params with the default
+    6 FLOP/token; a generic AllReduce checked as if it were the TP one) is none: given values
+    win over defaults."""
+    return (set(conflict.get("assumed", ())) | set(conflict.get("presets", ()))) <= assumed
+
+
+def _assumed(derivation: Derivation, defaults_used: Mapping, knowns: Mapping[str, GivenValue]) -> set[str]:
+    """What an answer leans on besides the values typed: its defaults and the preset values it uses."""
+    return set(defaults_used) | {g for g in derivation.plan.given if knowns[g].origin}
+
+
+# the same solve, for the questions an answer asks of itself (what the limit would be at the
+# other whole number): bound here, so that a test that patches the public entry out (to prove
+# that Result.function never falls back to it) does not catch these
+_solve_again = solve
+
+
+def _evaluate(derivation: Derivation, knowns: dict[str, GivenValue], defaults_used: dict):
+    """The derivation evaluated on the known values and the defaults it uses."""
+    env = {k: v.magnitude for k, v in knowns.items()}
+    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
+    return derivation.evaluate(env)
+
+
+def _without_contradicted_defaults(lib, target: str, knowns: dict, opts: dict, derivation: Derivation,
+                                   defaults_used: dict, found: list, check_options: dict, rtol: float,
+                                   hardware, model):
+    """A derivation that uses the given values where ``derivation``'s defaults contradict them,
+    as (derivation, defaults used, evaluation, conflicts, checked), or None if there is none.
+
+    Defaults are only for what the given values leave open: tp_y from tp = tp_x tp_y must not
+    take tp = 1 when the given layer_params_per_gpu fixes tp = 4. The alternatives (each drops
+    some of the defaults, see :func:`symcalc.plan.alternatives`) are evaluated; those whose own
+    left-out values agree are kept. If they give different answers, the given values leave the
+    answer open (n_gpus and dp fix tp x pp x cp but not each): UnderdeterminedError names the
+    defaults to give instead.
+    """
+    from .plan import alternatives
+    typed = {k for k, v in knowns.items() if not v.origin}
+    defaults = {name for name in lib.coefficient_defaults(opts) if name not in knowns}
+    candidates = alternatives(lib.active_formulas(opts), derivation.plan, knowns, defaults, typed)
+    kept = []
+    for excluded, _ in candidates[:MAX_ALTERNATIVE_DERIVATIONS]:
+        try:
+            d, used = _derivation(lib, target, frozenset(knowns), opts, diagnose=False, exclude=excluded)
+            ev = _evaluate(d, knowns, used)
+            conflicts, checked = cross_check(lib, d.plan.unused, knowns, options=check_options, rtol=rtol,
+                                             hardware=hardware, model=model)
+        except SymcalcError:
+            continue
+        conflicts = [c for c in conflicts if _contradicts(c, _assumed(d, used, knowns))]
+        if not conflicts and np.all(np.isfinite(np.asarray(ev.values[target], dtype=float))):
+            kept.append((excluded, (d, used, ev, conflicts, checked)))
+    if not kept:
+        return None
+    fewest = min(sum(q in typed for q in k[1][0].plan.unused) for k in kept)
+    kept = [k for k in kept if sum(q in typed for q in k[1][0].plan.unused) == fewest]
+    answers = [np.asarray(k[1][2].values[target], dtype=float) for k in kept]
+    if any(not np.allclose(a, answers[0], rtol=1e-9) for a in answers[1:]):
+        q = lib.quantities[target]
+        open_defaults = sorted({x for excluded, _ in kept for x in excluded if x in defaults})
+        claims = ", ".join(f"{c['quantity']} = {with_unit(c['given'], c['unit'])}" for c in found)
+        shown = " vs ".join(dict.fromkeys(with_unit(float(np.min(a)) / q.factor, q.display_unit) for a in answers))
+        contradicted = ", ".join(f"{d} = {defaults_used[d]['value']}" for d in open_defaults if d in defaults_used)
+        raise UnderdeterminedError(
+            f"cannot determine {target}: the given {claims} {'contradicts' if len(found) == 1 else 'contradict'} "
+            f"the defaults {contradicted}, and which of {', '.join(open_defaults)} takes the rest changes the "
+            f"answer ({shown}): also give one of: {' | '.join(open_defaults)}", [[d] for d in open_defaults])
+    return kept[0][1]
+
+
+MAX_ALTERNATIVE_DERIVATIONS = 4
+
+
+def _round_to_limits(lib, derivation: Derivation, ev, knowns: dict, defaults_used: dict, exact, opts: dict,
+                     hardware, model):
+    """(rounded answer, how it rounded, why) for a whole-number target whose route passes given
+    limits (see :mod:`symcalc.limits`); the quantity's own rounding where no limit decides.
+
+    ``why`` says, for a single answer, what the whole number on the other side would do to the
+    limit that decided: "16 would give memory_headroom = -1.29 GB".
+    """
+    tq = lib.quantities[derivation.target]
+    env = {k: v.magnitude for k, v in knowns.items()}
+    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
+    decided = limit_rounding(lib, derivation, env, exact)
+    rounded = round_with(exact, decided, lambda x: _round(x, tq.whole))
+    direction = decided.direction
+    reason: dict = {}
+    if np.any(decided.clash):
+        reason["clash"] = (f"the given limits pull {tq.name} both up and down; rounded {tq.whole} "
+                           "(no whole value may keep them all)")
+    if direction is None:
+        return rounded, tq.whole, reason or None
+    if direction == "mixed":
+        return rounded, "mixed", reason or None
+    reason.update(direction=direction, limit=decided.limit)
+    if np.ndim(exact) == 0 and not _is_whole(exact):
+        other = rounded - 1 if direction == "up" else rounded + 1
+        reason["other"] = other / tq.factor
+        there = _limit_at(lib, tq, decided.limit, other, knowns, opts, hardware, model)
+        if there is not None:
+            q = lib.quantities[decided.limit]
+            reason.update(value_there=there / q.factor, given=float(knowns[decided.limit].magnitude) / q.factor,
+                          unit=q.display_unit, given_is=q.given_is)
+    return rounded, direction, reason
+
+
+def _is_whole(x) -> bool:
+    return abs(float(x) - round(float(x))) <= 1e-9 * max(abs(float(x)), 1)
+
+
+def _limit_at(lib, tq, limit: str, value: float, knowns: dict, opts: dict, hardware, model) -> float | None:
+    """The limit quantity's value (base units) when the target is ``value``: the same question
+    asked forwards. None when it cannot be asked (the value is outside the target's domain)."""
+    if not tq.domain.holds(value):
+        return None
+    others = {k: (float(v.magnitude) / lib.quantities[k].factor, lib.quantities[k].display_unit)
+              for k, v in knowns.items() if k != limit and not isinstance(v.magnitude, str)}
+    others[tq.name] = (value / tq.factor, tq.display_unit)
+    try:
+        r = _solve_again(limit, others, options=opts, library=lib, on_bounds="flag", diagnose=False, conflicts=False)
+    except SymcalcError:
+        return None
+    return float(r.base_value)
+
+
+def _assumptions(lib, derivation: Derivation, defaults_used: dict, values: dict, relevant: dict,
+                 explicit: Mapping, preset_options: Mapping, implied: list) -> list[dict]:
+    """Defaults that stand in for a main input of the question (the token count, a utilization,
+    the precision): each said in the answer's first lines, not only among the defaults."""
+    out = []
+    for name, d in defaults_used.items():
+        if lib.quantities[name].main_input:
+            entry = {"name": name, "value": d["value"], "source": d["source"], "kind": "rule" if "rule" in d else "default"}
+            if "rule" in d and np.ndim(values.get(name)) == 0 and name in values:
+                q = lib.quantities[name]
+                entry["computed"] = with_unit(float(values[name]) / q.factor, q.display_unit)
+            out.append(entry)
+    decided = set(explicit) | set(preset_options) | {imp.option for imp in implied}
+    for name, value in relevant.items():
+        opt = lib.options[name]
+        if opt.main_input and name not in decided:
+            out.append({"name": name, "value": value, "source": f"the default of option {name}: {opt.values[value]}",
+                        "kind": "option"})
+    return out
 
 
 def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardware=None, model=None
@@ -281,7 +502,7 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
 
     Raises NoSolutionError when a step has no finite value at all.
     """
-    _check_solvable(lib, derivation, ev.values)
+    _check_solvable(lib, derivation, ev)
     violations = _violations(lib, derivation, ev.values)
     if tq.whole and not violations and not np.all(tq.domain.contains(rounded)):
         violations.append(f"{tq.name} = {with_unit(np.min(exact) / tq.factor, tq.display_unit)} rounds "
@@ -332,8 +553,9 @@ def _presets(hardware: str | None, model: str | None) -> list:
     return out
 
 
-def _preset_values(lib: Library, presets: list, opts: dict, target: str, given: dict) -> dict[str, GivenValue]:
-    """Known values from presets, below the user's own and never the target."""
+def _preset_values(lib: Library, presets: list, opts: dict, target: str | None, given: dict) -> dict[str, GivenValue]:
+    """Known values from presets, below the user's own and never the target (unless published,
+    or ``target`` is None: every value, for a target nothing else determines)."""
     out: dict[str, GivenValue] = {}
     dtype = lib.compute_dtype(opts)
     for preset in presets:
@@ -402,9 +624,11 @@ def _round(value, how: str | None):
     return float(out) if out.ndim == 0 else out
 
 
-def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
+def _check_solvable(lib, derivation: Derivation, ev) -> None:
     """A step with no finite value anywhere is an error, not a NaN answer: either the numbers
-    left floating point's range (1e300 x 1e300) or the equations have no admissible root."""
+    left floating point's range (1e300 x 1e300), or the equations hold for a whole range of
+    the unknown (not determined), or they have no admissible root."""
+    values = ev.values
     for s in derivation.steps:
         for name in s.unknowns:
             q = lib.quantities[name]
@@ -421,11 +645,22 @@ def _check_solvable(lib, derivation: Derivation, values: dict) -> None:
                                       "floating point (about 1e-308 to 1e308); check their units and exponents")
             shown = derivation.target if derivation.target in s.unknowns else name
             q = lib.quantities[shown]
+            if np.any(ev.undetermined.get(name, False)):
+                raise NotDeterminedError(
+                    f"{shown} is not determined by these values: {_equations_text(s)} hold for a whole "
+                    f"range of {name}, not one value; give {shown} itself, or a value that pins it down")
             cause = _out_of_range_input(lib, derivation, s, values)
             if cause:
                 raise NoSolutionError(f"no value of {shown} in {q.domain} fits: {cause}")
-            eqs = "; ".join(f.equation for f in s.formulas) if len(s.formulas) <= 2 else "its equations"
-            raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {eqs} ({ids}) with these values")
+            raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {_equations_text(s)} with these values")
+
+
+def _equations_text(step) -> str:
+    """A step's equations for a message: the text of up to two, else their ids."""
+    ids = ", ".join(f.id for f in step.formulas)
+    if len(step.formulas) <= 2:
+        return f"{'; '.join(f.equation for f in step.formulas)} ({ids})"
+    return f"the equations {ids}"
 
 
 def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str | None:

@@ -88,14 +88,17 @@ def cli() -> None:
 @click.option("--markdown", "markdown_file", metavar="FILE", help="Write the derivation as Markdown ('-' for stdout).")
 @click.option("--brief", is_flag=True, help="Print only the answer line.")
 @click.option("--round", "rounding", type=click.Choice(["up", "down", "nearest"]),
-              help="How to round a whole-number answer (default: the quantity's own way).")
+              help="How to round a whole-number answer (default: the way that keeps the given limits, "
+              "else the quantity's own way).")
+@click.option("--allow-conflicts", is_flag=True,
+              help="Answer even when given values contradict each other (each conflict becomes a warning).")
 @click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).")
 @click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`), "
               "or read a Hugging Face config.json.")
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
               help="Load extra formula files on top of the built-in library.")
-def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, hardware, model,
-          formula_files):
+def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
+          hardware, model, formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
     from .api import solve as api_solve
     to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file),
@@ -106,7 +109,8 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
                        "give --latex/--markdown a file name")
     lib = _library(formula_files)
     result = api_solve(target, _pairs(values, "a value"), options=_pairs(options, "an option"),
-                       to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding)
+                       to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
+                       conflicts="warn" if allow_conflicts else True)
     if latex_file:
         _write(latex_file, result.latex(standalone=True))
     if markdown_file:

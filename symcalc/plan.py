@@ -22,9 +22,11 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
+from .budget import DEFAULT_DIAGNOSIS_LIMIT, BudgetExceeded, time_limit
 from .errors import UnderdeterminedError
 from .model import FormulaSpec
 
@@ -127,7 +129,8 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = froz
                 return _Settled(cost, producer, order)
         # a consequence of other laws never joins a block: with its premises it would make a
         # structurally sound but dependent system
-        blocks = _ready_blocks([f for f in formulas if remaining[f.id] >= 2 and not f.consequence], cost)
+        blocks = _ready_blocks(_block_candidates([f for f in formulas if remaining[f.id] >= 2
+                                                  and not f.consequence]), cost)
         if not blocks:
             break
         for rows, cols in blocks:
@@ -143,6 +146,21 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = froz
     return _Settled(cost, producer, order)
 
 
+def _block_candidates(formulas: list[FormulaSpec]) -> list[FormulaSpec]:
+    """The formulas a block may be built from: the laws, and the default rules whose left side
+    no law among them defines.
+
+    A default rule only stands in for its left side where nothing else gives it: d_ffn = 4 d
+    joins the block that finds d from a parameter count, since no law says what d_ffn is. But
+    "a generic AllReduce is the TP ring" must not join a block in which the ring's own law
+    gives allreduce_time: together they would tie the data-parallel group to the default tp = 1
+    and answer a question the given values leave open."""
+    defined = {q for f in formulas if not f.default_rule for q, how in f.solvability.items()
+               if how == "explicit"}
+    return [f for f in formulas if not f.default_rule
+            or not any(how == "explicit" and q in defined for q, how in f.solvability.items())]
+
+
 def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list[FormulaSpec], list[str]]]:
     """Blocks of the stalled system that the settled quantities make solvable, in order.
 
@@ -155,7 +173,7 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
     # imported here: networkx is a tenth of start-up, and a question whose derivation is
     # cached (see symcalc.cache) never plans
     from .structure import block_triangular_order, dulmage_mendelsohn, maximum_matching
-    candidates = list(formulas)
+    candidates = _without_dangling(formulas, settled)
     while candidates:
         unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in candidates}
         rows = {f.id: {q for q in unsettled[f.id] if f.solvability[q] != "none"} for f in candidates}
@@ -180,14 +198,40 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
     return []
 
 
+def _without_dangling(formulas: list[FormulaSpec], settled) -> list[FormulaSpec]:
+    """The formulas that can belong to a simultaneous block: repeatedly leave out every formula
+    with an unsettled quantity that no other remaining formula mentions. Such a formula can
+    only deliver that quantity once its others are settled, which propagation does on its own;
+    without the dangling chains the decomposition works on a few dozen formulas instead of
+    every unsettled one. O(total size of the formulas)."""
+    counts: dict[str, int] = {}
+    for f in formulas:
+        for q in f.quantities:
+            if q not in settled:
+                counts[q] = counts.get(q, 0) + 1
+    keep = list(formulas)
+    while True:
+        drop = [f for f in keep if any(counts[q] == 1 for q in f.quantities if q not in settled)]
+        if not drop:
+            return keep
+        gone = {id(f) for f in drop}
+        for f in drop:
+            for q in f.quantities:
+                if q not in settled:
+                    counts[q] -= 1
+        keep = [f for f in keep if id(f) not in gone]
+
+
 def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
               defaults: Iterable[str] = (), zero: Iterable[str] = (), diagnose: bool = True,
-              limits: Mapping[str, str] | None = None) -> Plan:
+              limits: Mapping[str, str] | None = None, exclude: Iterable[str] = (),
+              hints: DiagnosisHints | None = None) -> Plan:
     """Plan the derivation of ``target`` from ``given`` (and, only if needed, ``defaults``).
 
     Coefficient defaults are admitted only when the given values alone cannot reach the
     target, and default rules among ``formulas`` (``d_ffn = 4 d_model`` unless given) only when
-    the coefficient defaults are not enough either.
+    the coefficient defaults are not enough either. ``exclude`` names defaults and default
+    rules not to use (see :func:`alternatives`).
     ``zero`` names defaults whose value is 0 (a term that vanishes): the diagnosis never
     proposes a route that would have to divide by one.
     Raises UnderdeterminedError naming the smallest sets of extra quantities that would do
@@ -196,30 +240,83 @@ def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     "0 GB for the largest value that fits"): the diagnosis offers them first.
     """
     given = set(given)
+    exclude = set(exclude)
+    formulas = [f for f in formulas if f.id not in exclude]
     # the target's own default is never an answer: `solve pp n_gpus=64 dp=8 tp=2` is 4, not 1
-    defaults = set(defaults) - given - {target}
-    consequences = [f for f in formulas if f.consequence]
-    premises = [f for f in formulas if not f.consequence]
-    laws = [f for f in premises if not f.default_rule]
-    own_rules = {f.id for f in premises if f.default_rule and f.solvability.get(target) == "explicit"}
-    others = [f for f in premises if f.id not in own_rules]
-    # Stages: laws alone; then with coefficient defaults; then default rules ("d_ffn = 4 d unless
-    # given"), which assume a relation nobody stated; and only last a default rule for the target
-    # itself (Chinchilla's n_tokens = 20 N when nothing else gives n_tokens). Each stage is tried
-    # first without, then with the consequences of the laws (GPU-hours = C / (MFU P), which needs
-    # no GPU count), so that a question the laws answer keeps its derivation from first principles.
-    stages = [(stage + extra, soft) for stage, soft in ((laws, set()), (laws, defaults), (others, defaults),
-                                                         (premises, defaults))
-              for extra in ([], consequences) if not extra or consequences]
-    for stage_formulas, soft in stages:
+    defaults = set(defaults) - given - {target} - exclude
+    stages = _stages(formulas, target)
+    for stage_formulas, soft in ((fs, defaults if soft else set()) for fs, soft in stages):
         settled = propagate(stage_formulas, given, soft, stop_at=target)
         if target in settled.cost:
             break
     if target not in settled.cost:
         if not diagnose:
             raise UnderdeterminedError(f"cannot determine {target}")
-        raise _underdetermined(formulas, target, given, defaults, set(zero), dict(limits or {}))
+        raise _underdetermined(formulas, target, given, defaults, set(zero), dict(limits or {}), hints)
     return _extract(settled, target, given, defaults, {f.id for f in formulas if f.default_rule})
+
+
+def _stages(formulas: list[FormulaSpec], target: str) -> list[tuple[list[FormulaSpec], bool]]:
+    """The formula sets tried in turn, each with whether coefficient defaults are admitted.
+
+    Laws alone; then with coefficient defaults; then default rules ("d_ffn = 4 d unless
+    given"), which assume a relation nobody stated; and only last a default rule for the target
+    itself (Chinchilla's n_tokens = 20 N when nothing else gives n_tokens). Each stage is tried
+    first without, then with the consequences of the laws (GPU-hours = C / (MFU P), which needs
+    no GPU count), so that a question the laws answer keeps its derivation from first principles.
+    """
+    consequences = [f for f in formulas if f.consequence]
+    premises = [f for f in formulas if not f.consequence]
+    laws = [f for f in premises if not f.default_rule]
+    own_rules = {f.id for f in premises if f.default_rule and f.solvability.get(target) == "explicit"}
+    others = [f for f in premises if f.id not in own_rules]
+    return [(stage + extra, soft) for stage, soft in ((laws, False), (laws, True), (others, True), (premises, True))
+            for extra in ([], consequences) if not extra or consequences]
+
+
+MAX_ALTERNATIVES = 24
+
+
+def alternatives(formulas: list[FormulaSpec], plan: Plan, given: Iterable[str], defaults: Iterable[str],
+                 typed: Iterable[str]) -> list[tuple[frozenset, Plan]]:
+    """Derivations that use given values where ``plan`` uses defaults: (excluded defaults and
+    rules, plan) pairs, those leaving the fewest ``typed`` values unused first, then those with
+    the fewest defaults. Empty when ``plan`` leaves no typed value unused or none does better.
+
+    A default (coefficient or rule) may stand where a given value would do: `tp_y` from
+    `tp = tp_x tp_y` with the default tp = 1 ignores a given layer_params_per_gpu that fixes
+    tp. The defaults the plan uses are taken away, one more at a time (breadth first, at most
+    MAX_ALTERNATIVES plans). Whether an alternative is better is a question of numbers (do the
+    defaults contradict the unused values?), which the caller answers. O(MAX_ALTERNATIVES)
+    propagations.
+    """
+    given, typed = set(given), set(typed)
+    defaults = set(defaults) - given - {plan.target}
+
+    def unused(p: Plan) -> int:
+        return sum(q in typed for q in p.unused)
+
+    if unused(plan) == 0:
+        return []
+    queue = deque([frozenset([x]) for x in (*plan.defaults, *plan.default_rules)])
+    seen = set(queue)
+    found: dict[tuple, tuple[frozenset, Plan]] = {}
+    tried = 0
+    while queue and tried < MAX_ALTERNATIVES:
+        excluded = queue.popleft()
+        tried += 1
+        try:
+            p = make_plan(formulas, plan.target, given, defaults, diagnose=False, exclude=excluded)
+        except UnderdeterminedError:
+            continue
+        if unused(p) < unused(plan):
+            found.setdefault((p.steps, p.defaults), (excluded, p))
+        for x in (*p.defaults, *p.default_rules):
+            more = excluded | {x}
+            if more not in seen:
+                seen.add(more)
+                queue.append(more)
+    return sorted(found.values(), key=lambda e: (unused(e[1]), len(e[1].defaults) + len(e[1].default_rules)))
 
 
 def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: set = frozenset()) -> Plan:
@@ -246,48 +343,152 @@ def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: s
 
 # -- diagnosis ---------------------------------------------------------------------------------
 
-MAX_TRIALS = 600
 MAX_SETS = 6
+POOL = {1: None, 2: 24, 3: 14}     # candidates (nearest first) whose pairs / triples are tried
+
+
+@dataclass(frozen=True)
+class DiagnosisHints:
+    """What the search for missing values may know beyond the formulas.
+
+    ``known``: quantities people have at hand (inputs, preset fields, coefficients): sets of
+    these are offered before sets that need an intermediate. ``verify(extra)``: whether the
+    given values plus ``extra`` really settle the target (a structurally sound block can be
+    dependent, which only the algebra shows); called for routes through blocks only.
+    ``seconds``: the time budget of the whole search.
+    """
+
+    known: frozenset = frozenset()
+    verify: Callable[[list[str]], bool] | None = None
+    seconds: float = DEFAULT_DIAGNOSIS_LIMIT
+    # defaults standing in for a main input of the question (n_tokens = 20 N, a utilization):
+    # routes that need none of them are offered first
+    assumptions: frozenset = frozenset()
+    avoid: frozenset = frozenset()        # never suggested (a capacity's slack for its own total)
+
+
+@dataclass
+class Diagnosis:
+    """The sets of extra quantities that would settle a target, best first, and whether the
+    search ran to its end (False: the time budget cut it short)."""
+
+    sets: list[list[str]]
+    complete: bool
 
 
 def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defaults: set[str],
-                 zero: set[str] = frozenset(), preferred: Iterable[str] = ()) -> list[list[str]]:
-    """Smallest sets of extra quantities that would determine ``target``, best first.
+                 zero: set[str] = frozenset(), preferred: Iterable[str] = (),
+                 hints: DiagnosisHints | None = None) -> Diagnosis:
+    """Sets of extra quantities that would determine ``target``, best first.
 
-    Tries single quantities, then pairs, then triples among the unknown quantities connected
-    to the target, nearest first, within a budget of MAX_TRIALS plans. Among sets of one
-    size, those of ``preferred`` quantities (slacks such as memory_headroom, whose value at a
-    limit a user knows, however far from the target they are), then those leaning on fewer
-    defaults, then those nearer the target, come first. A route that solves a formula backwards
-    through a default of 0 is not offered (it would divide by 0).
+    Sets made only of quantities people know (``hints.known``, and the ``preferred`` slacks
+    such as memory_headroom) come first, whatever their size: "mfu from n_params" wants
+    tokens_per_second, n_gpus and peak_flops, not the intermediate hfu. Within that tier,
+    singles, then pairs among the nearest POOL[2], then triples among the nearest POOL[3]
+    candidates; if none of those settles the target, a greedy search adds the known quantity
+    that settles the most until the target is reached and then drops what is not needed, so
+    that a set is found whenever one exists. Only when no set of known quantities exists are
+    intermediates tried the same way. A route that solves a formula backwards through a default
+    of 0 is not offered (it would divide by 0); a route through a block is offered only if
+    ``hints.verify`` accepts it.
+
+    The search works on the system left after propagating the given values (settled
+    quantities count as known), so each trial is a fraction of a full plan; it stops at
+    ``hints.seconds`` with what it has (``complete=False``). O(candidates^3) trials at worst.
     """
-    base = propagate(formulas, given, defaults)
-    near = _candidates(formulas, target, set(base.cost))
-    slack = [q for q in preferred if q not in base.cost and q != target and q not in near]
-    candidates = slack + near
-    rank = {q: i for i, q in enumerate(candidates)}
-    preferred = set(preferred)
+    hints = hints or DiagnosisHints()
+    found: list[tuple] = []
+    complete = True
+    try:
+        with time_limit(hints.seconds):
+            _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found)
+    except BudgetExceeded:
+        complete = False
+    found.sort(key=lambda t: t[:5])
+    return Diagnosis([f[5] for f in found[:MAX_SETS]], complete)
+
+
+def _search(formulas, target, given, defaults, zero, preferred, hints, found) -> None:
+    """The search of :func:`missing_sets`, appending (tier, size, not-preferred, defaults, rank,
+    set) records to ``found`` as it goes (so that a time limit keeps what was found)."""
     by_id = {f.id: f for f in formulas}
-    found: list[tuple[int, int, int, list[str]]] = []
-    trials = 0
-    for size in (1, 2, 3):
-        for combo in itertools.combinations(candidates, size):
-            if any(set(f[4]) <= set(combo) for f in found):
-                continue
-            trials += 1
-            if trials > MAX_TRIALS:
-                break
-            s = propagate(formulas, given | set(combo), defaults, stop_at=target)
-            if target in s.cost:
-                plan = _extract(s, target, given | set(combo), defaults)
-                if _divides_by_zero(plan, by_id, zero):
-                    continue
-                found.append((size, not set(combo) <= preferred, len(plan.defaults),
-                              sum(rank[q] for q in combo), list(combo)))
-        if found or trials > MAX_TRIALS:
+    # tiers: known quantities without the main-input assumptions, known ones with them, any
+    plain = [f for f in formulas if not (f.default_rule and _lhs(f) in hints.assumptions)]
+    systems = []
+    for fs, soft in ((plain, defaults - hints.assumptions), (formulas, defaults)):
+        settled = set(propagate(fs, given, soft).cost)
+        systems.append((settled, [f for f in fs if any(q not in settled for q in f.quantities)]))
+    near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid]
+    slack = [q for q in preferred if q not in systems[1][0] and q != target and q not in near]
+    ranked = slack + near
+    rank = {q: i for i, q in enumerate(ranked)}
+    known = [q for q in ranked if q in hints.known or q in slack]
+    tiers = [(known, systems[0]), (known, systems[1]), ([q for q in ranked if q not in hints.known], systems[1])]
+    preferred_set = set(preferred)
+    verified: dict[frozenset, bool] = {}
+    system = systems[0]
+
+    def settles(extra) -> Plan | None:
+        settled, live = system
+        s = propagate(live, settled | set(extra), (), stop_at=target)
+        if target not in s.cost:
+            return None
+        return _extract(s, target, settled | set(extra), set())
+
+    def consider(combo: tuple, tier: int) -> bool:
+        if any(set(f[5]) <= set(combo) for f in found):
+            return False
+        plan = settles(combo)
+        if plan is None or _divides_by_zero(plan, by_id, zero):
+            return False
+        if any(step.is_block for step in plan.steps) and hints.verify is not None:
+            key = frozenset(combo)
+            if key not in verified:
+                verified[key] = bool(hints.verify(list(combo)))
+            if not verified[key]:
+                return False
+        # how many defaults the route leans on, counted on the whole question
+        whole = propagate(formulas, given | set(combo), defaults, stop_at=target)
+        leaning = len(_extract(whole, target, given | set(combo), defaults).defaults) if target in whole.cost else 0
+        found.append((tier, len(combo), not set(combo) <= preferred_set, leaning,
+                      sum(rank[q] for q in combo), list(combo)))
+        return True
+
+    for tier, (pool, system) in enumerate(tiers):
+        for size in (1, 2, 3):
+            limit = POOL[size]
+            for combo in itertools.combinations(pool if limit is None else pool[:limit], size):
+                consider(combo, tier)
+            if any(f[0] == tier for f in found):
+                return
+        greedy = _greedy(pool, settles)
+        if greedy is not None:
+            consider(tuple(greedy), tier)
+            if any(f[0] == tier for f in found):
+                return
+
+
+def _lhs(f: FormulaSpec) -> str | None:
+    """The quantity a default rule (or forward-only law) delivers."""
+    return next((q for q, how in f.solvability.items() if how == "explicit"), None)
+
+
+def _greedy(pool: list[str], settles) -> list[str] | None:
+    """A set from ``pool`` that settles the target, or None if even all of it does not: add
+    candidates in order until the target is settled, then drop every one not needed.
+    O(len(pool)) trials."""
+    if not pool or settles(pool) is None:
+        return None
+    chosen: list[str] = []
+    for q in pool:
+        chosen.append(q)
+        if settles(chosen) is not None:
             break
-    found.sort(key=lambda t: t[:4])
-    return [f[4] for f in found[:MAX_SETS]]
+    for q in list(chosen):
+        rest = [x for x in chosen if x != q]
+        if rest and settles(rest) is not None:
+            chosen = rest
+    return chosen
 
 
 def _divides_by_zero(plan: Plan, by_id: dict, zero: set[str]) -> bool:
@@ -303,14 +504,15 @@ def _divides_by_zero(plan: Plan, by_id: dict, zero: set[str]) -> bool:
             solved = [v for v in step.solves_for if v in f.quantities]
             if (f.quantities and zeros & set(f.quantities) and solved
                     and any(f.solvability[v] != "explicit" for v in solved)
-                    and _degenerate(f, zeros, solved)):
+                    and _degenerate(f.lhs - f.rhs, frozenset(zeros), tuple(solved))):
                 return True
     return False
 
 
-def _degenerate(f: FormulaSpec, zeros: set[str], unknowns: list[str]) -> bool:
+@lru_cache(maxsize=4096)
+def _degenerate(expr, zeros: frozenset, unknowns: tuple) -> bool:
+    """Whether ``expr`` = 0 with the ``zeros`` set to 0 loses every unknown (or divides by 0)."""
     import sympy
-    expr = f.lhs - f.rhs
     symbols = {s.name: s for s in expr.free_symbols}
     reduced = expr.subs({symbols[z]: 0 for z in zeros if z in symbols})
     if reduced.has(sympy.zoo, sympy.nan, sympy.oo):
@@ -318,7 +520,7 @@ def _degenerate(f: FormulaSpec, zeros: set[str], unknowns: list[str]) -> bool:
     return not any(symbols[v] in reduced.free_symbols for v in unknowns if v in symbols)
 
 
-def _candidates(formulas: list[FormulaSpec], target: str, settled: set[str], limit: int = 40) -> list[str]:
+def _candidates(formulas: list[FormulaSpec], target: str, settled: set[str]) -> list[str]:
     """Unsettled quantities connected to the target through unsettled quantities, nearest first."""
     by_quantity = _index(formulas)
     dist = {target: 0}
@@ -332,27 +534,34 @@ def _candidates(formulas: list[FormulaSpec], target: str, settled: set[str], lim
                     queue.append(x)
     # quantities kept only to reproduce a source's wrong number are never a useful suggestion
     ranked = sorted((d, q) for q, d in dist.items() if q != target and "_seed0" not in q)
-    return [q for _, q in ranked[:limit]]
+    return [q for _, q in ranked]
 
 
 def _underdetermined(formulas: list[FormulaSpec], target: str, given: set[str],
-                     defaults: set[str], zero: set[str], limits: dict[str, str]) -> UnderdeterminedError:
+                     defaults: set[str], zero: set[str], limits: dict[str, str],
+                     hints: DiagnosisHints | None = None) -> UnderdeterminedError:
     if not any(target in f.quantities for f in formulas):
         return UnderdeterminedError(
             f"no formula in force determines {target} (none exists in the library, or only "
             "under other option values: see `symcalc show " + target + "`)")
-    sets = missing_sets(formulas, target, given, defaults, zero, preferred=[q for q in limits if q not in given])
-    return underdetermined_error(target, given, sets, limits)
+    found = missing_sets(formulas, target, given, defaults, zero, preferred=[q for q in limits if q not in given],
+                         hints=hints)
+    return underdetermined_error(target, given, found.sets, limits, complete=found.complete)
 
 
 def underdetermined_error(target: str, given: set[str], sets: list[list[str]],
-                          limits: Mapping[str, str] | None = None) -> UnderdeterminedError:
+                          limits: Mapping[str, str] | None = None, complete: bool = True) -> UnderdeterminedError:
     """The error for a target the given names do not determine, and the sets that would;
-    a slack in ``limits`` is shown with its value at the limit."""
+    a slack in ``limits`` is shown with its value at the limit. ``complete=False``: the search
+    for sets ran out of time (and says so rather than claim there is none)."""
     known = (", ".join(sorted(given)) if len(given) <= 8 else f"the {len(given)} values given") or "nothing"
     if not sets:
-        return UnderdeterminedError(f"cannot determine {target} from {known}, and no set of up to "
-                                    "three more quantities would", [])
+        if not complete:
+            return UnderdeterminedError(f"cannot determine {target} from {known}; the search for what else to "
+                                        "give ran out of its time budget (`symcalc show " + target + "` lists "
+                                        "the formulas that give it)", [])
+        return UnderdeterminedError(f"cannot determine {target} from {known}: no combination of other values "
+                                    f"settles it; give {target} itself", [])
     limits = limits or {}
     options = " | ".join(", ".join(f"{q} ({limits[q]})" if q in limits else q for q in s) for s in sets)
     return UnderdeterminedError(

@@ -56,7 +56,14 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
-    rounding: str | None = None            # how a whole-number answer was rounded (the quantity's way unless asked)   # given values the answer left out that disagree
+    rounding: str | None = None            # how a whole-number answer was rounded: up | down | nearest (| mixed)
+    # why it rounded that way, when a given limit decided: {direction, limit, other (the whole
+    # number on the other side, display units), value_there, given, unit, given_is}
+    rounding_reason: dict | None = None
+    # defaults that stand in for a main input (token count, utilization, precision): said first
+    assumptions: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)     # options the given values implied, ...
+    looked_up: str | None = None           # the preset the answer was looked up in (nothing derives it)
     on_bounds: str = "raise"
     preset_args: dict = field(default_factory=dict)   # hardware=/model= as given to solve
 
@@ -117,7 +124,8 @@ class Result:
             if fast is not None:
                 return units.Q(fast, self.unit) if self.unit else units.Q(fast)
         r = solve(self.target, values, options=self.all_options, to=self.unit or None, library=self.library,
-                  on_bounds=self.on_bounds, rounding=self.rounding if self.quantity.whole else None,
+                  on_bounds=self.on_bounds,
+                  rounding=self.rounding if self.rounding in ("up", "down", "nearest") else None,
                   **{k: v for k, v in self.preset_args.items() if v})
         return r.quantity_value
 

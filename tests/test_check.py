@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import symcalc
+from symcalc.errors import ConflictError
 from helpers import seed_examples
 from symcalc.check import check
 from symcalc.errors import QueryError
@@ -115,18 +116,26 @@ def test_extra_values_that_agree_are_checked_silently():
     assert r.conflicts == [] and not any("not used" in w for w in r.warnings)
 
 
-def test_extra_values_that_disagree_are_reported_not_silently_dropped(cli):
-    # 1e12 tokens in 30 days is 385,802 token/s, not the 150,000 the answer uses: 61.1 % apart
-    r = symcalc.solve("mfu", train_time="30 day", n_tokens="1e12 token", **MFU_QUESTION)
+def test_extra_values_that_disagree_are_refused_not_silently_dropped(cli):
+    # 1e12 tokens in 30 days is 385,802 token/s, not the 150,000 the answer would use: 61.1 % apart
+    with pytest.raises(ConflictError) as e:
+        symcalc.solve("mfu", train_time="30 day", n_tokens="1e12 token", **MFU_QUESTION)
+    assert {c["quantity"] for c in e.value.conflicts} == {"n_tokens", "train_time"}
+    assert "conflict: n_tokens = 1e12 token is given" in e.value.message
+    # conflicts="warn" answers from the shortest route and reports each disagreement
+    r = symcalc.solve("mfu", train_time="30 day", n_tokens="1e12 token", conflicts="warn", **MFU_QUESTION)
     assert r.value == pytest.approx(100 * 6 * 7e9 * 150e3 / (64 * 1979e12), rel=1e-12)   # the shortest route
     names = {c["quantity"] for c in r.conflicts}
     assert names == {"n_tokens", "train_time"}
     tokens = next(c for c in r.conflicts if c["quantity"] == "n_tokens")
     assert tokens["computed"] == pytest.approx(150000 * 30 * 86400) and tokens["rel_error"] == pytest.approx(1 - 0.3888)
     assert any(w.startswith("conflict: n_tokens = 1e12 token is given") for w in r.warnings)
-    run = cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
-              "peak_flops=1979 TFLOP/s", "train_time=30 day", "n_tokens=1e12 token", "--json")
-    assert run.code == 0 and {c["quantity"] for c in run.json()["conflicts"]} == {"n_tokens", "train_time"}
-    text = cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
-               "peak_flops=1979 TFLOP/s", "train_time=30 day", "n_tokens=1e12 token")
-    assert "warning: conflict: n_tokens" in text.err
+    args = ("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
+            "peak_flops=1979 TFLOP/s", "train_time=30 day", "n_tokens=1e12 token")
+    run = cli(*args, "--json")
+    assert run.code == 2 and {c["quantity"] for c in run.json()["error"]["conflicts"]} == {"n_tokens", "train_time"}
+    assert run.json()["error"]["kind"] == "conflict"
+    text = cli(*args)
+    assert text.code == 2 and text.err.startswith("error: conflict: ") and text.err.count("\n") == 1
+    text = cli(*args, "--allow-conflicts")
+    assert text.code == 0 and "warning: conflict: n_tokens" in text.err

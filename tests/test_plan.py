@@ -92,11 +92,12 @@ def test_every_suggested_set_really_settles_the_target(target, given):
 def test_a_dependent_block_is_not_suggested():
     # n_params, n_gpus and peak_flops leave the throughput open: total FLOPs C = 6ND, the rate
     # F = 6NR, T = D/R and C = FT have one fact too few for R whatever the peak. The structure
-    # alone would suggest peak_flops; trying it shows the block is dependent.
+    # alone would suggest peak_flops; it is not offered. What a person has at hand is offered
+    # (the peak and the measured throughput), not an intermediate such as hfu.
     with pytest.raises(UnderdeterminedError) as e:
         symcalc.solve("mfu", n_params=7e9, n_gpus=64)
-    assert ["peak_flops"] not in e.value.missing and ["hfu"] in e.value.missing
-    assert "peak_flops" not in e.value.message
+    assert ["peak_flops"] not in e.value.missing and ["hfu"] not in e.value.missing
+    assert ["peak_flops", "tokens_per_second"] in e.value.missing
 
 
 def test_two_givens_that_fix_the_same_product_do_not_settle_its_factors():

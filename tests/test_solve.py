@@ -251,11 +251,17 @@ def test_options_may_be_pairs():
 
 
 def test_a_whole_number_answer_can_be_rounded_the_way_the_question_needs(cli):
-    # bubble (p - 1) / (m + p - 1) = 10 % with m = 32: p = 1 + 3.2 / 0.9 = 4.556. Nearest gives 5, whose
-    # bubble 4/36 = 11.1 % misses the target; rounding down gives 4 (3/35 = 8.6 %), the largest that meets it
+    # bubble (p - 1) / (m + p - 1) = 10 % with m = 32: p = 1 + 3.2 / 0.9 = 4.556. Nearest would give 5, whose
+    # bubble 4/36 = 11.1 % misses the target; the given bubble is a limit (at most 10 %), so the answer rounds
+    # down to 4 (3/35 = 8.6 %), the largest that meets it, and says what 5 would do
     r = symcalc.solve("pp", n_microbatches=32, bubble_fraction="10%")
-    assert r.value == 5 and r.rounding == "nearest"
-    assert any("--round" in w for w in r.warnings)
+    assert r.value == 4 and r.rounding == "down" and r.exact == pytest.approx(1 + 3.2 / 0.9, rel=1e-12)
+    assert r.rounding_reason["limit"] == "bubble_fraction" and r.rounding_reason["other"] == 5
+    assert r.rounding_reason["value_there"] == pytest.approx(100 * 4 / 36)
+    assert "5 would give bubble_fraction = 11.11 %, above the given 10 %" in r.text()
+    # --round still overrides: nearest gives 5 and warns that the values do not fit whole numbers
+    near = symcalc.solve("pp", n_microbatches=32, bubble_fraction="10%", rounding="nearest")
+    assert near.value == 5 and near.rounding == "nearest" and any("--round" in w for w in near.warnings)
     down = symcalc.solve("pp", n_microbatches=32, bubble_fraction="10%", rounding="down")
     assert down.value == 4 and down.exact == pytest.approx(1 + 3.2 / 0.9, rel=1e-12) and down.rounding == "down"
     assert symcalc.solve("bubble_fraction", n_microbatches=32, pp=4).value == pytest.approx(100 * 3 / 35)

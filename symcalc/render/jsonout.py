@@ -53,6 +53,10 @@ def result_dict(result) -> dict:
         "unit": result.unit,
         "exact": _plain(result.exact) if result.exact is not None else None,
         "rounding": result.rounding,
+        "rounding_reason": dict(result.rounding_reason) if result.rounding_reason else None,
+        "assumptions": [dict(a, main=True) for a in result.assumptions],
+        "notes": list(result.notes),
+        "looked_up": result.looked_up,
         "given": {name: g.text for name, g in result.given.items() if not g.origin},
         "presets": dict(result.presets),
         "from_presets": {name: {"value": g.text, "source": g.origin} for name, g in result.given.items()

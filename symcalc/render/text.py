@@ -14,7 +14,9 @@ def render_text(result) -> str:
     lib = result.library
     names = text_symbols(lib)
     numbers = None if has_arrays(result) else text_values(result)
-    lines = [headline(result), ""]
+    lines = [headline(result)]
+    lines += [f"  {line}" for line in first_lines(result)]
+    lines.append("")
     lines.append(f"Derivation ({len(result.steps)} step{'s' if len(result.steps) != 1 else ''}):")
     for step in result.steps:
         f0 = step.formulas[0]
@@ -84,8 +86,39 @@ def was_rounded(result) -> bool:
 def headline(result) -> str:
     line = f"{result.target} = {with_unit(result.value, result.unit)}"
     if was_rounded(result):
-        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding})"
+        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding}"
+        why = rounding_why(result)
+        line += f": {why})" if why else ")"
+    if result.looked_up:
+        line += "  (looked up)"
     return line
+
+
+def rounding_why(result) -> str:
+    """Why a whole-number answer rounded the way it did, when a given limit decided:
+    '16 would give memory_headroom = -1.29 GB, below the given 0 GB'."""
+    r = result.rounding_reason
+    if not r or "value_there" not in r:
+        return f"to keep the given {r['limit']}" if r and r.get("limit") else ""
+    q = result.quantity
+    other = with_unit(r["other"] * result.factor / q.factor, "")
+    side = "above" if r["given_is"] == "at_most" else "below"
+    return (f"{other} would give {r['limit']} = {with_unit(r['value_there'], r['unit'])}, {side} the given "
+            f"{with_unit(r['given'], r['unit'])}")
+
+
+def first_lines(result) -> list[str]:
+    """What the reader must know before the derivation: assumptions that stand in for a main
+    input of the question, and options the given values implied."""
+    out = []
+    for a in result.assumptions:
+        if a["kind"] == "option":
+            out.append(f"assuming {a['name']} = {a['value']} ({a['source']}; --option {a['name']}=... to change)")
+        else:
+            shown = f"{a['value']} = {a['computed']}" if a.get("computed") else a["value"]
+            out.append(f"assuming {a['name']} = {shown} ({a['source']}; give {a['name']} to change)")
+    out += [f"note: {n}" for n in result.notes]
+    return out
 
 
 def step_value_text(result, name: str) -> str:

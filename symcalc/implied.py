@@ -1,0 +1,81 @@
+"""Options that the given values imply: fewer KV heads than heads is grouped-query attention.
+
+An option says which formulas hold (multi-head or grouped-query attention, dense or mixture of
+experts); a given value may already say it. Counting Llama 3 405B's parameters from shapes
+that include ``n_kv_heads = 8`` with the multi-head formula would silently give 469B instead of
+405B, so the option data declares which values imply which option value
+(``implied_by = [{ value = "gqa", when = "n_kv_heads < n_heads" }]`` in options.toml), and
+this module applies it. Precedence, highest first: an option given explicitly, one the user's
+own values imply, a preset's options, one the preset's values imply, the default. An explicit
+option that the user's own values contradict is an error naming both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import BadOptionValueError
+from .render.numbers import fmt
+from .values import GivenValue
+
+
+@dataclass(frozen=True)
+class Implication:
+    """An option value implied by given values: which, and by what (for the answer's notes)."""
+
+    option: str
+    value: str
+    condition: str                  # the declared condition, e.g. "n_kv_heads < n_heads"
+    values: tuple[str, ...]         # "n_kv_heads = 8", "n_heads = 128"
+    from_preset: bool               # every value in the condition came from a preset
+
+    def reason(self) -> str:
+        return f"{self.option}={self.value}, since {self.condition} ({', '.join(self.values)})"
+
+
+def implied_options(library, knowns: Mapping[str, GivenValue]) -> list[Implication]:
+    """The option values the known values imply, one per option (its first condition that
+    holds), in the library's order. Conditions over arrays are not applied. O(conditions)."""
+    scalars = {k: float(v.magnitude) for k, v in knowns.items()
+               if not isinstance(v.magnitude, str) and np.ndim(v.magnitude) == 0}
+    out = []
+    for opt in library.options.values():
+        for value, cond in opt.implied_by:
+            if cond.holds(scalars):
+                names = sorted(cond.names)
+                shown = tuple(f"{n} = {fmt(scalars[n] / library.quantities[n].factor)}" for n in names)
+                out.append(Implication(opt.name, value, cond.text, shown,
+                                       from_preset=all(knowns[n].origin for n in names)))
+                break
+    return out
+
+
+def resolve_options(library, explicit: Mapping[str, object], preset_options: Mapping[str, str],
+                    knowns: Mapping[str, GivenValue]) -> tuple[dict[str, str], list[Implication]]:
+    """Every option's effective value, and the implications that decided one.
+
+    Raises BadOptionValueError when an explicit option contradicts what the user's own given
+    values imply (``--option attention=mha`` with ``n_kv_heads=8 n_heads=128``).
+    """
+    given = library.option_values(explicit)          # validates the explicit ones
+    explicit_keys = set(explicit)
+    chosen = dict(preset_options)
+    before = library.option_values({**chosen, **dict(explicit)})
+    used = []
+    for imp in implied_options(library, knowns):
+        if imp.option in explicit_keys:
+            if given[imp.option] != imp.value and not imp.from_preset:
+                raise BadOptionValueError(
+                    f"{imp.option}={given[imp.option]} was given, but {imp.condition} "
+                    f"({', '.join(imp.values)}) means {imp.option}={imp.value}: drop the option or change "
+                    "the values")
+            continue
+        if imp.from_preset and imp.option in preset_options:
+            continue                                  # the preset says it itself
+        if before[imp.option] != imp.value:
+            used.append(imp)
+        chosen[imp.option] = imp.value
+    return library.option_values({**chosen, **dict(explicit)}), used
