@@ -22,8 +22,9 @@ from .errors import (ConflictError, DimensionError, LibraryError, NoSolutionErro
                      OutOfBoundsError, QueryError, SymcalcError, UnderdeterminedError)
 from .implied import resolve_options
 from .limits import limit_rounding, round_with
+from .parts import parts_of, sum_parts
 from .library import Library, default_library
-from .budget import DEFAULT_DIAGNOSIS_LIMIT
+from .budget import diagnosis_limit
 from .plan import DiagnosisHints, make_plan
 from .render.numbers import fmt, with_unit
 from .result import Result, StepView
@@ -147,7 +148,7 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
     # a per-GPU total is not settled by its capacity and the memory left free: that is circular
     avoid = frozenset(q.name for q in library.quantities.values() if q.limit or q.name == tq.fits_in) \
         if tq.fits_in else frozenset()
-    return DiagnosisHints(known=people_know(library), verify=verify, seconds=DEFAULT_DIAGNOSIS_LIMIT,
+    return DiagnosisHints(known=people_know(library), verify=verify, seconds=diagnosis_limit(),
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
                           avoid=avoid)
 
@@ -489,6 +490,8 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
                       on_bounds="flag", diagnose=False, conflicts=False)
         except SymcalcError:
             continue
+        if r.looked_up:            # a preset's figure is not what the other values say
+            continue
         checked.add(name)
         found = relation(r, name, float(typed[name].magnitude), rtol)
         if not found.agrees:
@@ -519,8 +522,13 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
         if np.any(over):
             where = "" if np.ndim(over) == 0 else f" at {int(np.sum(over))} of {np.size(over)} points"
             worst = float(np.max(np.asarray(exact, dtype=float)))
+            split = parts_of(lib, derivation, ev.values, tq.name) if np.ndim(over) == 0 else None
+            largest = (f"; the largest part is {split.largest[0]} = "
+                       f"{with_unit(split.largest[1] / tq.factor, tq.display_unit)}") if split and split.largest else ""
             warnings.append(f"{tq.name} = {with_unit(worst / tq.factor, tq.display_unit)} exceeds {name} = "
-                            f"{with_unit(float(np.min(cap)) / tq.factor, tq.display_unit)}{where}: it does not fit")
+                            f"{with_unit(float(np.min(cap)) / tq.factor, tq.display_unit)}{where} by "
+                            f"{with_unit((worst - float(np.min(cap))) / tq.factor, tq.display_unit)}: it does not fit"
+                            f"{largest}")
     typed = [q for q in derivation.plan.unused
              if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
              and q not in checked]
@@ -664,16 +672,40 @@ def _equations_text(step) -> str:
 
 
 def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str | None:
-    """Why a step has no root, when the reason lies upstream: an earlier step gave one of its
-    inputs a value outside that quantity's bounds (the classic case: everything else already
-    needs more than gpu_memory, so the activation memory left over is negative)."""
+    """Why a step has no root, when the reason lies upstream: an earlier step gave a value
+    outside its quantity's bounds (the classic case: everything else already needs more than
+    gpu_memory, so the activation memory left over is negative). The first such value is the
+    cause; when it is what a total leaves for one of its parts, the message names the other
+    parts, largest first: they are what does not fit."""
     before = derivation.steps[:derivation.steps.index(step)]
     for earlier, name, q, sample, _, _, _ in out_of_bounds(lib, before, values):
-        if name in step.inputs:
-            ids = ", ".join(f.id for f in earlier.formulas)
-            return (f"it would need {name} = {with_unit(sample / q.factor, q.display_unit)} ({ids}), "
-                    f"outside {_bounds_text(q)}")
+        shown = with_unit(sample / q.factor, q.display_unit)
+        split = sum_parts(lib, earlier.formulas[0], values, leave_out=name) if len(earlier.formulas) == 1 else None
+        if split is not None and split.parts and sample < q.domain.lo:
+            t = lib.quantities[split.total]
+            others = [(n, v) for n, v in split.parts if v != 0]
+            need = sum(v for _, v in others)
+            listed = " + ".join(f"{n} = {with_unit(v / t.factor, t.display_unit)}" for n, v in others) or "nothing"
+            alone = " alone" if len(others) == 1 else f" (together {with_unit(need / t.factor, t.display_unit)})"
+            return (f"{listed}{alone} already exceed{'s' if len(others) == 1 else ''} {split.total} = "
+                    f"{with_unit(split.total_value / t.factor, t.display_unit)}{_origin(lib, derivation, split.total, values)}, "
+                    f"leaving {name} = {shown}; the largest part is {others[0][0] if others else name}")
+        ids = ", ".join(f.id for f in earlier.formulas)
+        return f"it would need {name} = {shown} ({ids}), outside {_bounds_text(q)}"
     return None
+
+
+def _origin(lib, derivation: Derivation, name: str, values: dict) -> str:
+    """' (gpu_memory 80 GB - memory_headroom 0 GB)': where a computed total came from, when it
+    came straight from given values; '' otherwise."""
+    for s in derivation.steps:
+        if name in s.unknowns:
+            if all(x in derivation.plan.given for x in s.inputs) and len(s.inputs) <= 3:
+                shown = ", ".join(f"{x} = {with_unit(float(np.asarray(values[x]).flat[0]) / lib.quantities[x].factor, lib.quantities[x].display_unit)}"
+                                  for x in s.inputs)
+                return f" (from {shown})"
+            return ""
+    return ""
 
 
 def out_of_bounds(lib, steps: list, values: dict):

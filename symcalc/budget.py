@@ -41,14 +41,28 @@ class BudgetExceeded(Exception):
     fallback or a message there; one that escapes is a bug, not a user's mistake."""
 
 
+ENV_DIAGNOSIS_LIMIT = "SYMCALC_DIAGNOSIS_LIMIT"
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 def question_limit() -> float:
     """The limit of a whole question: SYMCALC_TIME_LIMIT if set to a positive number, else the default."""
-    raw = os.environ.get(ENV_LIMIT, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_QUESTION_LIMIT
-    except ValueError:
-        return DEFAULT_QUESTION_LIMIT
-    return value if value > 0 else DEFAULT_QUESTION_LIMIT
+    return _seconds_from_env(ENV_LIMIT, DEFAULT_QUESTION_LIMIT)
+
+
+def diagnosis_limit() -> float:
+    """The budget of the search for what would settle an underdetermined question:
+    SYMCALC_DIAGNOSIS_LIMIT if set to a positive number, else the default (1 s). The tests set
+    it higher, so that what they find does not depend on how busy the machine is."""
+    return _seconds_from_env(ENV_DIAGNOSIS_LIMIT, DEFAULT_DIAGNOSIS_LIMIT)
 
 
 def interruptible() -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import NoSolutionError, OutOfBoundsError, QueryError, UnderdeterminedError
+from .errors import NoSolutionError, OutOfBoundsError, QueryError, SymcalcError, UnderdeterminedError
 from .library import Library, default_library
 from .render.numbers import fmt, with_unit
 from .result import Result
@@ -83,31 +83,69 @@ class Relation:
 
 
 @dataclass
+class Fit:
+    """Does it fit? A per-GPU amount the given values determine, against its capacity."""
+
+    quantity: str
+    value: float              # base units
+    capacity: str             # the capacity's name (gpu_memory)
+    limit: float              # base units
+    unit: str
+    factor: float
+    parts: tuple = ()         # (part, value) of the amount, largest first
+
+    @property
+    def fits(self) -> bool:
+        return self.value <= self.limit * (1 + 1e-12)
+
+    def line(self) -> str:
+        def show(v: float) -> str:
+            return with_unit(v / self.factor, self.unit)
+        if self.fits:
+            return (f"{self.quantity} = {show(self.value)} fits in {self.capacity} = {show(self.limit)} "
+                    f"({show(self.limit - self.value)} free)")
+        largest = f"; the largest part is {self.parts[0][0]} = {show(self.parts[0][1])}" if self.parts else ""
+        return (f"{self.quantity} = {show(self.value)} DOES NOT FIT in {self.capacity} = {show(self.limit)}: "
+                f"{show(self.value - self.limit)} over{largest}")
+
+    def as_dict(self) -> dict:
+        return {"quantity": self.quantity, "value": self.value / self.factor, "capacity": self.capacity,
+                "limit": self.limit / self.factor, "unit": self.unit, "fits": self.fits,
+                "over": max(self.value - self.limit, 0.0) / self.factor,
+                "parts": [{"name": n, "value": v / self.factor} for n, v in self.parts]}
+
+
+@dataclass
 class Check:
-    """Every relation found among the given values, and the values nothing relates."""
+    """Every relation found among the given values, the values nothing relates, and whether
+    what they determine fits its capacity (memory per GPU in gpu_memory)."""
 
     relations: list[Relation]
     unrelated: list[str]
     rtol: float
     options: dict[str, str] = field(default_factory=dict)
+    fits: list[Fit] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when every relation agrees within ``rtol`` (and there was something to check)."""
-        return all(r.agrees for r in self.relations)
+        """True when every relation agrees within ``rtol`` and everything fits."""
+        return all(r.agrees for r in self.relations) and all(f.fits for f in self.fits)
 
     @property
     def disagreements(self) -> list[Relation]:
         return [r for r in self.relations if not r.agrees]
 
     def text(self, derivations: bool = True) -> str:
+        fit_lines = [("  ok   " if f.fits else "  FAIL ") + f.line() for f in self.fits]
         if not self.relations:
+            if fit_lines:
+                return "\n".join(["Does it fit?", *fit_lines])
             return ("nothing to check: no formula relates these values to each other "
                     f"({', '.join(self.unrelated)}); give values that overdetermine something")
         bad = self.disagreements
         head = (f"{len(self.relations)} relation{'s' if len(self.relations) != 1 else ''} checked, "
                 f"{len(bad)} disagree{'s' if len(bad) == 1 else ''} beyond {_percent(self.rtol)}")
-        lines = [head, ""]
+        lines = [head, ""] + ([*fit_lines, ""] if fit_lines else [])
         for r in self.relations:
             lines.append(("  ok   " if r.agrees else "  FAIL ") + r.line())
             lines.append(f"       via {', '.join(r.formulas) or 'the given values'}"
@@ -124,6 +162,7 @@ class Check:
 
     def as_dict(self) -> dict:
         return {"ok": self.ok, "rtol": self.rtol, "checked": len(self.relations),
+                "fits": [f.as_dict() for f in self.fits],
                 "disagreements": len(self.disagreements),
                 "relations": [r.as_dict() for r in self.relations], "unrelated": list(self.unrelated),
                 "options": dict(self.options)}
@@ -174,12 +213,55 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
                                   agrees=False, inputs=sorted(others), formulas=[], defaults={},
                                   unit=q.display_unit, factor=q.factor, message=e.message))
             continue
+        if r.looked_up:            # a preset's figure, not something the other values determine
+            continue
         found.append(relation(r, name, float(gv.magnitude), rtol))
     relations = _one_per_relation(found, list(knowns))
     related = set().union(*(r.members for r in relations)) if relations else set()
     unrelated = [n for n in knowns if n not in related]
     opts = {} if not relations or relations[0].result is None else dict(relations[0].result.options)
-    return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts)
+    fits = _fits(lib, raw, options, hardware, model)
+    if fits:
+        related |= {f.quantity for f in fits}
+        unrelated = [n for n in unrelated if n not in related]
+    return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts, fits=fits)
+
+
+def _fits(lib: Library, raw: Mapping[str, object], options, hardware, model) -> list[Fit]:
+    """Whether the per-GPU amounts the values determine fit their capacity: the outermost one
+    (the total, when it is determined; a total includes its parts), with its parts.
+    Empty when no capacity is known or nothing that must fit is determined."""
+    from .api import solve
+    from .parts import parts_of
+    out: list[Fit] = []
+    for q in lib.quantities.values():
+        if not q.fits_in or q.name in raw:
+            continue
+        try:
+            r = solve(q.name, dict(raw), options=options, library=lib, hardware=hardware, model=model,
+                      on_bounds="flag", diagnose=False, conflicts=False)
+        except SymcalcError:
+            continue
+        if q.fits_in not in r.given or np.ndim(r.base_value) != 0:
+            continue
+        split = parts_of(lib, r.derivation, r.values, q.name)
+        out.append(Fit(q.name, float(r.base_value), q.fits_in, float(r.given[q.fits_in].magnitude),
+                       q.display_unit, q.factor, split.parts if split else ()))
+    # the total (what the capacity less the free memory is) answers the question for all its
+    # parts; without it, every amount that must fit is listed
+    totals = [f for f in out if _is_total(lib, f.quantity)]
+    return totals or out
+
+
+def _is_total(lib: Library, name: str) -> bool:
+    """Whether ``name`` is the whole of what must fit: a formula relates it to its capacity and
+    to a slack with a limit (memory_headroom = gpu_memory - total_memory_per_gpu)."""
+    q = lib.quantities[name]
+    for f in lib.formulas.values():
+        names = set(f.quantities)
+        if name in names and q.fits_in in names and any(lib.quantities[x].limit for x in names):
+            return True
+    return False
 
 
 def relation(r: Result, name: str, claimed: float, rtol: float) -> Relation:

@@ -38,7 +38,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in",
-                 "given_is", "input", "main_input", "plausible"}
+                 "given_is", "limit_priority", "input", "main_input", "plausible"}
 GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
@@ -362,6 +362,9 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
     if given_is is not None and given_is not in GIVEN_IS:
         raise LibraryError(f"{where}: given_is must be one of {GIVEN_IS} (a given value is a limit from above "
                            "or from below)")
+    priority = table.get("limit_priority", 1)
+    if not isinstance(priority, int) or isinstance(priority, bool) or given_is is None and "limit_priority" in table:
+        raise LibraryError(f"{where}: limit_priority is a whole number, for a quantity with given_is")
     flags = {key: table.get(key, False) for key in ("input", "main_input")}
     if not all(isinstance(v, bool) for v in flags.values()):
         raise LibraryError(f"{where}: 'input' and 'main_input' must be true or false")
@@ -378,7 +381,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         aliases=tuple(aliases), domain=domain, whole=whole, default=default,
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
-        given_is=given_is, input=flags["input"], main_input=flags["main_input"], plausible=plausible,
+        given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], plausible=plausible,
         dim=dim, factor=factor, symbol=symbol)
 
 

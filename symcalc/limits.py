@@ -19,7 +19,9 @@ at least        the limit            up
 at least        less of the limit    down
 ==============  ===================  =========
 
-Limits that pull both ways at once leave the quantity's own rounding and a warning.
+When limits pull both ways (a budget and a run time: more GPUs finish sooner but cost more),
+the one of higher ``limit_priority`` wins (a budget or a memory capacity over a deadline or a
+target); limits of equal priority that disagree leave the quantity's own rounding and a warning.
 """
 
 from __future__ import annotations
@@ -66,9 +68,7 @@ def limit_rounding(library, derivation, env: dict, exact) -> LimitRounding:
     """
     target = derivation.target
     exact = np.asarray(exact, dtype=float)
-    need = np.zeros(exact.shape, dtype=int)
-    clash = np.zeros(exact.shape, dtype=bool)
-    decided_by = None
+    votes = []                    # (priority, name, +1 / -1 / 0 per element)
     for name in derivation.plan.given:
         q = library.quantities[name]
         if not q.given_is:
@@ -82,13 +82,21 @@ def limit_rounding(library, derivation, env: dict, exact) -> LimitRounding:
             continue
         with np.errstate(invalid="ignore"):
             slope = np.nan_to_num(np.sign(moved - exact)).astype(int)
-        this = slope * (1 if q.given_is == "at_least" else -1)
-        clash |= (need * this) < 0
-        fresh = (need == 0) & (this != 0)
-        if decided_by is None and np.any(fresh):
-            decided_by = name
-        need = np.where(need == 0, this, need)
-    need = np.where(clash, 0, need)
+        votes.append((q.limit_priority, name, slope * (1 if q.given_is == "at_least" else -1)))
+    need = np.zeros(exact.shape, dtype=int)
+    clash = np.zeros(exact.shape, dtype=bool)
+    decided_by = None
+    for priority in sorted({v[0] for v in votes}, reverse=True):
+        undecided = (need == 0) & ~clash
+        up = np.zeros(exact.shape, dtype=bool)
+        down = np.zeros(exact.shape, dtype=bool)
+        for _, name, this in (v for v in votes if v[0] == priority):
+            if decided_by is None and np.any(undecided & (this != 0)):
+                decided_by = name
+            up |= this > 0
+            down |= this < 0
+        clash |= undecided & up & down
+        need = np.where(undecided & up & ~down, 1, np.where(undecided & down & ~up, -1, need))
     if need.ndim == 0:
         return LimitRounding(int(need), decided_by, bool(clash))
     return LimitRounding(need, decided_by, clash)

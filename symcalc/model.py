@@ -100,6 +100,9 @@ class QuantitySpec:
     # deadline, a bubble target, memory) or "at_least" (free memory, a throughput target).
     # A whole-number answer rounds the way that keeps it (see symcalc.limits).
     given_is: str | None = None
+    # which limit wins when two pull a whole-number answer opposite ways: a budget or a memory
+    # capacity (2) over a deadline or a target (1)
+    limit_priority: int = 1
     # a value people know and give (model shapes, hardware figures, layout, prices, targets),
     # as opposed to an intermediate: suggestions for underdetermined questions name these first
     input: bool = False

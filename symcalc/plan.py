@@ -74,14 +74,14 @@ def _index(formulas: Iterable[FormulaSpec]) -> dict[str, list[FormulaSpec]]:
 
 
 def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = frozenset(),
-              stop_at: str | None = None) -> _Settled:
+              stop_at: str | None = None, index: dict[str, list[FormulaSpec]] | None = None) -> _Settled:
     """Settle every quantity the formulas determine from ``hard`` (cost 0) and ``soft`` knowns.
 
     Returns costs, the producing Step of each derived quantity (None for knowns) and the order
     of settlement. Stops early once ``stop_at`` is settled. O((F + Q) log(F + Q)) per round of
     propagation, plus one block analysis per stall.
     """
-    by_quantity = _index(formulas)
+    by_quantity = _index(formulas) if index is None else index      # the caller's, when it plans often
     remaining = {f.id: len(f.quantities) for f in formulas}
     cost: dict[str, float] = {}
     producer: dict[str, Step | None] = {}
@@ -203,23 +203,25 @@ def _without_dangling(formulas: list[FormulaSpec], settled) -> list[FormulaSpec]
     with an unsettled quantity that no other remaining formula mentions. Such a formula can
     only deliver that quantity once its others are settled, which propagation does on its own;
     without the dangling chains the decomposition works on a few dozen formulas instead of
-    every unsettled one. O(total size of the formulas)."""
-    counts: dict[str, int] = {}
-    for f in formulas:
-        for q in f.quantities:
-            if q not in settled:
-                counts[q] = counts.get(q, 0) + 1
-    keep = list(formulas)
-    while True:
-        drop = [f for f in keep if any(counts[q] == 1 for q in f.quantities if q not in settled)]
-        if not drop:
-            return keep
-        gone = {id(f) for f in drop}
-        for f in drop:
-            for q in f.quantities:
-                if q not in settled:
-                    counts[q] -= 1
-        keep = [f for f in keep if id(f) not in gone]
+    every unsettled one. O(total size of the formulas), with a work list."""
+    unsettled = [[q for q in f.quantities if q not in settled] for f in formulas]
+    holders: dict[str, list[int]] = {}
+    for i, qs in enumerate(unsettled):
+        for q in qs:
+            holders.setdefault(q, []).append(i)
+    counts = {q: len(v) for q, v in holders.items()}
+    alive = [True] * len(formulas)
+    work = [i for i, qs in enumerate(unsettled) if any(counts[q] == 1 for q in qs)]
+    while work:
+        i = work.pop()
+        if not alive[i]:
+            continue
+        alive[i] = False
+        for q in unsettled[i]:
+            counts[q] -= 1
+            if counts[q] == 1:
+                work.extend(j for j in holders[q] if alive[j])
+    return [f for f, keep in zip(formulas, alive) if keep]
 
 
 def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
@@ -344,7 +346,7 @@ def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: s
 # -- diagnosis ---------------------------------------------------------------------------------
 
 MAX_SETS = 6
-POOL = {1: None, 2: 24, 3: 14}     # candidates (nearest first) whose pairs / triples are tried
+POOL = {1: None, 2: 20, 3: 10}     # candidates (nearest first) whose pairs / triples are tried
 
 
 @dataclass(frozen=True)
@@ -426,11 +428,12 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
     tiers = [(known, systems[0]), (known, systems[1]), ([q for q in ranked if q not in hints.known], systems[1])]
     preferred_set = set(preferred)
     verified: dict[frozenset, bool] = {}
+    indexes = [_index(live) for _, live in systems]
     system = systems[0]
 
     def settles(extra) -> Plan | None:
         settled, live = system
-        s = propagate(live, settled | set(extra), (), stop_at=target)
+        s = propagate(live, settled | set(extra), (), stop_at=target, index=indexes[systems.index(system)])
         if target not in s.cost:
             return None
         return _extract(s, target, settled | set(extra), set())
@@ -461,9 +464,9 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
                 consider(combo, tier)
             if any(f[0] == tier for f in found):
                 return
-        greedy = _greedy(pool, settles)
-        if greedy is not None:
-            consider(tuple(greedy), tier)
+        cheapest = _cheapest(pool, target, system, indexes[systems.index(system)], settles)
+        if cheapest is not None:
+            consider(tuple(cheapest), tier)
             if any(f[0] == tier for f in found):
                 return
 
@@ -473,22 +476,23 @@ def _lhs(f: FormulaSpec) -> str | None:
     return next((q for q, how in f.solvability.items() if how == "explicit"), None)
 
 
-def _greedy(pool: list[str], settles) -> list[str] | None:
-    """A set from ``pool`` that settles the target, or None if even all of it does not: add
-    candidates in order until the target is settled, then drop every one not needed.
-    O(len(pool)) trials."""
-    if not pool or settles(pool) is None:
+def _cheapest(pool: list[str], target: str, system, index, settles) -> list[str] | None:
+    """A set from ``pool`` that settles the target, or None if even all of it does not.
+
+    The same shortest-derivation search as planning (:func:`propagate`), with every candidate
+    in ``pool`` offered as a default: the derivation of least cost leans on the fewest of
+    them, and those it leans on are the set. Then every member whose removal still settles
+    the target is dropped. One propagation plus one trial per member."""
+    settled, live = system
+    s = propagate(live, settled, set(pool), stop_at=target, index=index)
+    if target not in s.cost:
         return None
-    chosen: list[str] = []
-    for q in pool:
-        chosen.append(q)
-        if settles(chosen) is not None:
-            break
+    chosen = list(_extract(s, target, settled, set(pool)).defaults)
     for q in list(chosen):
         rest = [x for x in chosen if x != q]
         if rest and settles(rest) is not None:
             chosen = rest
-    return chosen
+    return chosen if settles(chosen) is not None else None
 
 
 def _divides_by_zero(plan: Plan, by_id: dict, zero: set[str]) -> bool:

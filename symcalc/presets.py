@@ -123,7 +123,11 @@ _HF_KEYS = [
     (("head_dim",), "head_dim", ""),
     (("intermediate_size", "n_inner", "ffn_dim"), "d_ffn", ""),
     (("vocab_size",), "vocab_size", ""),
+    # the longest context the model supports: the usual training sequence length unless given
+    (("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length"), "seq_len", " token"),
 ]
+_NOTES = {"seq_len": " (the model's longest context, taken as the training sequence length; give seq_len "
+                     "if it trained on shorter sequences)"}
 _GATED = ("silu", "swiglu", "swish")
 # model families whose feed-forward block is gated (3 matrices) whatever the activation's name
 _GATED_FAMILIES = ("llama", "mistral", "mixtral", "qwen", "gemma", "phi3", "deepseek", "olmo", "granite",
@@ -156,7 +160,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
                 value = cfg[key]
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                     raise MalformedValueError(f"{where}: '{key}' must be a positive number, got {value!r}")
-                values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}")
+                values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}{_NOTES.get(quantity, '')}")
                 break
     warnings: list[str] = []
     experts = _hf_experts(cfg, values, p.name)

@@ -156,8 +156,11 @@ def test_max_gpus_for_a_budget_rounds_down_and_gpus_needed_round_up():
     # seed 000 Exercise 3: $2M / $4 = 500,000 GPU-hours over 720 h = 694.4
     r = solve("n_gpus_max_budget", total_cost="2000000 USD", gpu_hour_price="4 USD/hour", train_time="30 day")
     assert r.value == 694
-    # the GPUs needed to spend all of it (a need, so it rounds up)
-    assert solve("n_gpus", total_cost="2000000 USD", gpu_hour_price="4 USD/hour", train_time="30 day").value == 695
+    # n_gpus from the same budget: the budget is a limit (at most $2M), so 694 (695 would cost
+    # 695 x 720 h x $4 = $2,001,600); it outranks the run time, which would pull it up
+    r = solve("n_gpus", total_cost="2000000 USD", gpu_hour_price="4 USD/hour", train_time="30 day")
+    assert r.value == 694 and r.rounding == "down" and r.rounding_reason["limit"] == "total_cost"
+    assert r.rounding_reason["value_there"] == pytest.approx(695 * 720 * 4)
     # the minimum for the compute, at 45 % MFU of 1979 TFLOP/s: 1.08e23 / (0.45 * 1979e12 * 2.592e6) = 46.79 -> 47
     r = solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
               peak_flops="1979 TFLOP/s")

@@ -1,0 +1,334 @@
+"""Answers a user can act on (issue 9): inverse and combined questions, each with its right
+answer computed by hand next to it. Rounding keeps every given limit, given values win over
+defaults, given values imply options, presets answer last, no-fit errors name what does not
+fit, and suggestions name what a person has at hand."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import symcalc
+from helpers import DATA
+from symcalc.errors import ConflictError, NotDeterminedError, NoSolutionError, UnderdeterminedError
+
+LLAMA3_70B = 70_553_706_496          # published parameter count (models.toml)
+
+
+# -- 1. rounding keeps the question true -----------------------------------------------------
+
+FIT_70B = dict(memory_headroom="0 GB", micro_batch_size=1, seq_len="8192 token")
+FIT_OPTIONS = {"zero_stage": "3", "recompute": "full"}
+
+
+def test_fewest_data_parallel_ranks_that_fit_round_up_and_say_why():
+    # ZeRO-3: 16 bytes/param / dp; full recompute keeps each layer's input, 2 s b h L bytes
+    # = 2 x 8192 x 8192 x 80 = 10.737 GB. dp = 16 x 70.55e9 / (80e9 - 10.737e9) = 16.298
+    acts = 2 * 8192 * 8192 * 80
+    exact = 16 * LLAMA3_70B / (80e9 - acts)
+    r = symcalc.solve("dp", FIT_70B, options=FIT_OPTIONS, model="llama3-70b", hardware="h100")
+    assert r.exact == pytest.approx(exact, rel=1e-9) and r.value == 17 and r.rounding == "up"
+    # at 16 ranks the GPU would need 16 x 70.55e9 / 16 + 10.737e9 = 81.29 GB: headroom -1.29 GB
+    why = r.rounding_reason
+    assert why["limit"] == "memory_headroom" and why["other"] == 16
+    assert why["value_there"] == pytest.approx((80e9 - LLAMA3_70B - acts) / 1e9, rel=1e-9)
+    assert "16 would give memory_headroom = -1.291 GB, below the given 0 GB" in r.text()
+    # and 17 really fits
+    at17 = symcalc.solve("memory_headroom", micro_batch_size=1, seq_len="8192 token", dp=17, options=FIT_OPTIONS,
+                         model="llama3-70b", hardware="h100")
+    assert at17.value > 0
+
+
+def test_largest_sequence_that_fits_rounds_down():
+    # 80e9 - 70.55e9 (dp = 16) = 9.446e9 bytes for 2 s x 8192 x 80: s = 7206.95 -> 7206
+    exact = (80e9 - LLAMA3_70B) / (2 * 8192 * 80)
+    r = symcalc.solve("seq_len", memory_headroom="0 GB", micro_batch_size=1, dp=16, options=FIT_OPTIONS,
+                      model="llama3-70b", hardware="h100")
+    assert r.exact == pytest.approx(exact, rel=1e-9) and r.value == 7206 and r.rounding == "down"
+
+
+def test_gpus_a_budget_buys_round_down_and_a_deadline_rounds_up():
+    # $2M at $2/h for 60 days: 2e6 / (2 x 1440) = 694.44 -> 694 (695 would cost $2,001,600)
+    r = symcalc.solve("n_gpus", total_cost="2e6 USD", gpu_hour_price="2 USD/hour", train_time="60 day")
+    assert r.value == 694 and r.rounding_reason["value_there"] == pytest.approx(2_001_600)
+    # 30B on 600B tokens in 30 days at 45 % of 989 TFLOP/s: 1.08e23 / (0.45 x 989e12 x 2.592e6) = 93.62 -> 94
+    r = symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu="45%",
+                      peak_flops="989 TFLOP/s")
+    assert r.value == 94 and r.rounding == "up" and r.rounding_reason["limit"] == "train_time"
+
+
+def test_microbatches_for_a_bubble_target_round_up_and_the_pipeline_depth_down():
+    # (p - 1) / (m + p - 1) <= 5 % at p = 8: m >= 7 x 19 = 133 (exactly, no rounding needed)
+    assert symcalc.solve("n_microbatches", pp=8, bubble_fraction="5%").value == 133
+    # at most 4 % with p = 8: m >= 7 / 0.04 - 7 = 168; with 6 %: 7 / 0.06 - 7 = 109.67 -> 110
+    r = symcalc.solve("n_microbatches", pp=8, bubble_fraction="6%")
+    assert r.value == 110 and r.rounding == "up"
+    # the deepest pipeline for 32 micro-batches at <= 10 %: p = 1 + 3.2 / 0.9 = 4.56 -> 4
+    assert symcalc.solve("pp", n_microbatches=32, bubble_fraction="10%").value == 4
+
+
+def test_throughput_target_rounds_the_gpus_up():
+    # 7B at 40 % of 989 TFLOP/s: one GPU does 0.4 x 989e12 / 42e9 = 9419 token/s; 1e6 token/s
+    # needs 106.17 -> 107 GPUs
+    r = symcalc.solve("n_gpus", n_params=7e9, mfu="40%", peak_flops="989 TFLOP/s", tokens_per_second="1e6 token/s")
+    assert r.exact == pytest.approx(1e6 * 42e9 / (0.4 * 989e12), rel=1e-9) and r.value == 107
+    assert r.rounding_reason["limit"] == "tokens_per_second"
+
+
+def test_sweeps_and_compare_round_the_same_way():
+    # the pipeline depth for 32 micro-batches, swept over bubble targets 5 %, 10 %, 20 %:
+    # 1 + 32 x 0.05 / 0.95 = 2.68 -> 2; 4.56 -> 4; 1 + 32 x 0.2 / 0.8 = 9 (exact)
+    s = symcalc.sweep("pp", n_microbatches=32, vary={"bubble_fraction": "5%,10%,20%"})
+    assert s.values.tolist() == [2, 4, 9]
+    c = symcalc.compare("pp", n_microbatches=32, bubble_fraction="10%", vs={"bubble_fraction": "20%"})
+    assert (c.a.value, c.b.value) == (4, 9)
+
+
+def test_round_still_overrides():
+    r = symcalc.solve("dp", FIT_70B, options=FIT_OPTIONS, model="llama3-70b", hardware="h100", rounding="nearest")
+    assert r.value == 16 and r.rounding_reason is None
+
+
+# -- 2. given values win over defaults -------------------------------------------------------
+
+def test_a_default_never_overrides_what_the_given_values_fix():
+    # tp = layers x params / shard = 32 x 2e8 / 1.6e9 = 4 (pp = 1); tp_y = tp / tp_x = 2,
+    # not tp / tp_x = 1 / 2 from the default tp = 1
+    r = symcalc.solve("tp_y", n_layers=32, params_per_layer=2e8, tp_x=2, layer_params_per_gpu=1.6e9)
+    assert r.value == 2 and r.exact == pytest.approx(2) and not r.conflicts
+
+
+def test_inverse_and_forward_questions_use_the_same_defaults():
+    # forward: C = 6 N D with D = the Chinchilla tokens given: 6 x 7e9 x 1.4e11 = 5.88e21 FLOP
+    assert symcalc.solve("total_flops", n_params=7e9, chinchilla_tokens="1.4e11 token").value \
+        == pytest.approx(5.88e21, rel=1e-12)
+    # inverse with both: N = 4.2e21 / (6 x 1.4e11) = 5e9, not 1.4e11 / 20 = 7e9 ignoring the compute
+    r = symcalc.solve("n_params", chinchilla_tokens="1.4e11 token", total_flops="4.2e21 FLOP")
+    assert r.value == pytest.approx(5e9, rel=1e-12)
+
+
+def test_defaults_that_leave_the_answer_open_say_so():
+    # n_gpus = 64 with dp = 8 fixes tp x pp x cp = 8, not which: tp = 8 shards the model states
+    # (7e9 x (4 + 12/8) / 8 = 4.81 GB), cp = 8 shards the optimizer over 64 ranks (29.3 GB)
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("model_state_memory", n_params=7e9, n_gpus=64, dp=8, options={"zero_stage": "1"})
+    assert {"tp", "pp", "cp"} == {s[0] for s in e.value.missing}
+    assert "n_gpus = 64 contradicts" in e.value.message
+    # giving tp settles it: 7e9 / 8 x (4 + 12 / 8) = 4.8125 GB
+    r = symcalc.solve("model_state_memory", n_params=7e9, n_gpus=64, dp=8, tp=8, options={"zero_stage": "1"})
+    assert r.value == pytest.approx(4.8125)
+
+
+def test_given_values_that_contradict_each_other_are_refused(cli):
+    kw = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+    with pytest.raises(ConflictError) as e:
+        symcalc.solve("mfu", train_time="30 day", n_tokens="1e12 token", **kw)
+    # 1e12 tokens in 30 days is 385,802 token/s, not 150,000
+    tokens = next(c for c in e.value.conflicts if c["quantity"] == "n_tokens")
+    assert tokens["computed"] == pytest.approx(150000 * 30 * 86400)
+
+
+def test_a_tree_allreduce_does_not_invert_to_one_gpu():
+    # 2 ceil(log2 N) steps: 240.03 ms at 2 GB, 50 GB/s and 5 us is any N from 5 to 8; the old
+    # answer (N = 1, through a default rule in a block) ignored the given time
+    with pytest.raises(UnderdeterminedError):
+        symcalc.solve("n_gpus", tree_allreduce_time="240.03 ms", message_size="2 GB", link_bandwidth="50 GB/s",
+                      link_latency="5 us")
+
+
+# -- 3. numeric roots verified; not determined vs no value -----------------------------------
+
+def test_a_sign_change_across_a_jump_is_not_a_root():
+    from symcalc import numeric
+    from symcalc.model import Interval
+
+    def residual(x, y):            # floor(x) - y: jumps through 0 at x = 3 when y = 2.5
+        return np.floor(x) - y
+    root, flat = numeric.solve_scalar(residual, [np.array([2.5, 3.0])], Interval(0, 100), with_status=True)
+    # 2.5: a sign change, no root (no value satisfies); 3: every x in [3, 4) is a root (not determined)
+    assert np.isnan(root).all() and flat.tolist() == [False, True]
+
+    def smooth(x, y):              # x^2 - y: a real root at sqrt(y)
+        return x * x - y
+    assert numeric.solve_scalar(smooth, [np.array([2.0])], Interval(0, 100))[0] == pytest.approx(2 ** 0.5, rel=1e-14)
+
+
+def test_every_sign_change_is_tried():
+    from symcalc import numeric
+    from symcalc.model import Interval
+
+    def residual(x, y):            # a pole at x = 1 (sign change, no root), then a real root at x = 4
+        return (x - 4) / (x - 1) + 0 * y
+    root = numeric.solve_scalar(residual, [np.array([0.0])], Interval(0, 100, lo_open=False))
+    assert root[0] == pytest.approx(4.0, rel=1e-12)
+
+
+def test_a_plateau_is_not_determined_rather_than_impossible(library_with):
+    lib = library_with("""
+[quantities.busy_time]
+unit = "s"
+latex = "T_c"
+description = "compute time"
+
+[quantities.transfer_time]
+unit = "s"
+latex = "T_m"
+description = "overlapped communication"
+
+[[formulas]]
+id = "overlapped"
+title = "Step time, communication overlapped"
+equation = "step_time = Max(busy_time, transfer_time)"
+source = "test"
+""")
+    # Max(250 ms, T_m) = 250 ms holds for every T_m up to 250 ms: not determined
+    with pytest.raises(NotDeterminedError) as e:
+        symcalc.solve("transfer_time", step_time="250 ms", busy_time="250 ms", library=lib)
+    assert "not determined" in e.value.message and e.value.kind == "not_determined"
+    # Max(300 ms, T_m) = 250 ms holds for none: no value satisfies it
+    with pytest.raises(NoSolutionError) as e:
+        symcalc.solve("transfer_time", step_time="250 ms", busy_time="300 ms", library=lib)
+    assert not isinstance(e.value, NotDeterminedError)
+
+
+# -- 4. implied options ------------------------------------------------------------------------
+
+LLAMA3_405B_SHAPES = dict(n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8, d_ffn=53248, vocab_size=128256)
+
+
+def test_fewer_kv_heads_than_heads_is_grouped_query_attention():
+    # per layer: attention 2 d^2 (1 + 8/128) = 570.4M, SwiGLU 3 d d_ffn = 2617.2M; x 126 = 401.6B;
+    # embeddings 2 V d = 4.2B: 405.8B (the published 405B), not 469B counted as multi-head
+    d, ffn, v = 16384, 53248, 128256
+    hand = 126 * (2 * d * d * (1 + 8 / 128) + 3 * d * ffn) + 2 * v * d
+    r = symcalc.solve("n_params", LLAMA3_405B_SHAPES, options={"ffn": "swiglu"})
+    assert r.value == pytest.approx(hand, rel=1e-12) and r.options["attention"] == "gqa"
+    assert any("attention=gqa" in n and "n_kv_heads < n_heads" in n for n in r.notes)
+    assert "note: option attention=gqa" in r.text()
+
+
+def test_an_explicit_option_the_values_contradict_is_an_error(cli):
+    run = cli("solve", "n_params", *[f"{k}={v}" for k, v in LLAMA3_405B_SHAPES.items()], "--option", "attention=mha")
+    assert run.code == 2 and "attention=mha was given, but n_kv_heads < n_heads" in run.err
+
+
+def test_expert_counts_imply_a_mixture_of_experts():
+    # Mixtral 8x7B: 32 layers x (attention 2 d^2 (1 + 8/32) = 41.9M + 8 experts x 3 d 14336 = 1409.3M)
+    # + 2 V d = 0.26B: 46.70B (published 46.7B)
+    d = 4096
+    hand = 32 * (2 * d * d * (1 + 8 / 32) + 8 * 3 * d * 14336) + 2 * 32000 * d
+    r = symcalc.solve("n_params", n_layers=32, d_model=d, n_heads=32, n_kv_heads=8, n_experts=8,
+                      n_experts_activated=2, d_ffn_expert=14336, vocab_size=32000, options={"ffn": "swiglu"})
+    assert r.value == pytest.approx(hand, rel=1e-3) and r.options["architecture"] == "moe"
+
+
+def test_interleaving_is_implied_by_virtual_stages():
+    # (p - 1) / (m v) = 7 / (32 x 4) = 5.47 %
+    r = symcalc.solve("bubble_ratio", pp=8, n_microbatches=32, virtual_stages=4)
+    assert r.value == pytest.approx(100 * 7 / 128)
+
+
+# -- 5. assumptions that change the question are said first -----------------------------------
+
+def test_a_missing_token_count_is_said_first(cli):
+    # no token count: Chinchilla's 20 tokens per parameter stands in, 20 x 8e9 = 1.6e11 tokens
+    run = cli("solve", "train_time", "n_params=8e9", "n_gpus=64", "mfu=40%", "--hardware", "h100")
+    assert run.code == 0
+    second = run.out.splitlines()[1]
+    assert second.strip().startswith("assuming n_tokens = ") and "1.6e11 token" in second
+    data = cli("solve", "train_time", "n_params=8e9", "n_gpus=64", "mfu=40%", "--hardware", "h100", "--json").json()
+    assert [a["name"] for a in data["assumptions"]] == ["n_tokens"] and data["assumptions"][0]["main"]
+
+
+# -- 6. suggestions a person would give -----------------------------------------------------
+
+@pytest.mark.parametrize("target,given,wanted,unwanted", [
+    ("mfu", dict(n_params=7e9), ["n_gpus", "peak_flops", "tokens_per_second"], ["hfu"]),
+    ("gpu_hours", dict(n_params=7e9, n_tokens="2e12 token"), ["mfu", "peak_flops"], []),
+    ("train_time", dict(n_params=7e9, n_gpus=64), ["gpu_hours"], []),
+])
+def test_suggestions_name_what_people_have(target, given, wanted, unwanted):
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve(target, given)
+    assert sorted(wanted) in [sorted(s) for s in e.value.missing]
+    assert all([u] not in e.value.missing for u in unwanted)
+
+
+def test_a_memory_question_is_not_told_to_give_peak_flops():
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("total_memory_per_gpu", n_params=7e9)
+    named = {q for s in e.value.missing for q in s}
+    assert named and not named & {"cluster_peak_flops", "peak_flops", "gpu_memory", "memory_headroom"}
+
+
+def test_the_question_that_used_to_hang_answers():
+    # four values that leave mfu open: the search is bounded (1 s) and names what would settle it
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("mfu", achieved_flops_cluster="6.3 PFLOP/s", micro_batch_size=64, gpu_hours="24 hour",
+                      layer_input_memory="80 GB")
+    assert any("peak_flops" in s for s in e.value.missing)
+
+
+# -- 7. presets answer when nothing else can --------------------------------------------------
+
+def test_a_preset_answers_a_target_nothing_else_determines(cli):
+    r = symcalc.solve("peak_flops", hardware="h100-sxm")
+    assert r.value == pytest.approx(989.4) and r.looked_up.startswith("hardware h100_sxm")
+    run = cli("solve", "gpu_memory", "--hardware", "a100-40gb", "--json")
+    assert run.json()["value"] == 40 and run.json()["looked_up"]
+    # a question the values do answer is still derived: 312 TFLOP/s x 0.5 x 8 = 1.248 PFLOP/s
+    r = symcalc.solve("peak_flops", achieved_flops_cluster="1.248 PFLOP/s", mfu="50%", n_gpus=8, hardware="a100")
+    assert r.value == pytest.approx(312) and r.looked_up is None
+
+
+# -- 8. infeasible is an answer -----------------------------------------------------------------
+
+def test_a_layout_that_does_not_fit_names_the_part(cli):
+    # Llama 3 70B without sharding: 16 x 70.55e9 = 1128.9 GB of model states on an 80 GB GPU
+    run = cli("solve", "micro_batch_size", "--model", "llama3-70b", "--hardware", "h100", "memory_headroom=0GB",
+              "seq_len=4096 token")
+    assert run.code == 2
+    assert "model_state_memory = 1129 GB alone already exceeds total_memory_per_gpu = 80 GB" in run.err
+
+
+def test_does_it_fit_under_check(cli):
+    # Llama 2 7B, ZeRO-1 over 8, full recompute, b = 2, s = 4096: 6.74e9 x (4 + 12/8) = 37.06 GB of
+    # states + 2 x 4096 x 2 x 4096 x 32 = 2.15 GB of layer inputs = 39.21 GB: fits (40.79 GB free)
+    ok = cli("check", "--model", "llama2-7b", "--hardware", "h100", "micro_batch_size=2", "seq_len=4096 token", "dp=8",
+             "--option", "zero_stage=1", "--option", "recompute=full", "--json")
+    assert ok.code == 0
+    fit = ok.json()["fits"][0]
+    assert fit["fits"] and fit["value"] == pytest.approx(6_738_415_616 * 5.5e-9 + 2 * 4096 * 2 * 4096 * 32e-9, rel=1e-9)
+    # Llama 3 70B, ZeRO-3 over 8, no recompute: does not fit; exit status 1 and the largest part
+    bad = cli("check", "--model", "llama3-70b", "--hardware", "h100", "micro_batch_size=1", "seq_len=4096 token",
+              "dp=8", "--option", "zero_stage=3")
+    assert bad.code == 1 and "DOES NOT FIT in gpu_memory = 80 GB" in bad.out
+    assert "the largest part is activation_memory" in bad.out
+
+
+# -- 9. presets and files feed shapes; implausible values warn -----------------------------------
+
+def test_a_config_json_gives_the_sequence_length():
+    # the same question from the model's file and from the preset: 2 s b h L = 2 x 8192 x 4096 x 32
+    path = str(DATA / "hf" / "llama3-8b-config.json")
+    from_file = symcalc.solve("activation_memory", micro_batch_size=1, options={"recompute": "full"}, model=path)
+    preset = symcalc.solve("activation_memory", micro_batch_size=1, options={"recompute": "full"}, model="llama3-8b")
+    assert from_file.value == preset.value == pytest.approx(2 * 8192 * 4096 * 32 / 1e9)
+    assert "max_position_embeddings" in from_file.given["seq_len"].origin
+
+
+def test_a_nic_typed_in_bytes_warns_with_the_likely_slip():
+    r = symcalc.solve("allreduce_time", message_size="14 GB", n_gpus=64, link_bandwidth="400 GB/s")
+    assert any("did you mean 400 Gb/s (50 GB/s)" in w for w in r.warnings) is False   # a link, NVLink-class: fine
+    r = symcalc.solve("network_bound_tokens_per_second_per_gpu", nic_bandwidth="400 GB/s", net_bytes_per_token_per_gpu="1 MB/token")
+    assert any("nic_bandwidth = 400 GB/s is far above" in w and "did you mean 400 Gb/s (50 GB/s)" in w
+               for w in r.warnings)
+
+
+def test_json_errors_carry_the_sets(cli):
+    run = cli("solve", "mfu", "n_params=7e9", "n_gpus=64", "--json")
+    err = run.json()["error"]
+    assert run.code == 2 and err["kind"] == "underdetermined" and ["peak_flops", "tokens_per_second"] in err["missing"]
+    assert json.dumps(err)
