@@ -15,13 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import diagnosis  # noqa: E402
 import library_growth  # noqa: E402
 import solve_cache  # noqa: E402
 import startup  # noqa: E402
 import sweep  # noqa: E402
 from common import Row  # noqa: E402
 
-BENCHMARKS = [sweep, solve_cache, startup, library_growth]
+BENCHMARKS = [sweep, solve_cache, startup, library_growth, diagnosis]
 HEADERS = ("benchmark", "measured", "ratio", "target", "result")
 
 

@@ -332,3 +332,75 @@ def test_json_errors_carry_the_sets(cli):
     err = run.json()["error"]
     assert run.code == 2 and err["kind"] == "underdetermined" and ["peak_flops", "tokens_per_second"] in err["missing"]
     assert json.dumps(err)
+
+
+# -- more inverse questions of the same kinds, each against a hand computation ---------------
+
+LLAMA2_7B = 6_738_415_616            # published (models.toml)
+
+
+def _llama3_70b_gpus_for_90_days():
+    # 6 N D / (mfu P T): 6 x 70.55e9 x 15e12 / (0.4 x 989.4e12 x 90 x 86400) = 2063.4 -> 2064 (deadline)
+    return 6 * LLAMA3_70B * 15e12 / (0.4 * 989.4e12 * 90 * 86400)
+
+
+INVERSE = [
+    # (target, given, options, presets, exact by hand, expected whole answer or None)
+    ("n_gpus", dict(n_tokens="15e12 token", train_time="90 day", mfu="40%"), {}, dict(model="llama3-70b", hardware="h100"),
+     _llama3_70b_gpus_for_90_days(), 2064),
+    # largest micro-batch: (80e9 - 6.738e9 x (4 + 12/8)) / (2 x 4096 x 4096 x 32) = 39.99 -> 39 (memory)
+    ("micro_batch_size", dict(dp=8, memory_headroom="0 GB"), {"zero_stage": "1", "recompute": "full"},
+     dict(model="llama2-7b", hardware="h100"), (80e9 - LLAMA2_7B * 5.5) / (2 * 4096 * 4096 * 32), 39),
+    # fewest tp for 70B model states in 75 GB: 16 x 70e9 / 75e9 = 14.93 -> 15 (memory, at most)
+    ("tp", dict(n_params=70e9, model_state_memory="75 GB"), {}, {}, 16 * 70e9 / 75e9, 15),
+    # fewest ZeRO-3 ranks for 70B in 64 GB: 16 x 70e9 / 64e9 = 17.5 -> 18
+    ("dp", dict(n_params=70e9, model_state_memory="64 GB"), {"zero_stage": "3"}, {}, 16 * 70e9 / 64e9, 18),
+    # micro-batches for a bubble of at most 6 % at pp = 8: 7 / 0.06 - 7 = 109.67 -> 110
+    ("n_microbatches", dict(pp=8, bubble_fraction="6%"), {}, {}, 7 / 0.06 - 7, 110),
+    # interleaved, v = 4: (p - 1) / (m v) <= 5 % -> m >= 7 / (4 x 0.05) = 35 (exactly)
+    ("n_microbatches", dict(pp=8, virtual_stages=4, bubble_ratio="5%"), {}, {}, 7 / (4 * 0.05), 35),
+    # GPUs for 2M token/s of a 70B model at 40 % of 989.4 TFLOP/s: 2e6 x 6 x 70e9 / (0.4 x 989.4e12) = 2122.5 -> 2123
+    ("n_gpus", dict(n_params=70e9, mfu="40%", peak_flops="989.4 TFLOP/s", tokens_per_second="2e6 token/s"), {}, {},
+     2e6 * 6 * 70e9 / (0.4 * 989.4e12), 2123),
+    # GPUs a $5M budget keeps for 30 days at $2.5/h: 5e6 / (2.5 x 720) = 2777.8 -> 2777 (budget)
+    ("n_gpus", dict(total_cost="5e6 USD", gpu_hour_price="2.5 USD/hour", train_time="30 day"), {}, {},
+     5e6 / (2.5 * 720), 2777),
+    # accumulation steps for 4M tokens a step at b = 2, s = 4096, dp = 64: 4e6 / 524288 = 7.63 -> 8
+    ("grad_accum_steps", dict(global_batch_tokens="4e6 token", micro_batch_size=2, seq_len="4096 token", dp=64), {}, {},
+     4e6 / (2 * 4096 * 64), 8),
+    # the largest model ZeRO-3 over 8 ranks keeps in 80 GB: 80e9 x 8 / 16 = 40e9
+    ("n_params", dict(model_state_memory="80 GB", dp=8), {"zero_stage": "3"}, {}, 80e9 * 8 / 16, None),
+    # the MFU a 30-day deadline asks of 64 H100s for 30B on 600B tokens: 1.08e23 / (64 x 989.4e12 x 2.592e6) = 65.8 %
+    ("mfu", dict(n_params=30e9, n_tokens="600e9 token", train_time="30 day", n_gpus=64), {}, dict(hardware="h100"),
+     6 * 30e9 * 600e9 / (64 * 989.4e12 * 30 * 86400), None),
+    # the price a $1M budget allows for 128 GPUs over 30 days: 1e6 / (128 x 720) = 10.85 USD/h (base: USD/s)
+    ("gpu_hour_price", dict(total_cost="1e6 USD", n_gpus=128, train_time="30 day"), {}, {},
+     1e6 / (128 * 720 * 3600), None),
+    # the link a 10B fp16 gradient AllReduce over 64 GPUs needs to finish in 400 ms:
+    # 2 x 63/64 x 2e10 B / 0.4 s = 98.44 GB/s
+    ("link_bandwidth", dict(n_params=10e9, n_gpus=64, allreduce_time="400 ms"), {}, {}, 2 * 63 / 64 * 2e10 / 0.4, None),
+    # MTBF behind a 30-minute Young interval with 98 s writes: 1800^2 / (2 x 98) = 16531 s = 4.592 h
+    ("mtbf", dict(checkpoint_interval="30 min", checkpoint_write_time="98 s"), {}, {}, 1800 ** 2 / (2 * 98), None),
+]
+
+
+@pytest.mark.parametrize("target,given,options,presets,exact,whole", INVERSE,
+                         ids=[f"{t}-{i}" for i, (t, *_) in enumerate(INVERSE)])
+def test_inverse_questions_through_the_api(target, given, options, presets, exact, whole):
+    r = symcalc.solve(target, given, options=options, **presets)
+    assert r.base_value == pytest.approx(exact, rel=1e-9)
+    if whole is not None:
+        assert r.value == whole
+
+
+@pytest.mark.parametrize("target,given,options,presets,exact,whole",
+                         [q for q in INVERSE if q[5] is not None][:4])
+def test_inverse_questions_through_the_cli(cli, target, given, options, presets, exact, whole):
+    args = ["solve", target, *[f"{k}={v}" for k, v in given.items()], "--json"]
+    for k, v in options.items():
+        args += ["--option", f"{k}={v}"]
+    for k, v in presets.items():
+        args += [f"--{k}", v]
+    data = cli(*args).json()
+    assert data["value"] == whole and data["exact"] == pytest.approx(exact, rel=1e-9)
+    assert data["rounding_reason"] is None or data["rounding_reason"]["direction"] == data["rounding"]

@@ -1,0 +1,77 @@
+"""How long an underdetermined question takes to say what is missing (issue 9: within 1 s).
+
+The diagnosis tries sets of extra values on the structure of the equations and builds the
+derivation of each set whose route goes through a block (sympy), under a time budget. Measured
+here cold (every derivation and sympy memo cleared, the disk cache off), in this process,
+with the budget the tool itself uses (SYMCALC_DIAGNOSIS_LIMIT unset: 1 s): the time of each
+question from the call to the error, and whether the search finished inside its budget.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import sympy
+
+import symcalc
+from common import Row, fmt_time, median
+from symcalc import invert
+from symcalc.errors import UnderdeterminedError
+from symcalc.library import load_library
+
+QUESTIONS = [
+    ("mfu", dict(n_params=7e9)),
+    ("mfu", dict(n_params=7e9, n_gpus=64)),
+    ("gpu_hours", dict(n_params=7e9, n_tokens="2e12 token")),
+    ("total_memory_per_gpu", dict(n_params=7e9)),
+    ("n_gpus", dict(n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45)),
+    ("train_time", dict(n_params=7e9, n_gpus=64, peak_flops="989 TFLOP/s")),
+    ("checkpoint_interval", dict(mtbf="24 h")),
+    ("mfu", dict(achieved_flops_cluster="6.3 PFLOP/s", micro_batch_size=64, gpu_hours="24 hour",
+                 layer_input_memory="80 GB")),
+    ("train_time", dict(achieved_flops_cluster="6.3 PFLOP/s", micro_batch_size=64, gpu_hours="24 hour",
+                        layer_input_memory="80 GB")),
+    ("n_gpus", dict(achieved_flops_cluster="6.3 PFLOP/s", micro_batch_size=64, gpu_hours="24 hour",
+                    layer_input_memory="80 GB")),
+    ("total_cost", dict(achieved_flops_cluster="6.3 PFLOP/s", micro_batch_size=64, gpu_hours="24 hour",
+                        layer_input_memory="80 GB")),
+    ("allreduce_time", dict(n_params=70e9)),
+    ("step_time", dict(n_params=7e9, n_gpus=64)),
+    ("activation_memory", dict(micro_batch_size=1)),
+    ("bubble_fraction", dict(pp=8)),
+]
+TARGET_S = 1.0
+
+
+def _forget(library) -> None:
+    library.derivation_cache.clear()
+    sympy.core.cache.clear_cache()
+    for memo in (invert.solve_for, invert.dependent_equation, invert.reduce_block):
+        memo.cache_clear()
+
+
+def run(quick: bool = False) -> list[Row]:
+    saved = os.environ.pop("SYMCALC_DIAGNOSIS_LIMIT", None)     # the tool's own budget
+    try:
+        library = load_library(use_cache=False)                 # no fingerprint: no disk cache
+        times, unfinished = [], 0
+        for target, given in QUESTIONS[: 6 if quick else None]:
+            _forget(library)
+            t0 = time.perf_counter()
+            try:
+                symcalc.solve(target, given, library=library)
+            except UnderdeterminedError as e:
+                unfinished += "time budget" in e.message
+            times.append((time.perf_counter() - t0, target))
+    finally:
+        if saved is not None:
+            os.environ["SYMCALC_DIAGNOSIS_LIMIT"] = saved
+    worst, which = max(times)
+    return [Row("diagnosis of an underdetermined question (cold)",
+                f"median {fmt_time(median([t for t, _ in times]))}, slowest {fmt_time(worst)} ({which})",
+                f"{len(times) - unfinished}/{len(times)} searched to the end", f"<= {TARGET_S:g} s",
+                worst <= TARGET_S * 1.25,
+                f"{len(times)} questions (those of issues 9 and 10 among them), every cache empty; the search "
+                f"stops at its {TARGET_S:g} s budget with what it found (25 % allowed for the derivation "
+                "around it)")]
