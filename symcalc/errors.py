@@ -119,6 +119,12 @@ class NoSolutionError(SymcalcError):
     kind = "no_solution"
 
 
+class TimeLimitError(SymcalcError):
+    """A question that did not end within its time limit (symcalc.budget)."""
+
+    kind = "time_limit"
+
+
 def closest_names(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The candidates most similar to ``word`` (for "did you mean" hints), best first.
 
