@@ -119,6 +119,12 @@ class NoSolutionError(SymcalcError):
     kind = "no_solution"
 
 
+class OutputError(SymcalcError):
+    """An output file that cannot be written (no name, no such directory, a full disk)."""
+
+    kind = "output"
+
+
 class TimeLimitError(SymcalcError):
     """A question that did not end within its time limit (symcalc.budget)."""
 
