@@ -25,10 +25,10 @@ import functools
 import math
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -44,7 +44,7 @@ DEFAULT_DIAGNOSIS_LIMIT = 1.0
 DEFAULT_SYMBOLIC_LIMIT = 5.0
 
 _SLACK = 0.005      # a timer may fire this much before time.monotonic() shows its deadline passed
-_REMINDER = 0.05    # an expired limit whose exception is still on its way is signalled again after this
+_REMINDER = 0.1     # an exception that may have been lost is raised again after this
 
 
 class BudgetExceeded(BaseException):
@@ -56,9 +56,10 @@ class BudgetExceeded(BaseException):
     bug, not a user's mistake. ``limit`` is the :class:`Limit` that ran out, set as the
     exception leaves that limit's block (None until then)."""
 
-    def __init__(self, message: str = "time limit reached"):
+    def __init__(self, message: str = "time limit reached", due: Limit | None = None):
         super().__init__(message)
         self.limit: Limit | None = None
+        self.due = due          # the limit it was raised for (it claims the exception on the way out)
 
 
 @dataclass(eq=False)
@@ -68,6 +69,7 @@ class Limit:
     seconds: float
     deadline: float
     expired: bool = False
+    fired: bool = False         # its exception has been raised (once: a second could hit a cleanup)
 
 
 @dataclass(eq=False)
@@ -87,6 +89,7 @@ class _Deadlines(threading.local):
 _state = _Deadlines()
 _previous_handler: object = None
 _outside: _Outside | None = None
+_busy = False       # True while the main thread's limits are being put in order
 
 
 def parse_seconds(raw: object, what: str) -> float:
@@ -133,23 +136,32 @@ def expired() -> bool:
 
 # -- the timer (main thread only) ----------------------------------------------------------------
 
-def _arm() -> None:
-    """Arm the timer for the earliest deadline in force, ours or the outside timer's; a deadline
-    already past gets a reminder, in case its exception was swallowed on the way."""
-    due = [lim.deadline for lim in _state.limits] + ([_outside.deadline] if _outside else [])
+def _arm(soon: bool = False) -> None:
+    """Arm the timer for the earliest deadline in force that has not fired yet, ours or the
+    outside timer's (``soon``: in a moment, for an exception that must be raised again)."""
+    due = [lim.deadline for lim in _state.limits if not lim.fired] + ([_outside.deadline] if _outside else [])
+    if soon:
+        due.append(time.monotonic() + _REMINDER)
     if not due:
         signal.setitimer(signal.ITIMER_REAL, 0)
         return
-    delay = min(due) - time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, delay if delay > 1e-4 else (_REMINDER if delay < -_SLACK else 1e-4))
+    signal.setitimer(signal.ITIMER_REAL, max(min(due) - time.monotonic(), 1e-4))
 
 
 def _on_alarm(signum, frame) -> None:
     global _outside
+    if _busy or (frame is not None and frame.f_code in _BOOKKEEPING) or _importing(frame):
+        # the limits are being put in order (or are about to be), or a module is being
+        # imported: raising here would leave the limits in disorder, or a half-initialised
+        # module behind for every later question of the process. Come back in a moment.
+        signal.setitimer(signal.ITIMER_REAL, 5e-3)
+        return
     now = time.monotonic() + _SLACK
-    if any(lim.deadline <= now for lim in _state.limits):
+    due = [lim for lim in _state.limits if lim.deadline <= now and not lim.fired]
+    if due:
+        due[0].fired = True
         _arm()
-        raise BudgetExceeded()
+        raise BudgetExceeded(due=due[0])
     if _outside is not None and _outside.deadline <= now:
         outside, _outside = _outside, (_Outside(now + _outside.interval, _outside.interval, _outside.handler)
                                        if _outside.interval > 0 else None)
@@ -157,6 +169,21 @@ def _on_alarm(signum, frame) -> None:
         _deliver(outside.handler, signum, frame)
         return
     _arm()      # early: wait for the real deadline
+
+
+_IMPORTLIB = (os.path.join("importlib", "_bootstrap.py"), os.path.join("importlib", "_bootstrap_external.py"))
+
+
+def _importing(frame) -> bool:
+    """True while the interrupted code runs inside an import (a lazy import deep in sympy or
+    networkx counts): an import cut half-way leaves a module that lacks names, in sys.modules."""
+    depth = 0
+    while frame is not None and depth < 500:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or name.endswith(_IMPORTLIB):
+            return True
+        frame, depth = frame.f_back, depth + 1
+    return False
 
 
 def _deliver(handler, signum, frame) -> None:
@@ -168,9 +195,27 @@ def _deliver(handler, signum, frame) -> None:
         signal.raise_signal(signal.SIGALRM)
 
 
+def _unraisable(hook):
+    """``sys.unraisablehook`` that takes our own alarm back. A signal can land in code whose
+    exceptions Python cannot raise (a weakref callback, ``__del__``), which prints them as
+    "Exception ignored in ..." and goes on: for BudgetExceeded that would be noise and a lost
+    limit, so it is dropped quietly and raised again in a moment, where it can be."""
+    def again(unraisable) -> None:
+        exc = unraisable.exc_value
+        if not isinstance(exc, BudgetExceeded):
+            hook(unraisable)
+        elif exc.due is not None and exc.due in _state.limits and interruptible():
+            exc.due.fired = False
+            _arm(soon=True)
+    again.symcalc_budget = True    # type: ignore[attr-defined]
+    return again
+
+
 def _install() -> None:
     """Take the timer over from whoever had it (first limit in the main thread)."""
     global _previous_handler, _outside
+    if not getattr(sys.unraisablehook, "symcalc_budget", False):
+        sys.unraisablehook = _unraisable(sys.unraisablehook)
     _previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
     delay, interval = signal.setitimer(signal.ITIMER_REAL, 0)
     _outside = _Outside(time.monotonic() + delay, interval, _previous_handler) if delay > 0 else None
@@ -189,18 +234,26 @@ def _uninstall() -> None:
     _previous_handler, _outside = None, None
 
 
-@contextmanager
-def _alarm_held(active: bool) -> Iterator[None]:
+class _Held:
     """Hold the alarm back while the limits are put in order, so that it cannot fire half-way
-    through (and leave a stale deadline, handler or timer behind)."""
-    held = active and hasattr(signal, "pthread_sigmask")
-    if held:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
-    try:
-        yield
-    finally:
-        if held:
+    through (and leave a stale deadline, handler or timer behind, or raise a second exception
+    that nobody claims): the signal is blocked, and the handler leaves alone a signal that
+    came just before (the bookkeeping arms the timer again)."""
+
+    def __init__(self, active: bool):
+        self.active = active and hasattr(signal, "pthread_sigmask")
+
+    def __enter__(self) -> None:
+        global _busy
+        if self.active:
+            _busy = True
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+
+    def __exit__(self, *exc) -> None:
+        global _busy
+        if self.active:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+            _busy = False
 
 
 class time_limit:
@@ -221,9 +274,9 @@ class time_limit:
     def __enter__(self) -> Limit:
         if not self.own:
             return self.limit
-        self.limit.deadline = time.monotonic() + self.limit.seconds
         self.armed = interruptible()
-        with _alarm_held(self.armed):
+        with _Held(self.armed):
+            self.limit.deadline = time.monotonic() + self.limit.seconds
             _state.limits.append(self.limit)
             if self.armed:
                 if len(_state.limits) == 1:
@@ -234,23 +287,28 @@ class time_limit:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if not self.own:
             return False
-        with _alarm_held(self.armed):
-            if (isinstance(exc, BudgetExceeded) and exc.limit is None
-                    and time.monotonic() >= self.limit.deadline - _SLACK):
+        with _Held(self.armed):
+            passing = isinstance(exc, BudgetExceeded) and exc.limit is None
+            if passing and (exc.due is self.limit or (exc.due is None and time.monotonic() >= self.limit.deadline - _SLACK)):
                 exc.limit = self.limit
                 self.limit.expired = True
+                passing = False
             _state.limits.remove(self.limit)
             if self.armed:
-                if _state.limits:
-                    _arm()
-                else:
+                if not _state.limits:
                     _uninstall()
+                elif passing and exc.due in _state.limits:
+                    # an outer limit's exception on its way out: should the code between here
+                    # and that limit catch it, the limit is signalled again
+                    exc.due.fired = False
+                    _arm(soon=True)
+                else:
+                    _arm()
         return False
 
 
-@contextmanager
-def bounded(seconds: float | None) -> Iterator[Limit]:
-    """Like :func:`time_limit`, but when *this* limit runs out the block just ends, quietly:
+class bounded(time_limit):
+    """Like :class:`time_limit`, but when *this* limit runs out the block just ends, quietly:
     the caller reads ``limit.expired`` and falls back. An outer limit that runs out meanwhile
     still raises (the question is over, not just this attempt)::
 
@@ -259,30 +317,31 @@ def bounded(seconds: float | None) -> Iterator[Limit]:
         if limit.expired:
             roots = None        # numeric roots instead
     """
-    guard = time_limit(seconds)
-    try:
-        with guard:
-            yield guard.limit
-    except BudgetExceeded as e:
-        if e.limit is not guard.limit:
-            raise
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        time_limit.__exit__(self, exc_type, exc, tb)
+        return isinstance(exc, BudgetExceeded) and exc.limit is self.limit
 
 
-@contextmanager
-def question(seconds: float | None = None, hint: str = "--time-limit SECONDS or SYMCALC_TIME_LIMIT"
-             ) -> Iterator[Limit]:
+class question(time_limit):
     """The limit of a whole question (``seconds``, else :func:`question_limit`): when it runs
     out, the question ends in a TimeLimitError that says how to give it more (``hint``)."""
-    seconds = question_limit() if seconds is None else seconds
-    guard = time_limit(seconds)
-    try:
-        with guard:
-            yield guard.limit
-    except BudgetExceeded as e:
-        if e.limit is not guard.limit:
-            raise
-        raise TimeLimitError(f"no answer within the time limit of {seconds:g} s; to allow more, "
-                             f"give {hint}") from None
+
+    def __init__(self, seconds: float | None = None, hint: str = "--time-limit SECONDS or SYMCALC_TIME_LIMIT"):
+        super().__init__(question_limit() if seconds is None else seconds)
+        self.hint = hint
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        time_limit.__exit__(self, exc_type, exc, tb)
+        if isinstance(exc, BudgetExceeded) and exc.limit is self.limit:
+            raise TimeLimitError(f"no answer within the time limit of {self.limit.seconds:g} s; to allow more, "
+                                 f"give {self.hint}") from None
+        return False
+
+
+# the handler never raises in these: they put the limits in order
+_BOOKKEEPING = {f.__code__ for f in (time_limit.__enter__, time_limit.__exit__, bounded.__exit__,
+                                     question.__exit__, _Held.__enter__, _Held.__exit__)}
 
 
 F = TypeVar("F", bound=Callable)

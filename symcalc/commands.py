@@ -1,20 +1,21 @@
-"""The ``symcalc`` command: a thin layer over the Python API.
+"""The ``symcalc`` commands (click): a thin layer over the Python API.
 
-Every failure a user can cause ends as one line on stderr (or a JSON error object on stdout
-under ``--json``) and exit status 2; never a traceback.
+Every command is one question under a time limit (``--time-limit``, SYMCALC_TIME_LIMIT,
+default :data:`symcalc.budget.DEFAULT_QUESTION_LIMIT`), and every file it writes is written
+atomically (:mod:`symcalc.outfile`), its name checked before any work. Errors are raised, not
+printed: :func:`symcalc.cli.main` turns them into one line and an exit status.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import sys
-from pathlib import Path
+import os
 
 import click
 
+from .budget import DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
 from .errors import SymcalcError
-
-EXIT_ERROR = 2
 
 
 class CliError(SymcalcError):
@@ -46,14 +47,40 @@ def _library(formula_files: tuple[str, ...]):
     return load_library(extra=formula_files)
 
 
-def _write(path: str, content: str) -> None:
+def _targets(**files: str | None) -> None:
+    """Refuse output file names that cannot be written (empty, no such directory) before any
+    work; ``files`` maps each option (``latex``) to its value (None: not given, '-': stdout)."""
+    from .outfile import check_target
+    for option, path in files.items():
+        if path is not None and path != "-":
+            check_target(path, f"--{option}")
+
+
+def _write(path: str, content: str, what: str) -> None:
     if path == "-":
         click.echo(content)
         return
-    try:
-        Path(path).write_text(content, encoding="utf-8")
-    except OSError as e:
-        raise CliError(f"cannot write {path}: {e.strerror}") from None
+    from .outfile import write_file
+    write_file(path, content, what)
+
+
+def _time_limit(raw: str | None) -> float:
+    """--time-limit, else SYMCALC_TIME_LIMIT, else the default; a malformed one is refused."""
+    if raw is not None:
+        return parse_seconds(raw, "--time-limit")
+    env = os.environ.get(ENV_LIMIT, "").strip()
+    return parse_seconds(env, ENV_LIMIT) if env else DEFAULT_QUESTION_LIMIT
+
+
+def limited(command):
+    """Give a command ``--time-limit`` and run it as one question under that limit."""
+    @click.option("--time-limit", "time_limit", metavar="SECONDS",
+                  help=f"Give up after SECONDS (default {DEFAULT_QUESTION_LIMIT:g}, or {ENV_LIMIT}; inf for none).")
+    @functools.wraps(command)
+    def run(*args, time_limit: str | None = None, **kwargs):
+        with question(_time_limit(time_limit)):
+            return command(*args, **kwargs)
+    return run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,6 +105,7 @@ def cli() -> None:
 
 
 @cli.command()
+@limited
 @click.argument("target")
 @click.argument("values", nargs=-1)
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
@@ -98,19 +126,20 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
           formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
     from .api import solve as api_solve
-    to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file),
-                                              ("--markdown", markdown_file, markdown_file))
+    to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file is not None),
+                                              ("--markdown", markdown_file, markdown_file is not None))
                  if on and (dest is None or dest == "-")]
     if len(to_stdout) > 1:
         raise CliError(f"{' and '.join(to_stdout)} would both write to standard output; "
                        "give --latex/--markdown a file name")
+    _targets(latex=latex_file, markdown=markdown_file)
     lib = _library(formula_files)
     result = api_solve(target, _pairs(values, "a value"), options=_pairs(options, "an option"),
                        to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding)
-    if latex_file:
-        _write(latex_file, result.latex(standalone=True))
-    if markdown_file:
-        _write(markdown_file, result.markdown())
+    if latex_file is not None:
+        _write(latex_file, result.latex(standalone=True), "--latex")
+    if markdown_file is not None:
+        _write(markdown_file, result.markdown(), "--markdown")
     if as_json:
         click.echo(result.json())
         return
@@ -123,6 +152,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 
 
 @cli.command()
+@limited
 @click.argument("target")
 @click.argument("values", nargs=-1)
 @click.option("--vary", "varies", multiple=True, metavar="NAME=START:STOP[:COUNT][:log]",
@@ -147,16 +177,14 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     from .sweep import sweep as api_sweep
     if not varies:
         raise CliError("give at least one --vary NAME=START:STOP[:COUNT][:log]")
+    _targets(csv=csv_file, plot=plot_file)
     lib = _library(formula_files)
     result = api_sweep(target, _pairs(values, "a value"), vary=_pairs(varies, "--vary"),
                        options=_pairs(options, "an option"), to=to_unit, library=lib,
                        hardware=hardware, model=model)
-    if csv_file:
-        try:
-            result.to_csv(csv_file)
-        except OSError as e:
-            raise CliError(f"cannot write {csv_file}: {e.strerror}") from None
-    if plot_file:
+    if csv_file is not None:
+        result.to_csv(csv_file)
+    if plot_file is not None:
         result.plot(plot_file)
     if as_json:
         click.echo(result.json())
@@ -171,6 +199,7 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
 
 
 @cli.command()
+@limited
 @click.argument("values", nargs=-1)
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
 @click.option("--rtol", default=0.02, show_default=True, metavar="FRACTION",
@@ -198,6 +227,7 @@ def check(values, options, rtol, as_json, brief, hardware, model, formula_files)
 
 
 @cli.command("list")
+@limited
 @click.argument("words", nargs=-1, metavar="[WHAT] [TEXT]...")
 @click.option("--search", "-s", "term", metavar="TEXT", help="Only entries whose name, aliases or description contain TEXT.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -235,6 +265,7 @@ def list_cmd(words, term, as_json, formula_files):
 
 
 @cli.command()
+@limited
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
@@ -251,6 +282,7 @@ def show(name, as_json, formula_files):
 
 
 @cli.command()
+@limited
 @click.argument("target")
 @click.argument("values", nargs=-1)
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
@@ -286,6 +318,7 @@ def compare(target, values, options, vs_items, to_unit, as_json, hardware, model
 
 
 @cli.command()
+@limited
 @click.option("--latex", "latex_file", metavar="FILE", required=True,
               help="Write the whole library (formulas, quantities, options, presets) as a LaTeX document.")
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
@@ -293,60 +326,17 @@ def formulas(latex_file, formula_files):
     """Write the formula library as one LaTeX reference document that compiles with pdflatex."""
     from .presets import all_presets
     from .render.reference import render_reference
+    _targets(latex=latex_file)
     lib = _library(formula_files)
-    _write(latex_file, render_reference(lib, all_presets()))
+    _write(latex_file, render_reference(lib, all_presets()), "--latex")
     if latex_file != "-":
         click.echo(f"wrote {latex_file}: {len(lib.formulas)} formulas, {len(lib.quantities)} quantities")
 
 
 @cli.command()
+@limited
 @click.option("--json", "as_json", is_flag=True, help="Print the answers as JSON.")
 def example(as_json):
     """Run the built-in worked examples (from the source documents) and show one derivation."""
     from .examples import run_examples
     run_examples(as_json=as_json)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI, turning every error into one line and exit status 2."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    as_json = "--json" in args
-    try:
-        code = cli.main(args=args, prog_name="symcalc", standalone_mode=False)
-        return code if isinstance(code, int) else 0
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    except click.exceptions.Abort:
-        return _fail("interrupted", "interrupted", as_json)
-    except click.ClickException as e:
-        return _fail("usage", _click_message(e), as_json)
-    except SymcalcError as e:
-        return _fail(e.kind, e.message, as_json, e.to_dict())
-    except KeyboardInterrupt:
-        return _fail("interrupted", "interrupted", as_json)
-    except Exception as e:  # a bug: still one line, and say so
-        return _fail("internal", f"internal error ({type(e).__name__}: {e}); please report it", as_json)
-
-
-def _click_message(e: click.ClickException) -> str:
-    msg = e.format_message()
-    if isinstance(e, click.UsageError) and e.ctx is not None and "Missing argument" in msg:
-        msg += f" (see `{e.ctx.command_path} --help`)"
-    return " ".join(msg.split())
-
-
-def _fail(kind: str, message: str, as_json: bool, payload: dict | None = None) -> int:
-    message = " ".join(str(message).split())
-    if as_json:
-        click.echo(json.dumps({"error": payload or {"kind": kind, "message": message}}))
-    else:
-        click.echo(f"error: {message}", err=True)
-    return EXIT_ERROR
-
-
-def run() -> None:  # console-script target
-    sys.exit(main())
-
-
-if __name__ == "__main__":  # pragma: no cover
-    run()
