@@ -172,3 +172,18 @@ def test_the_environment_sets_the_question_limit(monkeypatch):
     assert question_limit() == 7.0
     monkeypatch.setenv("SYMCALC_TIME_LIMIT", "nonsense")
     assert question_limit() == DEFAULT_QUESTION_LIMIT
+
+
+def test_an_import_is_never_cut_half_way(tmp_path, monkeypatch):
+    # a module cut half-way stays in sys.modules without its later names, for every later
+    # question of the process: the limit waits for the import to finish, then raises
+    (tmp_path / "slow_module_for_budget.py").write_text(
+        "import time\nstart = time.monotonic()\nwhile time.monotonic() - start < 0.3:\n    pass\nLAST = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(BudgetExceeded):
+        with time_limit(0.05):
+            import slow_module_for_budget
+            _spin()
+    assert 0.3 <= time.monotonic() - start < 1.0
+    assert slow_module_for_budget.LAST == 42
