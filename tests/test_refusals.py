@@ -3,11 +3,14 @@ each is now one clear line naming the field or value (or, where it is meaningful
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 
 import symcalc
-from symcalc.errors import DomainError
+from symcalc.errors import DomainError, MalformedValueError
 
 TRAIN = dict(n_params=7e9, n_tokens="1e12 token", mfu="40%", peak_flops="989 TFLOP/s")
 
@@ -27,3 +30,54 @@ def test_a_count_off_by_float_noise_is_whole():
 def test_an_array_with_one_count_below_one_is_refused():
     with pytest.raises(DomainError, match=r"n_gpus is a whole number \(got 1e-12\)"):
         symcalc.solve("train_time", n_gpus=np.array([64.0, 1e-12]), **TRAIN)
+
+
+# ---- config.json ---------------------------------------------------------------------------------
+
+LLAMA = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+         "intermediate_size": 14336, "vocab_size": 128256}
+
+
+def config(tmp_path, text: str):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"num_hidden_layers": 32, "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "nested too deeply to be a model's settings"),
+    (json.dumps({**LLAMA, "padding": "x" * (2 << 20)}), "larger than 1 MB; a model's config.json is a few kB"),
+    (json.dumps({**LLAMA, "num_local_experts": "8"}), "'num_local_experts' must be a non-negative number, got '8'"),
+    (json.dumps({**LLAMA, "num_local_experts": 8, "n_shared_experts": "2"}),
+     "'n_shared_experts' must be a non-negative number, got '2'"),
+    (json.dumps({**LLAMA, "num_local_experts": 8, "num_experts_per_tok": [2]}),
+     "'num_experts_per_tok' must be a non-negative number, got [2]"),
+    (json.dumps({**LLAMA, "num_key_value_heads": 64}),
+     "num_key_value_heads = 64 must divide num_attention_heads = 32"),
+    (json.dumps({**LLAMA, "num_key_value_heads": 5}), "num_key_value_heads = 5 must divide num_attention_heads = 32"),
+    (json.dumps({**LLAMA, "num_attention_heads": 1e400}).replace("Infinity", "1e400"),
+     "'num_attention_heads' must be a positive number, got inf"),
+])
+def test_a_hostile_config_json_is_one_clear_line(cli, tmp_path, text, message):
+    r = cli("solve", "n_params", "--model", config(tmp_path, text))
+    assert r.code == 2 and r.err.count("\n") == 1 and message in r.err, r.err
+    assert "internal error" not in r.err
+
+
+def test_a_name_no_file_can_have_is_an_unknown_model(cli):
+    r = cli("solve", "n_params", "--model", "a" * 300)
+    assert r.code == 2 and r.err.startswith("error: unknown model 'aaaa") and r.err.count("\n") == 1
+
+
+def test_a_model_name_from_a_config_is_fit_to_print(tmp_path):
+    path = config(tmp_path, json.dumps({**LLAMA, "_name_or_path": "\x1b[31mevil\nname" + "x" * 200}))
+    r = symcalc.solve("n_params", model=path)
+    assert r.presets["models"] == "[31mevil name" + "x" * 64 + "..."
+
+
+def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)           # reading it would wait for ever
+    with pytest.raises(MalformedValueError, match="config.json '.*config.json': not a file"):
+        symcalc.solve("n_params", model=str(fifo))
