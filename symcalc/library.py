@@ -419,6 +419,9 @@ def _check_value_dimension(text: str, dim, where: str) -> None:
     got = units.registry().get_dimensionality(q.units)
     if got != dim:
         raise LibraryError(f"{where}: '{text}' is {show(got)}, expected {show(dim)}")
+    base = abs(float(q.to_base_units().magnitude))
+    if not (base == 0 or 1e-300 <= base <= 1e300):
+        raise LibraryError(f"{where}: '{text}' is beyond the range of floating point in base units")
 
 
 def _check_aliases(quantities: dict[str, QuantitySpec]) -> None:

@@ -70,3 +70,12 @@ def test_a_high_but_admissible_degree_loads_and_is_solved_in_time(tmp_path):
     r = symcalc.solve("bq", yq=2.0 ** 60, cq=1, library=lib)
     assert r.value == pytest.approx(1.0, rel=1e-9)
     assert time.monotonic() - start < 20
+
+
+def test_a_default_past_the_range_of_floating_point(tmp_path):
+    path = tmp_path / "user.toml"
+    path.write_text('[quantities.big_memory]\nunit = "byte"\nlatex = "M"\ndescription = "m"\n'
+                    'default = "1e300 GB"\ndefault_source = "s"\n')
+    with pytest.raises(LibraryError, match="quantity 'big_memory': default: '1e300 GB' is beyond the range of "
+                                           "floating point in base units"):
+        load_library(extra=[path], use_cache=False)
