@@ -50,30 +50,42 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
     from .units import Q, registry
 
 
-def _export(name: str):
-    module, attribute, question = _EXPORTS[name]
-    value = getattr(importlib.import_module(f".{module}", __name__), attribute)
-    if question:
+_BY_MODULE: dict[str, list[str]] = {}
+for _name, (_module, _, _) in _EXPORTS.items():
+    _BY_MODULE.setdefault(_module, []).append(_name)
+del _name, _module
+
+
+def _export(name: str, module: types.ModuleType):
+    value = getattr(module, _EXPORTS[name][1])
+    if _EXPORTS[name][2]:
         from .budget import limited
         value = limited(value)
     return value
 
 
 class _Package(types.ModuleType):
-    """The package module: exports resolved on first access. ``sweep`` and ``compare`` are
-    both functions and submodules; importing the submodule must not replace the function
-    (with eager imports the function was bound last, and that is what callers rely on)."""
+    """The package module: exports resolved when their module is first imported (by anyone),
+    or on first access. ``sweep`` and ``compare`` are both functions and submodules; importing
+    the submodule must not replace the function (with eager imports the function was bound
+    last, and that is what callers rely on). Binding an export as soon as its module exists
+    keeps the function itself, as eager imports did, even if a test patches the module later."""
 
     def __getattr__(self, name: str):
         if name not in _EXPORTS:
             raise AttributeError(f"module 'symcalc' has no attribute {name!r}")
-        value = _export(name)
-        types.ModuleType.__setattr__(self, name, value)
-        return value
+        importlib.import_module(f".{_EXPORTS[name][0]}", __name__)      # binds it (see __setattr__)
+        if name not in self.__dict__:
+            types.ModuleType.__setattr__(self, name, _export(name, sys.modules[f"{__name__}.{_EXPORTS[name][0]}"]))
+        return self.__dict__[name]
 
     def __setattr__(self, name: str, value) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return      # the submodule stays reachable in sys.modules; the name is the function's
+        if isinstance(value, types.ModuleType) and name in _BY_MODULE:     # a submodule just imported
+            for export in _BY_MODULE[name]:
+                if export not in self.__dict__:
+                    types.ModuleType.__setattr__(self, export, _export(export, value))
+            if name in _EXPORTS:
+                return      # the submodule stays reachable in sys.modules; the name is the function's
         types.ModuleType.__setattr__(self, name, value)
 
     def __dir__(self):

@@ -90,6 +90,10 @@ _state = _Deadlines()
 _previous_handler: object = None
 _outside: _Outside | None = None
 _busy = False       # True while the main thread's limits are being put in order
+#: How many attempts (:class:`bounded`) have run out in this process: work whose result depends on
+#: how busy the machine was (a closed form given up for numbers) compares it before and after,
+#: so as not to keep that result for other processes.
+expirations = 0
 
 
 def parse_seconds(raw: object, what: str) -> float:
@@ -319,8 +323,12 @@ class bounded(time_limit):
     """
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        global expirations
         time_limit.__exit__(self, exc_type, exc, tb)
-        return isinstance(exc, BudgetExceeded) and exc.limit is self.limit
+        if isinstance(exc, BudgetExceeded) and exc.limit is self.limit:
+            expirations += 1
+            return True
+        return False
 
 
 class question(time_limit):
