@@ -284,6 +284,8 @@ class Derivation:
             if len(residuals) > 1 and symbolic:
                 reduced = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas),
                                        tuple(self._sym(u) for u in step.solves_for))
+                if reduced is not None and reduced.last is None:
+                    reduced = None      # reduced to no unknown (dependent in these inputs): no chain to evaluate
         solved = SolvedStep(step=step, formulas=formulas, method=method, candidates=candidates,
                             domains=domains, arg_symbols=tuple(self._sym(q) for q in step.inputs),
                             unknown_symbols=tuple(self._sym(u) for u in step.solves_for),
@@ -354,8 +356,16 @@ class Derivation:
         warnings: list[str] = []
         with np.errstate(all="ignore"):
             for i, s in enumerate(self.steps):
-                args = [env[q] for q in s.inputs]
-                out, choice, used_numeric = self._evaluate_step(s, args, warnings)
+                # numpy scalars here too: Python's own 2.0 ** 1e5 raises OverflowError where
+                # numpy gives inf, which the checks after evaluation then word
+                args = [np.float64(env[q]) if type(env[q]) is float else env[q] for q in s.inputs]
+                try:
+                    out, choice, used_numeric = self._evaluate_step(s, args, warnings)
+                except (OverflowError, ZeroDivisionError) as e:
+                    raise NoSolutionError(f"{', '.join(s.unknowns)} cannot be computed "
+                                          f"({', '.join(f.id for f in s.formulas)}): the values are beyond the "
+                                          f"range of floating point ({e.__class__.__name__}); check their units "
+                                          "and exponents") from None
                 env.update(out)
                 choices[i] = choice
                 if used_numeric:

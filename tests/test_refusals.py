@@ -81,3 +81,23 @@ def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path):
     os.mkfifo(fifo)           # reading it would wait for ever
     with pytest.raises(MalformedValueError, match="config.json '.*config.json': not a file"):
         symcalc.solve("n_params", model=str(fifo))
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+
+def test_an_overflow_in_evaluation_is_a_clear_refusal(cli):
+    # 2^(2^64) as a Python float raised OverflowError from inside a compiled formula
+    r = cli("solve", "mantissa_bits", "exponent_bits=64", "max_normal=64")
+    assert r.code == 2 and r.err.count("\n") == 1 and "internal error" not in r.err
+    assert r.err.startswith("error: no value of mantissa_bits in [0, inf) satisfies max_normal = ")
+
+
+def test_a_value_beyond_floating_point_in_evaluation_names_the_step(cli):
+    r = cli("solve", "max_normal", "exponent_bits=1e6", "mantissa_bits=3")
+    assert r.err == ("error: exponent_bias cannot be computed (float_exponent_bias): the values are beyond the range "
+                     "of floating point (about 1e-308 to 1e308); check their units and exponents\n")
+
+
+def test_the_same_formulas_still_answer_in_range(cli):
+    # IEEE double: 11 exponent bits, 52 fraction bits -> 1.798e308
+    assert cli("solve", "max_normal", "exponent_bits=11", "mantissa_bits=52", "--brief").out == "max_normal = 1.798e308\n"
