@@ -266,23 +266,36 @@ def _collect(items: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for item in items:
         p = Path(item)
-        if p.is_dir():
-            out.extend(sorted(p.glob("*.toml")))
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise LibraryError(f"formula file or directory not found: {p}")
+        try:
+            if p.is_dir():
+                out.extend(sorted(p.glob("*.toml")))
+            elif p.is_file():
+                out.append(p)
+            elif p.exists():
+                raise LibraryError(f"{p} is not a formula file (not a regular file or a directory)")
+            else:
+                raise LibraryError(f"formula file or directory not found: {p}")
+        except OSError as e:        # a name too long, a loop of links, a directory that cannot be listed
+            raise LibraryError(f"cannot read formula file {p}: {e.strerror or e}") from None
     return out
+
+
+MAX_FILE_BYTES = 8 << 20      # the built-in files are tens of kB
 
 
 def _read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise LibraryError(f"{path.name}: larger than {MAX_FILE_BYTES >> 20} MB; not a formula file")
+        doc = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise LibraryError(f"{path.name}: not valid TOML: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise LibraryError(f"{path.name}: cannot be read: {e}") from None
+    except RecursionError:
+        raise LibraryError(f"{path.name}: nested too deeply to be a formula file") from None
     unknown = set(doc) - FILE_KEYS
     if unknown:
         raise LibraryError(f"{path.name}: unknown top-level table(s) {sorted(unknown)}; "

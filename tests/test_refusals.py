@@ -101,3 +101,24 @@ def test_a_value_beyond_floating_point_in_evaluation_names_the_step(cli):
 def test_the_same_formulas_still_answer_in_range(cli):
     # IEEE double: 11 exponent bits, 52 fraction bits -> 1.798e308
     assert cli("solve", "max_normal", "exponent_bits=11", "mantissa_bits=52", "--brief").out == "max_normal = 1.798e308\n"
+
+
+# ---- formula files -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("x = " + "[" * 100_000 + "]" * 100_000 + "\n", "deep.toml: nested too deeply to be a formula file"),
+    ("[meta]\nx = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n", "deep.toml: nested too deeply to be a formula file"),
+    ("# " + "x" * (9 << 20) + "\n", "deep.toml: larger than 8 MB; not a formula file"),
+])
+def test_a_formula_file_nested_or_oversized_is_one_clear_line(cli, tmp_path, text, message):
+    (tmp_path / "deep.toml").write_text(text)
+    r = cli("solve", "n_gpus", "dp=8", "--formulas", str(tmp_path / "deep.toml"))
+    assert (r.code, r.err) == (2, f"error: {message}\n")
+
+
+def test_a_formula_path_that_is_not_a_file(cli):
+    assert cli("solve", "n_gpus", "dp=8", "--formulas", "/dev/zero").err == (
+        "error: /dev/zero is not a formula file (not a regular file or a directory)\n")
+    r = cli("solve", "n_gpus", "dp=8", "--formulas", "a" * 300)
+    assert r.code == 2 and r.err.startswith("error: cannot read formula file aaa") and r.err.endswith(
+        ": File name too long\n")
