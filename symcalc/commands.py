@@ -64,6 +64,15 @@ def _write(path: str, content: str, what: str) -> None:
     write_file(path, content, what)
 
 
+def _given(ctx, param, value):
+    """An option given as '' (a shell variable that was not set) is a mistake, never "not
+    given": --model "" would answer without the model, --formulas "" would load the current
+    directory."""
+    if any(v is not None and not v.strip() for v in (value if isinstance(value, tuple) else (value,))):
+        raise click.BadParameter("needs a value (got an empty one)")
+    return value
+
+
 def _time_limit(raw: str | None) -> float:
     """--time-limit, else SYMCALC_TIME_LIMIT, else the default; a malformed one is refused."""
     if raw is not None:
@@ -110,18 +119,18 @@ def cli() -> None:
 @click.argument("values", nargs=-1)
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
               help="An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
-@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--latex", "latex_file", metavar="FILE", help="Write the derivation as a LaTeX document ('-' for stdout).")
 @click.option("--markdown", "markdown_file", metavar="FILE", help="Write the derivation as Markdown ('-' for stdout).")
 @click.option("--brief", is_flag=True, help="Print only the answer line.")
 @click.option("--round", "rounding", type=click.Choice(["up", "down", "nearest"]),
               help="How to round a whole-number answer (default: the quantity's own way).")
-@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
 @click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`), "
-              "or read a Hugging Face config.json.")
+              "or read a Hugging Face config.json.", callback=_given)
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
-              help="Load extra formula files on top of the built-in library.")
+              help="Load extra formula files on top of the built-in library.", callback=_given)
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, hardware, model,
           formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
@@ -158,13 +167,13 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 @click.option("--vary", "varies", multiple=True, metavar="NAME=START:STOP[:COUNT][:log]",
               help="A quantity to vary (also NAME=V1,V2,...); several make a grid.")
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
-@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or day.")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or day.", callback=_given)
 @click.option("--csv", "csv_file", metavar="FILE", help="Write every point as CSV (one row per point).")
 @click.option("--plot", "plot_file", metavar="FILE", help="Draw the sweep to FILE (.png, .svg or .pdf).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every point.")
-@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).")
-@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).", callback=_given)
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
 def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json, hardware, model, formula_files):
     """Solve TARGET over a range or grid of values: what-if questions in one go.
 
@@ -206,9 +215,9 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
               help="Relative tolerance: values within it agree (0.02 is 2 %).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--brief", is_flag=True, help="Only the verdicts, without the derivations of what disagrees.")
-@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).")
-@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).", callback=_given)
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
 def check(values, options, rtol, as_json, brief, hardware, model, formula_files):
     """Check claimed numbers against each other: every relation among the NAME=VALUE pairs.
 
@@ -231,7 +240,7 @@ def check(values, options, rtol, as_json, brief, hardware, model, formula_files)
 @click.argument("words", nargs=-1, metavar="[WHAT] [TEXT]...")
 @click.option("--search", "-s", "term", metavar="TEXT", help="Only entries whose name, aliases or description contain TEXT.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
 def list_cmd(words, term, as_json, formula_files):
     """List quantities, formulas, options, hardware or models. WHAT is one of those kinds;
     the other words are a search (every word must appear in a name, alias or description):
@@ -268,7 +277,7 @@ def list_cmd(words, term, as_json, formula_files):
 @limited
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
 def show(name, as_json, formula_files):
     """Show a quantity, formula or option: meaning, unit, source, LaTeX."""
     from .catalog import describe
@@ -290,12 +299,12 @@ def show(name, as_json, formula_files):
 @click.option("--vs", "vs_items", multiple=True, metavar="NAME=VALUE",
               help="What side B changes (repeatable): an option (zero_stage=3), a value (\"mfu=45%\"), "
               "or hardware=NAME / model=NAME.")
-@click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
-@click.option("--hardware", metavar="NAME", help="A GPU preset for both sides (see `symcalc list hardware`).")
-@click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).")
+@click.option("--hardware", metavar="NAME", help="A GPU preset for both sides (see `symcalc list hardware`).", callback=_given)
+@click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).", callback=_given)
 @click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
-              help="Load extra formula files on top of the built-in library.")
+              help="Load extra formula files on top of the built-in library.", callback=_given)
 def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, formula_files):
     """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
     --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
@@ -321,7 +330,7 @@ def compare(target, values, options, vs_items, to_unit, as_json, hardware, model
 @limited
 @click.option("--latex", "latex_file", metavar="FILE", required=True,
               help="Write the whole library (formulas, quantities, options, presets) as a LaTeX document.")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
 def formulas(latex_file, formula_files):
     """Write the formula library as one LaTeX reference document that compiles with pdflatex."""
     from .presets import all_presets

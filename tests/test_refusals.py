@@ -122,3 +122,13 @@ def test_a_formula_path_that_is_not_a_file(cli):
     r = cli("solve", "n_gpus", "dp=8", "--formulas", "a" * 300)
     assert r.code == 2 and r.err.startswith("error: cannot read formula file aaa") and r.err.endswith(
         ": File name too long\n")
+
+
+@pytest.mark.parametrize("option", ["--model", "--hardware", "--to", "--formulas"])
+def test_an_option_given_empty_is_refused_not_ignored(cli, tmp_path, monkeypatch, option):
+    # --formulas "" used to load every *.toml of the current directory; --model "" answered without it
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stray.toml").write_text("not = [a formula file")
+    r = cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
+            "peak_flops=1979 TFLOP/s", option, "")
+    assert (r.code, r.err) == (2, f"error: Invalid value for '{option}': needs a value (got an empty one)\n")
