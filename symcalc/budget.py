@@ -45,6 +45,7 @@ DEFAULT_SYMBOLIC_LIMIT = 5.0
 
 _SLACK = 0.005      # a timer may fire this much before time.monotonic() shows its deadline passed
 _REMINDER = 0.1     # an exception that may have been lost is raised again after this
+_FARTHEST = 86400.0  # the longest the timer is armed for at once (setitimer overflows near 1e9 s)
 
 
 class BudgetExceeded(BaseException):
@@ -149,7 +150,8 @@ def _arm(soon: bool = False) -> None:
     if not due:
         signal.setitimer(signal.ITIMER_REAL, 0)
         return
-    signal.setitimer(signal.ITIMER_REAL, max(min(due) - time.monotonic(), 1e-4))
+    # (a far deadline is armed a day at a time: the handler sees it is early and arms again)
+    signal.setitimer(signal.ITIMER_REAL, min(max(min(due) - time.monotonic(), 1e-4), _FARTHEST))
 
 
 def _on_alarm(signum, frame) -> None:

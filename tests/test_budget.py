@@ -187,3 +187,10 @@ def test_an_import_is_never_cut_half_way(tmp_path, monkeypatch):
             _spin()
     assert 0.3 <= time.monotonic() - start < 1.0
     assert slow_module_for_budget.LAST == 42
+
+
+def test_a_limit_of_a_lifetime_is_armed_a_day_at_a_time():
+    # setitimer cannot take 1e300 s (the platform's time_t overflows): the limit is still kept
+    with time_limit(1e300) as limit:
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 86399 < left <= 86400 and limit.deadline > 1e299
