@@ -384,3 +384,26 @@ def test_pruning_keeps_the_newest_and_only_its_own(cache_dir, monkeypatch):
     cache.store("derivation", "c" * 64, 3)
     assert cache.load("derivation", "a" * 64) is None and foreign.exists()
     assert (cache.load("derivation", "b" * 64), cache.load("derivation", "c" * 64)) == (2, 3)
+
+
+def test_processes_racing_on_a_cold_cache_share_one_key_and_agree(tmp_path, monkeypatch):
+    """Eight runs start together on an empty cache: each creates the key or uses the one that
+    won the race (a link never replaces), and every entry any of them wrote authenticates."""
+    import subprocess
+    import sys
+    env = dict(os.environ, SYMCALC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(cache.ENV_OFF, None)
+    args = [sys.executable, "-m", "symcalc", "solve", "d_model", "n_params=1.291059e10", "n_layers=40",
+            "vocab_size=32000", "--brief"]
+    runs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(8)]
+    outputs = [run.communicate(timeout=240) for run in runs]
+    assert [run.returncode for run in runs] == [0] * 8, outputs
+    assert {out for out, _ in outputs} == {outputs[0][0]} and outputs[0][0].startswith("d_model = ")
+    names = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert cache.KEY_FILE in names and not [n for n in names if n.endswith(".tmp")]
+    rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    assert rerun.stdout == outputs[0][0]
+    entries_written = [n for n in names if n.endswith(".pickle")]
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    assert len(entries_written) >= 2 and cache.clear() == len(entries_written)     # all authenticate
