@@ -27,7 +27,7 @@ def interrupted_run(tmp_path, delay: float, *args: str) -> subprocess.CompletedP
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-@pytest.mark.parametrize("delay", [0.2, 0.5, 0.9, 1.4])
+@pytest.mark.parametrize("delay", [0.35, 0.6, 0.9, 1.4])
 def test_ctrl_c_during_start_up_is_one_line_and_status_130(tmp_path, delay):
     r = interrupted_run(tmp_path, delay, "solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s",
                         "n_gpus=64", "peak_flops=1979 TFLOP/s", "--latex", "out.tex")
@@ -39,7 +39,7 @@ def test_ctrl_c_during_start_up_is_one_line_and_status_130(tmp_path, delay):
 
 
 def test_ctrl_c_under_json_is_a_json_error(tmp_path):
-    r = interrupted_run(tmp_path, 0.3, "solve", "mfu", "n_params=7e9", "n_gpus=8", "--json")
+    r = interrupted_run(tmp_path, 0.5, "solve", "mfu", "n_params=7e9", "n_gpus=8", "--json")
     if r.returncode != 0:
         assert r.returncode == 130 and r.stderr == ""
         assert r.stdout == '{"error": {"kind": "interrupted", "message": "interrupted"}}\n'
