@@ -7,21 +7,89 @@
     (94.0, '')
 
 See README.md for the command line.
+
+The names below are imported on first use, not with the package: ``import symcalc.cli`` (what
+the ``symcalc`` command runs first) then costs nothing, so that the command can answer Ctrl-C
+during its own start-up (a second of sympy, numpy and pint) with one line instead of a
+traceback. ``solve``, ``sweep`` and ``compare`` are whole questions: they take a
+``time_limit`` keyword (seconds, None for none; default SYMCALC_TIME_LIMIT or
+symcalc.budget.DEFAULT_QUESTION_LIMIT) and raise TimeLimitError when it runs out.
 """
 
-from .api import solve
-from .compare import Comparison, compare
-from .errors import (DimensionError, DomainError, LibraryError, MalformedValueError, NoSolutionError,
-                     OutOfBoundsError, SymcalcError, UnderdeterminedError, UnknownNameError)
-from .library import Library, default_library, load_library
-from .result import Result
-from .sweep import Sweep, sweep
-from .units import Q, registry
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-__all__ = ["solve", "sweep", "Sweep", "compare", "Comparison", "Result", "Library", "load_library",
-           "default_library", "Q", "registry",
-           "SymcalcError", "DimensionError", "DomainError", "LibraryError", "MalformedValueError",
-           "NoSolutionError", "OutOfBoundsError", "UnderdeterminedError", "UnknownNameError",
-           "__version__"]
+# public name -> (module, attribute, is a whole question with a time limit)
+_EXPORTS = {
+    "solve": ("api", "solve", True), "sweep": ("sweep", "sweep", True), "Sweep": ("sweep", "Sweep", False),
+    "compare": ("compare", "compare", True), "Comparison": ("compare", "Comparison", False),
+    "Result": ("result", "Result", False), "Library": ("library", "Library", False),
+    "load_library": ("library", "load_library", False), "default_library": ("library", "default_library", False),
+    "Q": ("units", "Q", False), "registry": ("units", "registry", False),
+    **{name: ("errors", name, False) for name in (
+        "SymcalcError", "DimensionError", "DomainError", "LibraryError", "MalformedValueError", "NoSolutionError",
+        "OutOfBoundsError", "UnderdeterminedError", "UnknownNameError", "TimeLimitError")},
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
+    from .api import solve
+    from .compare import Comparison, compare
+    from .errors import (DimensionError, DomainError, LibraryError, MalformedValueError, NoSolutionError,
+                         OutOfBoundsError, SymcalcError, TimeLimitError, UnderdeterminedError, UnknownNameError)
+    from .library import Library, default_library, load_library
+    from .result import Result
+    from .sweep import Sweep, sweep
+    from .units import Q, registry
+
+
+_BY_MODULE: dict[str, list[str]] = {}
+for _name, (_module, _, _) in _EXPORTS.items():
+    _BY_MODULE.setdefault(_module, []).append(_name)
+del _name, _module
+
+
+def _export(name: str, module: types.ModuleType):
+    value = getattr(module, _EXPORTS[name][1])
+    if _EXPORTS[name][2]:
+        from .budget import limited
+        value = limited(value)
+    return value
+
+
+class _Package(types.ModuleType):
+    """The package module: exports resolved when their module is first imported (by anyone),
+    or on first access. ``sweep`` and ``compare`` are both functions and submodules; importing
+    the submodule must not replace the function (with eager imports the function was bound
+    last, and that is what callers rely on). Binding an export as soon as its module exists
+    keeps the function itself, as eager imports did, even if a test patches the module later."""
+
+    def __getattr__(self, name: str):
+        if name not in _EXPORTS:
+            raise AttributeError(f"module 'symcalc' has no attribute {name!r}")
+        importlib.import_module(f".{_EXPORTS[name][0]}", __name__)      # binds it (see __setattr__)
+        if name not in self.__dict__:
+            types.ModuleType.__setattr__(self, name, _export(name, sys.modules[f"{__name__}.{_EXPORTS[name][0]}"]))
+        return self.__dict__[name]
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and name in _BY_MODULE:     # a submodule just imported
+            for export in _BY_MODULE[name]:
+                if export not in self.__dict__:
+                    types.ModuleType.__setattr__(self, export, _export(export, value))
+            if name in _EXPORTS:
+                return      # the submodule stays reachable in sys.modules; the name is the function's
+        types.ModuleType.__setattr__(self, name, value)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(_EXPORTS))
+
+
+sys.modules[__name__].__class__ = _Package

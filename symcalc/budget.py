@@ -4,65 +4,136 @@ sympy can take minutes (or grow memory without end) on an equation it will not s
 and the search for "also give ..." suggestions tries many plans. Every such piece of work runs
 inside :func:`time_limit`, which raises :class:`BudgetExceeded` in the block once its seconds
 have passed; the caller then falls back (numeric roots instead of a closed form, the
-suggestions found so far) or refuses with a clear message.
+suggestions found so far) or refuses with a clear message. :func:`bounded` is the form for a
+fallback (the block just ends when its own limit does), :func:`question` the form for a whole
+question (a limit that ends in a :class:`~symcalc.errors.TimeLimitError`).
 
 How: a real-time interval timer (``setitimer``) whose signal raises the exception between two
 Python bytecodes. That only works in the main thread of a Unix process; elsewhere (a worker
 thread, Windows) a limit cannot interrupt anything, so the block runs unbounded there, and
-:func:`expired` still lets loops check their deadline cooperatively. Limits nest: the timer is
-always armed for the earliest deadline in force, so an inner limit never extends an outer one.
+:func:`expired` still lets loops check their deadline cooperatively (each thread has its own
+deadlines). Limits nest: the timer is always armed for the earliest deadline in force, so an
+inner limit never extends an outer one, and an exception raised for an outer limit is never
+taken by an inner block for its own (:attr:`BudgetExceeded.limit` says whose it is). A timer
+someone else armed before the first limit (``signal.alarm`` in a test harness) is kept: it
+still fires at its time, with its own handler, and is re-armed when the last limit ends.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .errors import QueryError, TimeLimitError
 
 ENV_LIMIT = "SYMCALC_TIME_LIMIT"
-#: Seconds a whole question may take before it is refused (``--time-limit``, SYMCALC_TIME_LIMIT).
+#: Seconds a whole question may take before it is refused (``--time-limit``, SYMCALC_TIME_LIMIT,
+#: ``time_limit=`` in Python).
 DEFAULT_QUESTION_LIMIT = 30.0
 #: Seconds the search for what would settle an underdetermined question may take.
 DEFAULT_DIAGNOSIS_LIMIT = 1.0
 #: Seconds one symbolic inversion (one step or block) may take before numbers are used instead.
 DEFAULT_SYMBOLIC_LIMIT = 5.0
 
-_deadlines: list[float] = []     # absolute (time.monotonic) deadlines of the limits in force
-_previous_handler = None
+_SLACK = 0.005      # a timer may fire this much before time.monotonic() shows its deadline passed
+_REMINDER = 0.1     # an exception that may have been lost is raised again after this
+_FARTHEST = 86400.0  # the longest the timer is armed for at once (setitimer overflows near 1e9 s)
 
 
-class BudgetExceeded(Exception):
+class BudgetExceeded(BaseException):
     """A time limit ran out inside the block it guards.
 
-    Not a SymcalcError on purpose: it is caught by whoever set the limit and turned into a
-    fallback or a message there; one that escapes is a bug, not a user's mistake."""
+    A BaseException, like KeyboardInterrupt, so that the ``except Exception`` of code it
+    interrupts (sympy has many) cannot swallow it; and not a SymcalcError: it is caught by
+    whoever set the limit and turned into a fallback or a message there; one that escapes is a
+    bug, not a user's mistake. ``limit`` is the :class:`Limit` that ran out, set as the
+    exception leaves that limit's block (None until then)."""
+
+    def __init__(self, message: str = "time limit reached", due: Limit | None = None):
+        super().__init__(message)
+        self.limit: Limit | None = None
+        self.due = due          # the limit it was raised for (it claims the exception on the way out)
+
+
+@dataclass(eq=False)
+class Limit:
+    """One limit in force: its seconds, its deadline (``time.monotonic``), and whether it ran out."""
+
+    seconds: float
+    deadline: float
+    expired: bool = False
+    fired: bool = False         # its exception has been raised (once: a second could hit a cleanup)
+
+
+@dataclass(eq=False)
+class _Outside:
+    """A timer armed by someone else before our first limit: when it is due, and its handler."""
+
+    deadline: float
+    interval: float
+    handler: object
+
+
+class _Deadlines(threading.local):
+    def __init__(self) -> None:
+        self.limits: list[Limit] = []
+
+
+_state = _Deadlines()
+_previous_handler: object = None
+_outside: _Outside | None = None
+_busy = False       # True while the main thread's limits are being put in order
+#: How many attempts (:class:`bounded`) have run out in this process: work whose result depends on
+#: how busy the machine was (a closed form given up for numbers) compares it before and after,
+#: so as not to keep that result for other processes.
+expirations = 0
+
+
+def parse_seconds(raw: object, what: str) -> float:
+    """A limit given by a user: a positive number of seconds, or ``inf`` (or ``none``) for none.
+
+    Raises QueryError naming ``what`` (``--time-limit``, ``SYMCALC_TIME_LIMIT``) otherwise."""
+    if isinstance(raw, str) and raw.strip().lower() in ("inf", "none", "off"):
+        return math.inf
+    try:
+        value = float(raw.strip() if isinstance(raw, str) else raw)   # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(raw, bool) or not value > 0:
+        raise QueryError(f"{what} is a positive number of seconds (or inf for no limit), got {str(raw)[:40]!r}")
+    return value
 
 
 ENV_DIAGNOSIS_LIMIT = "SYMCALC_DIAGNOSIS_LIMIT"
 
 
-def _seconds_from_env(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def question_limit() -> float:
-    """The limit of a whole question: SYMCALC_TIME_LIMIT if set to a positive number, else the default."""
-    return _seconds_from_env(ENV_LIMIT, DEFAULT_QUESTION_LIMIT)
+    """The limit of a whole question: SYMCALC_TIME_LIMIT if set to a positive number (or inf),
+    else the default. (The command line refuses a malformed value; see :func:`parse_seconds`.)"""
+    raw = os.environ.get(ENV_LIMIT, "").strip()
+    try:
+        return parse_seconds(raw, ENV_LIMIT) if raw else DEFAULT_QUESTION_LIMIT
+    except QueryError:
+        return DEFAULT_QUESTION_LIMIT
 
 
 def diagnosis_limit() -> float:
     """The budget of the search for what would settle an underdetermined question:
     SYMCALC_DIAGNOSIS_LIMIT if set to a positive number, else the default (1 s). The tests set
     it higher, so that what they find does not depend on how busy the machine is."""
-    return _seconds_from_env(ENV_DIAGNOSIS_LIMIT, DEFAULT_DIAGNOSIS_LIMIT)
+    raw = os.environ.get(ENV_DIAGNOSIS_LIMIT, "").strip()
+    try:
+        return parse_seconds(raw, ENV_DIAGNOSIS_LIMIT) if raw else DEFAULT_DIAGNOSIS_LIMIT
+    except QueryError:
+        return DEFAULT_DIAGNOSIS_LIMIT
 
 
 def interruptible() -> bool:
@@ -71,10 +142,10 @@ def interruptible() -> bool:
 
 
 def remaining() -> float:
-    """Seconds left before the earliest deadline in force (inf when none is)."""
-    if not _deadlines:
-        return float("inf")
-    return min(_deadlines) - time.monotonic()
+    """Seconds left before the earliest deadline in force in this thread (inf when none is)."""
+    if not _state.limits:
+        return math.inf
+    return min(lim.deadline for lim in _state.limits) - time.monotonic()
 
 
 def expired() -> bool:
@@ -82,50 +153,235 @@ def expired() -> bool:
     return remaining() <= 0
 
 
-def _on_alarm(signum, frame) -> None:
-    raise BudgetExceeded("time limit reached")
+# -- the timer (main thread only) ----------------------------------------------------------------
 
-
-def _arm() -> None:
-    if not _deadlines:
+def _arm(soon: bool = False) -> None:
+    """Arm the timer for the earliest deadline in force that has not fired yet, ours or the
+    outside timer's (``soon``: in a moment, for an exception that must be raised again)."""
+    due = [lim.deadline for lim in _state.limits if not lim.fired] + ([_outside.deadline] if _outside else [])
+    if soon:
+        due.append(time.monotonic() + _REMINDER)
+    if not due:
         signal.setitimer(signal.ITIMER_REAL, 0)
         return
-    signal.setitimer(signal.ITIMER_REAL, max(min(_deadlines) - time.monotonic(), 1e-4))
+    # (a far deadline is armed a day at a time: the handler sees it is early and arms again)
+    signal.setitimer(signal.ITIMER_REAL, min(max(min(due) - time.monotonic(), 1e-4), _FARTHEST))
 
 
-@contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
+def _on_alarm(signum, frame) -> None:
+    global _outside
+    if _busy or (frame is not None and frame.f_code in _BOOKKEEPING) or _importing(frame):
+        # the limits are being put in order (or are about to be), or a module is being
+        # imported: raising here would leave the limits in disorder, or a half-initialised
+        # module behind for every later question of the process. Come back in a moment.
+        signal.setitimer(signal.ITIMER_REAL, 5e-3)
+        return
+    now = time.monotonic() + _SLACK
+    due = [lim for lim in _state.limits if lim.deadline <= now and not lim.fired]
+    if due:
+        due[0].fired = True
+        _arm()
+        raise BudgetExceeded(due=due[0])
+    if _outside is not None and _outside.deadline <= now:
+        outside, _outside = _outside, (_Outside(now + _outside.interval, _outside.interval, _outside.handler)
+                                       if _outside.interval > 0 else None)
+        _arm()
+        _deliver(outside.handler, signum, frame)
+        return
+    _arm()      # early: wait for the real deadline
+
+
+_IMPORTLIB = (os.path.join("importlib", "_bootstrap.py"), os.path.join("importlib", "_bootstrap_external.py"))
+
+
+def _importing(frame) -> bool:
+    """True while the interrupted code runs inside an import (a lazy import deep in sympy or
+    networkx counts): an import cut half-way leaves a module that lacks names, in sys.modules."""
+    depth = 0
+    while frame is not None and depth < 500:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or name.endswith(_IMPORTLIB):
+            return True
+        frame, depth = frame.f_back, depth + 1
+    return False
+
+
+def _deliver(handler, signum, frame) -> None:
+    """Run the handler of the outside timer as if its own signal had come."""
+    if callable(handler):
+        handler(signum, frame)
+    elif handler != signal.SIG_IGN:     # the default action: the process ends, as it would have
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGALRM)
+
+
+def _unraisable(hook):
+    """``sys.unraisablehook`` that takes our own alarm back. A signal can land in code whose
+    exceptions Python cannot raise (a weakref callback, ``__del__``), which prints them as
+    "Exception ignored in ..." and goes on: for BudgetExceeded that would be noise and a lost
+    limit, so it is dropped quietly and raised again in a moment, where it can be."""
+    def again(unraisable) -> None:
+        exc = unraisable.exc_value
+        if not isinstance(exc, BudgetExceeded):
+            hook(unraisable)
+        elif exc.due is not None and exc.due in _state.limits and interruptible():
+            exc.due.fired = False
+            _arm(soon=True)
+    again.symcalc_budget = True    # type: ignore[attr-defined]
+    return again
+
+
+def _install() -> None:
+    """Take the timer over from whoever had it (first limit in the main thread)."""
+    global _previous_handler, _outside
+    if not getattr(sys.unraisablehook, "symcalc_budget", False):
+        sys.unraisablehook = _unraisable(sys.unraisablehook)
+    _previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
+    delay, interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    _outside = _Outside(time.monotonic() + delay, interval, _previous_handler) if delay > 0 else None
+
+
+def _uninstall() -> None:
+    """Give the timer back: the previous handler, and the outside timer at its own time."""
+    global _previous_handler, _outside
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    outside_due = _outside is not None and _outside.deadline <= time.monotonic() + _SLACK
+    if hasattr(signal, "sigpending") and signal.SIGALRM in signal.sigpending() and not outside_due:
+        signal.sigwait({signal.SIGALRM})      # ours, come too late: not for the previous handler
+    signal.signal(signal.SIGALRM, _previous_handler if _previous_handler is not None else signal.SIG_DFL)
+    if _outside is not None:
+        signal.setitimer(signal.ITIMER_REAL, max(_outside.deadline - time.monotonic(), 1e-4), _outside.interval)
+    _previous_handler, _outside = None, None
+
+
+class _Held:
+    """Hold the alarm back while the limits are put in order, so that it cannot fire half-way
+    through (and leave a stale deadline, handler or timer behind, or raise a second exception
+    that nobody claims): the signal is blocked, and the handler leaves alone a signal that
+    came just before (the bookkeeping arms the timer again)."""
+
+    def __init__(self, active: bool):
+        self.active = active and hasattr(signal, "pthread_sigmask")
+
+    def __enter__(self) -> None:
+        global _busy
+        if self.active:
+            _busy = True
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+
+    def __exit__(self, *exc) -> None:
+        global _busy
+        if self.active:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+            _busy = False
+
+
+class time_limit:
     """Raise BudgetExceeded inside the block once ``seconds`` have passed.
 
     ``None`` (or inf) sets no limit of its own; limits already in force still apply. Outside
-    the main thread the deadline is only recorded, for :func:`expired`. O(depth of nesting).
+    the main thread the deadline is only recorded, for :func:`expired`. Entering gives the
+    :class:`Limit`; when the exception leaves the block and this limit is the one that ran out,
+    the exception's ``limit`` is set to it. O(depth of nesting).
     """
-    global _previous_handler
-    if seconds is None or seconds == float("inf"):
-        yield
-        return
-    deadline = time.monotonic() + max(float(seconds), 0.0)
-    armed = interruptible()
-    _deadlines.append(deadline)
-    if armed:
-        if len(_deadlines) == 1:
-            _previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
-        _arm()
-    try:
-        yield
-    finally:
-        # the alarm is held back while the limits are put in order, so that it cannot fire
-        # half-way through (and leave a stale handler or timer behind)
-        blocked = armed and hasattr(signal, "pthread_sigmask")
-        if blocked:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
-        try:
-            _deadlines.remove(deadline)
-            if armed:
+
+    def __init__(self, seconds: float | None):
+        self.own = seconds is not None and not math.isinf(seconds)
+        seconds = max(float(seconds), 0.0) if self.own else math.inf   # type: ignore[arg-type]
+        self.limit = Limit(seconds, math.inf)
+        self.armed = False
+
+    def __enter__(self) -> Limit:
+        if not self.own:
+            return self.limit
+        self.armed = interruptible()
+        with _Held(self.armed):
+            self.limit.deadline = time.monotonic() + self.limit.seconds
+            _state.limits.append(self.limit)
+            if self.armed:
+                if len(_state.limits) == 1:
+                    _install()
                 _arm()
-                if not _deadlines:
-                    signal.signal(signal.SIGALRM, _previous_handler or signal.SIG_DFL)
-                    _previous_handler = None
-        finally:
-            if blocked:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+        return self.limit
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if not self.own:
+            return False
+        with _Held(self.armed):
+            passing = isinstance(exc, BudgetExceeded) and exc.limit is None
+            if passing and (exc.due is self.limit or (exc.due is None and time.monotonic() >= self.limit.deadline - _SLACK)):
+                exc.limit = self.limit
+                self.limit.expired = True
+                passing = False
+            _state.limits.remove(self.limit)
+            if self.armed:
+                if not _state.limits:
+                    _uninstall()
+                elif passing and exc.due in _state.limits:
+                    # an outer limit's exception on its way out: should the code between here
+                    # and that limit catch it, the limit is signalled again
+                    exc.due.fired = False
+                    _arm(soon=True)
+                else:
+                    _arm()
+        return False
+
+
+class bounded(time_limit):
+    """Like :class:`time_limit`, but when *this* limit runs out the block just ends, quietly:
+    the caller reads ``limit.expired`` and falls back. An outer limit that runs out meanwhile
+    still raises (the question is over, not just this attempt)::
+
+        with bounded(DEFAULT_SYMBOLIC_LIMIT) as limit:
+            roots = sympy.solve(residual, x)
+        if limit.expired:
+            roots = None        # numeric roots instead
+    """
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        global expirations
+        time_limit.__exit__(self, exc_type, exc, tb)
+        if isinstance(exc, BudgetExceeded) and exc.limit is self.limit:
+            expirations += 1
+            return True
+        return False
+
+
+class question(time_limit):
+    """The limit of a whole question (``seconds``, else :func:`question_limit`): when it runs
+    out, the question ends in a TimeLimitError that says how to give it more (``hint``)."""
+
+    def __init__(self, seconds: float | None = None, hint: str = "--time-limit SECONDS or SYMCALC_TIME_LIMIT"):
+        super().__init__(question_limit() if seconds is None else seconds)
+        self.hint = hint
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        time_limit.__exit__(self, exc_type, exc, tb)
+        if isinstance(exc, BudgetExceeded) and exc.limit is self.limit:
+            raise TimeLimitError(f"no answer within the time limit of {self.limit.seconds:g} s; to allow more, "
+                                 f"give {self.hint}") from None
+        return False
+
+
+# the handler never raises in these: they put the limits in order
+_BOOKKEEPING = {f.__code__ for f in (time_limit.__enter__, time_limit.__exit__, bounded.__exit__,
+                                     question.__exit__, _Held.__enter__, _Held.__exit__)}
+
+
+F = TypeVar("F", bound=Callable)
+_UNSET = object()
+
+
+def limited(fn: F) -> F:
+    """``fn`` as a whole question: it takes one more keyword, ``time_limit`` (seconds, or None
+    for no limit; default SYMCALC_TIME_LIMIT or DEFAULT_QUESTION_LIMIT), and raises
+    TimeLimitError when that runs out. For the public Python API."""
+    @functools.wraps(fn)
+    def wrapper(*args, time_limit: object = _UNSET, **kwargs):
+        if time_limit is _UNSET:
+            seconds = question_limit()
+        else:
+            seconds = math.inf if time_limit is None else parse_seconds(time_limit, "time_limit")
+        with question(seconds, hint="time_limit=SECONDS or SYMCALC_TIME_LIMIT"):
+            return fn(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]

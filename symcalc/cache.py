@@ -9,41 +9,72 @@ library and each derivation are kept here, keyed by the content of what they wer
 Where: ``$SYMCALC_CACHE_DIR``, else ``$XDG_CACHE_HOME/symcalc``, else ``~/.cache/symcalc``.
 ``SYMCALC_NO_CACHE=1`` turns the cache off.
 
-Safety: entries are pickles, and unpickling can run code, so only files this module wrote are
-ever read. The directory must belong to the user and be writable by nobody else (it is created
-0700); each file must belong to the user, start with a magic header and the SHA-256 of its
-payload, and the payload must name the kind and key it was asked for. Anything else (corrupt,
-truncated, stale, foreign, unreadable) is ignored and the caller rebuilds and overwrites it;
-a directory that cannot be written just means no cache. Nothing here ever raises.
+Safety: entries are pickles, and unpickling can run code, so an entry is read only when it
+provably came from this cache. A hash proves integrity, not authorship (anyone can hash a
+forged pickle), so each entry carries an HMAC-SHA256 of its kind, key and payload under a
+secret key that lives in the cache directory (``key``, 32 random bytes, 0600, created once
+with an atomic link). The directory itself must be the user's own and private: it is opened
+without following a symbolic link (``O_NOFOLLOW``), must belong to the user and be writable by
+nobody else (it is created 0700, and tightened to 0700 when it is only readable by others),
+and every file in it is then reached through that open directory (``dir_fd``), so the path
+cannot be swapped underneath. Files are opened without following links and without blocking
+(a FIFO planted there cannot hang a run) and must be regular files of the user's. Anything
+else (missing, corrupt, truncated, stale, forged, foreign, unreadable) is ignored and the
+caller rebuilds and overwrites it; a directory that cannot be trusted or written just means
+no cache. Deleting (pruning old entries, :func:`clear`) touches only entries that authenticate
+(the cache wrote them) and its own temporary files left behind for an hour (a run killed
+while writing); never anything reached through a link. Nothing here ever raises.
+
+Platforms without ``dir_fd`` and ``O_NOFOLLOW`` (Windows) get no cache: the answers are the
+same, only slower to start.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import hmac
 import os
 import pickle
+import re
+import secrets
+import stat
 import sys
-import tempfile
+import time
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
 ENV_DIR = "SYMCALC_CACHE_DIR"
 ENV_OFF = "SYMCALC_NO_CACHE"
-MAGIC = b"symcalc-cache 1\n"
-_DIGEST = 32
+MAGIC = b"symcalc-cache 2\n"
+_MAC = 32
+KEY_FILE = "key"
+KEY_BYTES = 32
 # newest entries kept per kind; older ones are deleted when a new one is stored
 MAX_ENTRIES = {"library": 8, "derivation": 1000}
+MAX_ENTRY_BYTES = 64 << 20      # far above any entry written (a library is ~1 MB); more is not ours
+STALE_SECONDS = 3600            # a temporary file this old belongs to a run that was killed
+_ENTRY = re.compile(r"^(library|derivation)-([0-9a-f]{64})\.pickle$")
+_TEMPORARY = re.compile(r"^\.(library|derivation|key)-[0-9a-f]{16}\.tmp$")
+_SUPPORTED = (hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
+              and os.unlink in os.supports_dir_fd and os.link in os.supports_dir_fd)
+_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
 
 #: What happened since the process started: hits, misses, stores, rejected (a file that was
 #: there but not trusted or not readable), errors (a store that failed). Tests read it.
 stats: Counter = Counter()
 
 
+class _Untrusted(Exception):
+    """The directory, the key or an entry is not the user's own and private."""
+
+
 def enabled() -> bool:
-    """False when ``SYMCALC_NO_CACHE`` is set to anything but '', '0', 'false' or 'no'."""
-    return os.environ.get(ENV_OFF, "").strip().lower() in ("", "0", "false", "no")
+    """False when ``SYMCALC_NO_CACHE`` is set to anything but '', '0', 'false' or 'no' (or
+    the platform cannot open files safely, see the module docstring)."""
+    return _SUPPORTED and os.environ.get(ENV_OFF, "").strip().lower() in ("", "0", "false", "no")
 
 
 def cache_dir() -> Path:
@@ -85,45 +116,144 @@ def key_of(*parts: str | bytes) -> str:
     return h.hexdigest()
 
 
-def _path(kind: str, key: str) -> Path:
-    return cache_dir() / f"{kind}-{key}.pickle"
+def _name(kind: str, key: str) -> str:
+    return f"{kind}-{key}.pickle"
 
 
-def _trusted(st: os.stat_result, directory: bool) -> bool:
-    """Owned by this user and, for the directory, writable by nobody else."""
-    if not hasattr(os, "getuid"):   # pragma: no cover - Windows: per-user profile directories
-        return True
-    if st.st_uid != os.getuid():
-        return False
-    return not (directory and st.st_mode & 0o022)
+def _mac(secret: bytes, kind: str, key: str, payload: bytes) -> bytes:
+    """What authenticates an entry: its kind and key are inside the MAC, so an entry cannot be
+    moved to another name either."""
+    return hmac.new(secret, key_of(kind, key).encode() + payload, hashlib.sha256).digest()
 
+
+# -- the directory, the key, the files ----------------------------------------------------------
+
+def _own(st: os.stat_result) -> bool:
+    return not hasattr(os, "getuid") or st.st_uid == os.getuid()
+
+
+def _open_dir(create: bool) -> int | None:
+    """A descriptor of the cache directory, or None when there is none (and ``create`` is
+    False). Raises _Untrusted for a link, another user's directory or one others may write."""
+    path = cache_dir()
+    if create:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as e:         # ELOOP: a symbolic link; ENOTDIR: not a directory
+        raise _Untrusted(str(e)) from None
+    try:
+        st = os.fstat(fd)
+        if not _own(st) or st.st_mode & 0o022:
+            raise _Untrusted("the directory is not the user's own, or others may write it")
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)       # ours, but readable by others: make it private
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_file(dfd: int, name: str, limit: int, private: bool = False) -> bytes | None:
+    """The bytes of a regular file of the user's in the directory (``private``: readable by
+    the user only), None if there is none. Never follows a link, never waits on a FIFO;
+    raises _Untrusted for anything else."""
+    try:
+        fd = os.open(name, _READ, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise _Untrusted(str(e)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _own(st) or st.st_size > limit or (private and st.st_mode & 0o077):
+            raise _Untrusted(f"{name} is not a regular file of the user's")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_key(dfd: int) -> bytes | None:
+    data = _open_file(dfd, KEY_FILE, KEY_BYTES, private=True)
+    if data is not None and len(data) != KEY_BYTES:
+        raise _Untrusted("the key is not 32 bytes")
+    return data
+
+
+def _create_key(dfd: int) -> bytes:
+    """A new secret, in place atomically: written whole to a temporary file, then linked to its
+    name (a link never replaces: when another process made a key first, that one is used)."""
+    tmp = _write_temporary(dfd, "key", secrets.token_bytes(KEY_BYTES))
+    try:
+        os.link(tmp, KEY_FILE, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except FileExistsError:
+        pass
+    finally:
+        _unlink(dfd, tmp)
+    key = _read_key(dfd)
+    if key is None:
+        raise _Untrusted("the key vanished")
+    return key
+
+
+def _write_temporary(dfd: int, kind: str, data: bytes) -> str:
+    name = f".{kind}-{secrets.token_hex(8)}.tmp"
+    fd = os.open(name, _CREATE, 0o600, dir_fd=dfd)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except BaseException:
+        _unlink(dfd, name)
+        raise
+    return name
+
+
+def _unlink(dfd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        pass
+
+
+# -- reading and writing entries -------------------------------------------------------------------
 
 def load(kind: str, key: str) -> object | None:
     """The object stored under (kind, key), or None if there is none that can be trusted."""
     if not enabled():
         return None
-    path = _path(kind, key)
     try:
-        if not _trusted(os.stat(path.parent), directory=True):
-            stats["rejected"] += 1
-            return None
-        with open(path, "rb") as fh:
-            if not _trusted(os.fstat(fh.fileno()), directory=False):
-                stats["rejected"] += 1
-                return None
-            data = fh.read()
-    except FileNotFoundError:
+        dfd = _open_dir(create=False)
+    except (_Untrusted, OSError):
+        stats["rejected"] += 1
+        return None
+    if dfd is None:
         stats["misses"] += 1
         return None
-    except OSError:
+    try:
+        secret = _read_key(dfd)
+        data = _open_file(dfd, _name(kind, key), MAX_ENTRY_BYTES) if secret is not None else None
+    except (_Untrusted, OSError):
         stats["rejected"] += 1
         return None
-    head = len(MAGIC) + _DIGEST
-    if not data.startswith(MAGIC) or hashlib.sha256(data[head:]).digest() != data[len(MAGIC):head]:
-        stats["rejected"] += 1
+    finally:
+        os.close(dfd)
+    if data is None:
+        stats["misses"] += 1
+        return None
+    payload = _verified(data, secret, kind, key)
+    if payload is None:
+        stats["rejected"] += 1        # damaged, or not written by this cache: never unpickled
         return None
     try:
-        stored_kind, stored_key, value = _unpickle(data[head:])
+        stored_kind, stored_key, value = _unpickle(payload)
     except Exception:
         stats["rejected"] += 1
         return None
@@ -132,6 +262,14 @@ def load(kind: str, key: str) -> object | None:
         return None
     stats["hits"] += 1
     return value
+
+
+def _verified(data: bytes, secret: bytes, kind: str, key: str) -> bytes | None:
+    """The payload of an entry when its MAC checks out (this cache wrote it), else None."""
+    head = len(MAGIC) + _MAC
+    if data.startswith(MAGIC) and hmac.compare_digest(data[len(MAGIC):head], _mac(secret, kind, key, data[head:])):
+        return data[head:]
+    return None
 
 
 def _unpickle(payload: bytes):
@@ -159,53 +297,97 @@ def store(kind: str, key: str, value: object) -> None:
         return
     try:
         payload = pickle.dumps((kind, key, value), protocol=pickle.HIGHEST_PROTOCOL)
-        directory = cache_dir()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _trusted(os.stat(directory), directory=True):
-            stats["rejected"] += 1
-            return
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{kind}-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(MAGIC + hashlib.sha256(payload).digest() + payload)
-            os.replace(tmp, _path(kind, key))
-        except BaseException:
-            _remove(Path(tmp))
-            raise
-        stats["stores"] += 1
-        _prune(directory, kind)
+        dfd = _open_dir(create=True)
+    except _Untrusted:
+        stats["rejected"] += 1
+        return
     except Exception:   # unpicklable, read-only or full disk: no cache, same answers
         stats["errors"] += 1
-
-
-def _prune(directory: Path, kind: str) -> None:
-    """Keep the newest MAX_ENTRIES[kind] entries of a kind (a library edited often, or many
-    questions asked, would otherwise grow the directory without bound)."""
-    limit = MAX_ENTRIES.get(kind, 100)
-    entries = list(directory.glob(f"{kind}-*.pickle"))
-    if len(entries) <= limit:
         return
-
-    def mtime(p: Path) -> float:
-        try:
-            return p.stat().st_mtime
-        except OSError:
-            return 0.0
-    for old in sorted(entries, key=mtime)[:-limit]:
-        _remove(old)
-
-
-def _remove(path: Path) -> None:
     try:
-        path.unlink()
-    except OSError:
-        pass
+        secret = _read_key(dfd) or _create_key(dfd)
+        tmp = _write_temporary(dfd, kind, MAGIC + _mac(secret, kind, key, payload) + payload)
+        try:
+            os.replace(tmp, _name(kind, key), src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            _unlink(dfd, tmp)
+            raise
+        stats["stores"] += 1
+        _tidy(dfd, kind, secret)
+    except _Untrusted:
+        stats["rejected"] += 1
+    except Exception:
+        stats["errors"] += 1
+    finally:
+        os.close(dfd)
+
+
+def _authentic(dfd: int, name: str, secret: bytes) -> bool:
+    """Whether the entry ``name`` was written by this cache (its MAC checks out)."""
+    m = _ENTRY.match(name)
+    if not m:
+        return False
+    try:
+        data = _open_file(dfd, name, MAX_ENTRY_BYTES)
+    except (_Untrusted, OSError):
+        return False
+    return data is not None and _verified(data, secret, m.group(1), m.group(2)) is not None
+
+
+def _files(dfd: int) -> list[tuple[str, os.stat_result]]:
+    """(name, lstat) of the regular files of the user's in the directory (links left alone)."""
+    out = []
+    with os.scandir(dfd) as it:
+        for entry in it:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and _own(st):
+                out.append((entry.name, st))
+    return out
+
+
+def _tidy(dfd: int, kind: str, secret: bytes) -> None:
+    """Keep the newest MAX_ENTRIES[kind] entries of a kind (a library edited often, or many
+    questions asked, would otherwise grow the directory without bound), and remove temporary
+    files of runs killed while writing."""
+    files = _files(dfd)
+    now = time.time()
+    for name, st in files:
+        if _TEMPORARY.match(name) and now - st.st_mtime > STALE_SECONDS:
+            _unlink(dfd, name)
+    entries = sorted(((st.st_mtime, name) for name, st in files
+                      if name.startswith(f"{kind}-") and _ENTRY.match(name)))
+    for _, name in entries[:max(len(entries) - MAX_ENTRIES.get(kind, 100), 0)]:
+        if _authentic(dfd, name, secret):
+            _unlink(dfd, name)
 
 
 def clear() -> int:
-    """Delete every entry; returns how many were removed."""
+    """Delete every entry this cache wrote (and its stale temporary files); returns how many
+    entries were removed. Files it did not write, and links, are left where they are."""
+    if not _SUPPORTED:
+        return 0
+    try:
+        dfd = _open_dir(create=False)
+    except (_Untrusted, OSError):
+        return 0
+    if dfd is None:
+        return 0
     removed = 0
-    for path in cache_dir().glob("*.pickle") if cache_dir().is_dir() else ():
-        _remove(path)
-        removed += 1
+    try:
+        secret = _read_key(dfd)
+        files = _files(dfd)
+        now = time.time()
+        for name, st in files:
+            if secret is not None and _authentic(dfd, name, secret):
+                _unlink(dfd, name)
+                removed += 1
+            elif _TEMPORARY.match(name) and now - st.st_mtime > STALE_SECONDS:
+                _unlink(dfd, name)
+    except (_Untrusted, OSError):
+        pass
+    finally:
+        os.close(dfd)
     return removed

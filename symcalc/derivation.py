@@ -25,7 +25,8 @@ import numpy as np
 import sympy
 from sympy.printing.numpy import NumPyPrinter, SciPyPrinter
 
-from . import numeric, units
+from . import budget, numeric, units
+from .budget import bounded
 from .errors import NoSolutionError
 from .exprparse import UnitSymbol
 from .invert import dependent_equation, reduce_block, solve_block, solve_for
@@ -46,6 +47,11 @@ def ceil_tol(x):
     x = np.asarray(x, dtype=float)
     out = np.ceil(x - np.minimum(1e-12 * np.abs(x), 1e-3))
     return float(out) if out.ndim == 0 else out
+
+
+# a step (its inversions, each with a limit of its own, substitutions and compiling) may take this
+# many times the symbolic limit
+STEP_LIMITS = 3
 
 
 class SingularBlock(Exception):
@@ -195,21 +201,38 @@ class Derivation:
         self.options = dict(options)
         self.constants = dict(constants)   # defaults fixed at 0: their terms are dropped
         zero = {library.quantities[q].symbol: sympy.Integer(0) for q, v in constants.items() if v == 0}
-        self._in_knowns: dict = {}   # solved quantity -> its closed form in the knowns (first root)
+        # solved quantity -> its closed form in the knowns (first root); None once composing it
+        # took too long (blocks are then tested for independence in their own inputs)
+        self._in_knowns: dict | None = {}
         self.steps = []
+        before = budget.expirations
         for step in plan.steps:
             solved = self._solve_step(step, zero)
             self.steps.append(solved)
-            if solved.candidates and solved.method != "algorithm":
-                for name, expr in solved.candidates[0].items():
-                    self._in_knowns[self._sym(name)] = expr.subs(self._in_knowns)
+            if solved.candidates and solved.method != "algorithm" and self._in_knowns is not None:
+                with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
+                    for name, expr in solved.candidates[0].items():
+                        self._in_knowns[self._sym(name)] = expr.subs(self._in_knowns)
+                if limit.expired:
+                    self._in_knowns = None
         self._closed: dict[tuple, sympy.Expr] = {}
+        # a closed form given up for time depends on how busy the machine was: such a
+        # derivation is used, but not kept on disk for other processes (see __getstate__)
+        self.degraded = budget.expirations != before
 
     # -- building -------------------------------------------------------------------------
     def _sym(self, name: str) -> sympy.Symbol:
         return self.library.quantities[name].symbol
 
     def _solve_step(self, step: Step, zero: dict) -> SolvedStep:
+        """The step inverted and compiled; numeric when that takes longer than the symbolic limit
+        (each inversion has a limit of its own, in symcalc.invert; this one also bounds the
+        substitutions and compiling around them)."""
+        with bounded(STEP_LIMITS * budget.DEFAULT_SYMBOLIC_LIMIT):
+            return self._invert_step(step, zero, symbolic=True)
+        return self._invert_step(step, zero, symbolic=False)
+
+    def _invert_step(self, step: Step, zero: dict, symbolic: bool) -> SolvedStep:
         formulas = tuple(self.library.formulas[fid] for fid in step.formulas)
         domains = tuple(self.library.quantities[u].domain for u in step.solves_for)
 
@@ -225,7 +248,9 @@ class Derivation:
             solved = SolvedStep(step=step, formulas=formulas, method="algorithm",
                                 candidates=({step.solves_for[0]: formulas[0].rhs},), domains=domains)
             return solved
-        if len(formulas) == 1:
+        if not symbolic:
+            method = "numeric"
+        elif len(formulas) == 1:
             f, name = formulas[0], step.solves_for[0]
             x = self._sym(name)
             how = f.solvability[name]
@@ -243,7 +268,8 @@ class Derivation:
             equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
             # Test independence in the knowns themselves: an input derived earlier (R = D/T) can
             # make the block singular (C = fpt D, A = fpt R, C = A T) though it looks regular.
-            in_knowns = tuple((lhs.subs(self._in_knowns), rhs.subs(self._in_knowns)) for lhs, rhs in equations)
+            known = self._in_knowns or {}
+            in_knowns = tuple((lhs.subs(known), rhs.subs(known)) for lhs, rhs in equations)
             dependent = dependent_equation(in_knowns, xs)
             if dependent is not None:
                 raise SingularBlock(formulas[dependent].id, tuple(f.id for f in formulas))
@@ -258,9 +284,11 @@ class Derivation:
         reduced = None
         if method != "explicit":
             residuals = tuple(clean(f.lhs - f.rhs) for f in formulas)
-            if len(residuals) > 1:
+            if len(residuals) > 1 and symbolic:
                 reduced = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas),
                                        tuple(self._sym(u) for u in step.solves_for))
+                if reduced is not None and reduced.last is None:
+                    reduced = None      # reduced to no unknown (dependent in these inputs): no chain to evaluate
         solved = SolvedStep(step=step, formulas=formulas, method=method, candidates=candidates,
                             domains=domains, arg_symbols=tuple(self._sym(q) for q in step.inputs),
                             unknown_symbols=tuple(self._sym(u) for u in step.solves_for),
@@ -271,6 +299,8 @@ class Derivation:
     # -- the on-disk cache ----------------------------------------------------------------
     def __getstate__(self) -> dict:
         # the library is re-attached by bind(); _in_knowns only serves construction
+        if getattr(self, "degraded", False):
+            raise TypeError("a derivation with a closed form given up for time is not kept")
         state = dict(self.__dict__)
         state.update(library=None, _in_knowns={})
         return state
@@ -292,17 +322,24 @@ class Derivation:
 
     # -- closed form ----------------------------------------------------------------------
     def closed_form(self, choices: dict[int, int] | None = None) -> sympy.Expr:
-        """The target as one expression in the knowns (numeric steps stay as their symbol)."""
+        """The target as one expression in the knowns (numeric steps stay as their symbol).
+
+        Composed from the last step back; should that take longer than the symbolic limit (each
+        substitution can multiply the expression's size), it stops there: the expression is
+        still the target, in terms of the intermediate quantities not yet substituted."""
         key = tuple(sorted((choices or {}).items()))
         if key not in self._closed:
             expr = self._sym(self.target)
-            for i in range(len(self.steps) - 1, -1, -1):
-                s = self.steps[i]
-                if not s.candidates:
-                    continue
-                k = (choices or {}).get(i, 0)
-                cand = s.candidates[k if 0 <= k < len(s.candidates) else 0]
-                expr = expr.subs({self._sym(u): cand[u] for u in s.unknowns})
+            with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
+                for i in range(len(self.steps) - 1, -1, -1):
+                    s = self.steps[i]
+                    if not s.candidates:
+                        continue
+                    k = (choices or {}).get(i, 0)
+                    cand = s.candidates[k if 0 <= k < len(s.candidates) else 0]
+                    expr = expr.subs({self._sym(u): cand[u] for u in s.unknowns})
+            if limit.expired:
+                self.degraded = True
             self._closed[key] = expr
         return self._closed[key]
 
@@ -323,8 +360,16 @@ class Derivation:
         undetermined: dict[str, object] = {}
         with np.errstate(all="ignore"):
             for i, s in enumerate(self.steps):
-                args = [env[q] for q in s.inputs]
-                out, choice, used_numeric = self._evaluate_step(s, args, warnings, undetermined)
+                # numpy scalars here too: Python's own 2.0 ** 1e5 raises OverflowError where
+                # numpy gives inf, which the checks after evaluation then word
+                args = [np.float64(env[q]) if type(env[q]) is float else env[q] for q in s.inputs]
+                try:
+                    out, choice, used_numeric = self._evaluate_step(s, args, warnings, undetermined)
+                except (OverflowError, ZeroDivisionError) as e:
+                    raise NoSolutionError(f"{', '.join(s.unknowns)} cannot be computed "
+                                          f"({', '.join(f.id for f in s.formulas)}): the values are beyond the "
+                                          f"range of floating point ({e.__class__.__name__}); check their units "
+                                          "and exponents") from None
                 env.update(out)
                 choices[i] = choice
                 if used_numeric:

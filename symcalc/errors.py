@@ -142,6 +142,18 @@ class ConflictError(SymcalcError):
         return d
 
 
+class OutputError(SymcalcError):
+    """An output file that cannot be written (no name, no such directory, a full disk)."""
+
+    kind = "output"
+
+
+class TimeLimitError(SymcalcError):
+    """A question that did not end within its time limit (symcalc.budget)."""
+
+    kind = "time_limit"
+
+
 def closest_names(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The candidates most similar to ``word`` (for "did you mean" hints), best first.
 

@@ -41,6 +41,8 @@ from weakref import WeakKeyDictionary
 import numpy as np
 import sympy
 
+from . import budget
+from .budget import bounded
 from .derivation import Derivation, compile_expr, unit_factors
 from .model import Interval
 from .signs import NONNEG, POS, domain_sign, interval, sign
@@ -70,8 +72,11 @@ class Program:
         """The target in units of ``factor`` base units, as one function of the knowns."""
         if factor not in self._fused:
             # common factors pulled out of sums (72 d^2 L + 12 d V -> 12 d (6 d L + V)): fewer
-            # array operations, and with every term positive no cancellation is introduced
-            expr = sympy.factor_terms(self.fused_expr / sympy.Rational(factor))
+            # array operations, and with every term positive no cancellation is introduced;
+            # an expression too large to factor in time is compiled as it is
+            expr = self.fused_expr / sympy.Rational(factor)
+            with bounded(budget.DEFAULT_SYMBOLIC_LIMIT):
+                expr = sympy.factor_terms(expr)
             self._fused[factor] = compile_expr(expr, [self.symbols[k] for k in self.knowns])
         return self._fused[factor]
 
@@ -84,7 +89,10 @@ def program(derivation: Derivation) -> Program | None:
     answer was given), a step with several candidate roots, a numeric or algorithmic step,
     or a text quantity."""
     if derivation not in _programs:
-        _programs[derivation] = _build(derivation)
+        built = None
+        with bounded(budget.DEFAULT_SYMBOLIC_LIMIT):    # too large to prepare in time: the general path
+            built = _build(derivation)
+        _programs[derivation] = built
     return _programs[derivation]
 
 

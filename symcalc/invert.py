@@ -3,7 +3,9 @@
 Quantities are positive (or nonnegative) symbols, so sympy drops roots it can prove
 inadmissible; roots it cannot decide are all kept and chosen between numerically, per value,
 by the quantities' bounds (see derivation.py). Results are memoised per (equations, unknowns),
-because the same inversion serves every query that takes the same route.
+because the same inversion serves every query that takes the same route. Each inversion has a
+time limit (symcalc.budget.DEFAULT_SYMBOLIC_LIMIT); past it, the answer is "no closed form"
+and the step is solved numerically.
 
 A block of k equations in k unknowns is first reduced by substitution along the plan's
 matching (equations that read ``x = f(...)`` go first), which leaves one equation in one
@@ -13,15 +15,34 @@ handing the whole block to ``sympy.solve`` and gives tidier closed forms.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import sympy
+
+from . import budget
+from .budget import bounded
 
 # Functions a numpy lambdify can print; anything else in a root means "use numbers instead".
 _PRINTABLE = (sympy.Add, sympy.Mul, sympy.Pow, sympy.Symbol, sympy.Number, sympy.log, sympy.exp,
               sympy.Min, sympy.Max, sympy.Piecewise, sympy.ceiling, sympy.floor, sympy.LambertW,
               sympy.NumberSymbol, sympy.Abs, sympy.sign)
+
+
+def _guarded(fallback: object) -> Callable[[Callable], Callable]:
+    """Run the symbolic work of a function within DEFAULT_SYMBOLIC_LIMIT seconds; when that runs
+    out (sympy can take minutes, or grow memory without end, on an equation it will not solve
+    anyway), return ``fallback`` instead: "no closed form", and the caller finds numbers.
+    Inside lru_cache, so a question that meets the equation again does not wait again."""
+    def decorate(fn: Callable) -> Callable:
+        @wraps(fn)
+        def run(*args):
+            with bounded(budget.DEFAULT_SYMBOLIC_LIMIT):
+                return fn(*args)
+            return fallback
+        return run
+    return decorate
 
 
 def _admissible(root: sympy.Expr, var: sympy.Symbol) -> bool:
@@ -51,6 +72,7 @@ def _printable(expr: sympy.Expr) -> bool:
 
 
 @lru_cache(maxsize=4096)
+@_guarded(None)
 def solve_for(residual: sympy.Expr, var: sympy.Symbol) -> tuple[sympy.Expr, ...] | None:
     """Roots of ``residual = 0`` for ``var`` that may be admissible, or None if sympy cannot invert.
 
@@ -94,6 +116,7 @@ def _polynomial_roots(residual: sympy.Expr, var: sympy.Symbol) -> list | None:
 
 
 @lru_cache(maxsize=1024)
+@_guarded(None)
 def dependent_equation(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
                        unknowns: tuple[sympy.Symbol, ...]) -> int | None:
     """Index of an equation of a square block that the others already imply, or None.
@@ -155,6 +178,7 @@ class Reduction:
 
 
 @lru_cache(maxsize=1024)
+@_guarded(None)
 def solve_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
                 unknowns: tuple[sympy.Symbol, ...]) -> tuple[dict, ...] | None:
     """Candidate solutions {unknown: expression in the knowns} of a square block, or None.
@@ -193,6 +217,7 @@ def solve_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
 
 
 @lru_cache(maxsize=1024)
+@_guarded(None)
 def reduce_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
                  unknowns: tuple[sympy.Symbol, ...]) -> Reduction | None:
     """Substitution: peel off ``x = f(...)`` equations, then ones with a unique root for some
@@ -237,6 +262,7 @@ def reduce_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
     return Reduction(tuple(eliminated), last, residuals[pending[0]])
 
 
+@_guarded(False)
 def _empty_of(residual: sympy.Expr, unknowns: set) -> bool:
     """True if ``residual`` = 0 says nothing about ``unknowns``: none is left in it, or only as
     a power factor (R (f - mfu P E / (Pw D)) = 0, from two equations that both fix n T; the

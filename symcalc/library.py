@@ -23,7 +23,9 @@ from .dims import DimensionMismatch, dimension_of, show
 from .errors import (BadOptionValueError, LibraryError, UnknownNameError, UnknownOptionError,
                      closest_names, did_you_mean)
 from .exprparse import RESERVED, ParseError, UnitSymbol, parse_condition, parse_equation, unit_symbol
+from .exprsize import TooComplex, check_equation
 from .model import Condition, FormulaSpec, Interval, OptionSpec, QuantitySpec
+from .texcheck import UnsafeTeX, check_latex, check_text
 from .solvability import classify
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in",
@@ -222,7 +226,8 @@ def _build(files: list[Path]) -> Library:
     options: dict[str, OptionSpec] = {}
     meta: dict[str, dict] = {}
     for path, doc in docs:
-        meta[path.stem] = dict(doc.get("meta", {}))
+        meta[path.stem] = _require_table(doc.get("meta", {}), f"{path.name}: [meta]")
+        _check_texts(meta[path.stem], tuple(meta[path.stem]), f"{path.name}: [meta]")
         for name, table in doc.get("quantities", {}).items():
             if name in quantities:
                 raise LibraryError(f"{path.name}: quantity '{name}' is already declared in "
@@ -263,28 +268,60 @@ def _collect(items: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for item in items:
         p = Path(item)
-        if p.is_dir():
-            out.extend(sorted(p.glob("*.toml")))
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise LibraryError(f"formula file or directory not found: {p}")
+        try:
+            if p.is_dir():
+                out.extend(sorted(p.glob("*.toml")))
+            elif p.is_file():
+                out.append(p)
+            elif p.exists():
+                raise LibraryError(f"{p} is not a formula file (not a regular file or a directory)")
+            else:
+                raise LibraryError(f"formula file or directory not found: {p}")
+        except OSError as e:        # a name too long, a loop of links, a directory that cannot be listed
+            raise LibraryError(f"cannot read formula file {p}: {e.strerror or e}") from None
     return out
+
+
+MAX_FILE_BYTES = 8 << 20      # the built-in files are tens of kB
 
 
 def _read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise LibraryError(f"{path.name}: larger than {MAX_FILE_BYTES >> 20} MB; not a formula file")
+        doc = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise LibraryError(f"{path.name}: not valid TOML: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise LibraryError(f"{path.name}: cannot be read: {e}") from None
+    except RecursionError:
+        raise LibraryError(f"{path.name}: nested too deeply to be a formula file") from None
     unknown = set(doc) - FILE_KEYS
     if unknown:
         raise LibraryError(f"{path.name}: unknown top-level table(s) {sorted(unknown)}; "
                            f"a formula file holds {sorted(FILE_KEYS)}")
     return doc
+
+
+def _check_latex(text: str, where: str) -> None:
+    """A quantity's symbol goes into LaTeX as math, unescaped: only the whitelist may pass."""
+    try:
+        check_latex(text)
+    except UnsafeTeX as e:
+        raise LibraryError(f"{where}: 'latex' {e}") from None
+
+
+def _check_texts(table: dict, keys: tuple[str, ...], where: str) -> None:
+    """Text fields are escaped wherever they are written; they must hold no control characters."""
+    for key in keys:
+        value = table.get(key)
+        if isinstance(value, str):
+            try:
+                check_text(value)
+            except UnsafeTeX as e:
+                raise LibraryError(f"{where}: '{key}' {e}") from None
 
 
 def _require_table(obj, what: str) -> dict:
@@ -319,6 +356,8 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
     for key in ("unit", "description", "latex"):
         if not isinstance(table.get(key), str):
             raise LibraryError(f"{where}: '{key}' (text) is required")
+    _check_latex(table["latex"], where)
+    _check_texts(table, ("description", "source", "default_source", "limit_meaning"), where)
     unit = table["unit"].strip()
     if unit == "text":
         if table.get("default") is not None or "domain" in table or table.get("whole"):
@@ -346,8 +385,8 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
     if whole is not None and whole not in ROUNDING:
         raise LibraryError(f"{where}: whole must be one of {ROUNDING}")
     aliases = table.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
-        raise LibraryError(f"{where}: aliases must be a list of names")
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and ALIAS_RE.match(a) for a in aliases):
+        raise LibraryError(f"{where}: aliases must be a list of names (letters, digits and _)")
     default = table.get("default")
     if default is not None:
         default = str(default)
@@ -422,6 +461,9 @@ def _check_value_dimension(text: str, dim, where: str) -> None:
     got = units.registry().get_dimensionality(q.units)
     if got != dim:
         raise LibraryError(f"{where}: '{text}' is {show(got)}, expected {show(dim)}")
+    base = abs(float(q.to_base_units().magnitude))
+    if not (base == 0 or 1e-300 <= base <= 1e300):
+        raise LibraryError(f"{where}: '{text}' is beyond the range of floating point in base units")
 
 
 def _check_aliases(quantities: dict[str, QuantitySpec]) -> None:
@@ -439,6 +481,7 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     where = f"{file}: option '{name}'"
     table = _require_table(table, where)
     _check_keys(table, OPTION_KEYS, where)
+    _check_texts(table, ("description",), where)
     if not NAME_RE.match(name):
         raise LibraryError(f"{where}: names are snake_case")
     values_table = _require_table(table.get("values"), f"{where}: values")
@@ -450,6 +493,10 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     dtypes: dict[str, str] = {}
     for value, spec in values_table.items():
         vwhere = f"{where} value '{value}'"
+        if not OPTION_VALUE_RE.match(value):
+            raise LibraryError(f"{where}: value {value[:40]!r} is not a name (letters, digits, _ . + -; at most 40)")
+        _check_texts({"description": spec} if isinstance(spec, str) else _require_table(spec, vwhere),
+                     ("description", "source"), vwhere)
         if isinstance(spec, str):
             values[value] = spec
             continue
@@ -535,6 +582,7 @@ def _entry(table, file: str, kind: str, allowed: set[str], required: tuple[str, 
     for key in required:
         if not isinstance(table.get(key), str) or not table[key].strip():
             raise LibraryError(f"{where}: '{key}' (text) is required")
+    _check_texts(table, ("title", "source", "notes"), where)
     return table, fid, where
 
 
@@ -590,6 +638,10 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         dlhs, drhs = parse_equation(equation, resolve, evaluate=False)
     except ParseError as e:
         raise LibraryError(f"{where}: {e}") from None
+    try:
+        check_equation(lhs, rhs)
+    except TooComplex as e:
+        raise LibraryError(f"{where}: too large to solve: {e}") from None
 
     def dim_of(sym: sympy.Symbol):
         if isinstance(sym, UnitSymbol):

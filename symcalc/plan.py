@@ -517,10 +517,13 @@ def _divides_by_zero(plan: Plan, by_id: dict, zero: set[str]) -> bool:
 def _degenerate(expr, zeros: frozenset, unknowns: tuple) -> bool:
     """Whether ``expr`` = 0 with the ``zeros`` set to 0 loses every unknown (or divides by 0)."""
     import sympy
+
+    from . import budget
     symbols = {s.name: s for s in expr.free_symbols}
-    reduced = expr.subs({symbols[z]: 0 for z in zeros if z in symbols})
-    if reduced.has(sympy.zoo, sympy.nan, sympy.oo):
-        return True
+    with budget.bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
+        reduced = expr.subs({symbols[z]: 0 for z in zeros if z in symbols})
+    if limit.expired or reduced.has(sympy.zoo, sympy.nan, sympy.oo):
+        return True     # (a route that cannot be checked in time is not offered)
     return not any(symbols[v] in reduced.free_symbols for v in unknowns if v in symbols)
 
 

@@ -95,7 +95,7 @@ def _load(kind: str, key: str, table: dict, file: str) -> Preset:
 
 def find_preset(kind: str, name: str) -> Preset:
     """A built-in preset by key or alias (case-insensitive), or a config.json for models."""
-    if kind == "models" and (name.endswith(".json") or Path(name).is_file()):
+    if kind == "models" and (name.endswith(".json") or _is_file(name)):
         return model_from_hf_config(name)
     table = all_presets()[kind]
     wanted = name.strip().lower().replace("_", "-")
@@ -112,7 +112,17 @@ def find_preset(kind: str, name: str) -> Preset:
                            near)
 
 
+def _is_file(name: str) -> bool:
+    """Whether ``name`` is a file; a name no file can have (300 characters, a NUL) is not one."""
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 # -- Hugging Face config.json -----------------------------------------------------------------
+
+MAX_CONFIG_BYTES = 1 << 20      # real config.json files are a few kB; more is not one
 
 # config key -> (quantity, unit appended to the value)
 _HF_KEYS = [
@@ -139,18 +149,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
     options they imply). Missing optional keys are left out; unreadable files are a clear error."""
     p = Path(path)
     where = f"config.json '{p}'"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise MalformedValueError(f"{where}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise MalformedValueError(f"{where}: not a text file") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MalformedValueError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at line {e.lineno}, column {e.colno}); truncated?") from None
-    if not isinstance(cfg, dict):
-        raise MalformedValueError(f"{where}: expected a JSON object of model settings")
+    cfg = _read_config(p, where)
     if isinstance(cfg.get("text_config"), dict):     # multimodal wrappers keep the LM here
         cfg = {**cfg, **cfg["text_config"]}
     values: dict[str, tuple[str, str]] = {}
@@ -158,7 +157,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
         for key in keys:
             if key in cfg and cfg[key] is not None:
                 value = cfg[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                     raise MalformedValueError(f"{where}: '{key}' must be a positive number, got {value!r}")
                 values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}{_NOTES.get(quantity, '')}")
                 break
@@ -172,6 +171,10 @@ def model_from_hf_config(path: str | Path) -> Preset:
     options: dict[str, str] = {}
     heads = float(values["n_heads"][0])
     kv = float(values.get("n_kv_heads", values["n_heads"])[0])
+    if kv > heads or heads % kv:
+        raise MalformedValueError(f"{where}: num_key_value_heads = {values['n_kv_heads'][0]} must divide "
+                                  f"num_attention_heads = {values['n_heads'][0]} (each KV head serves a group of "
+                                  "query heads)")
     d = float(values["d_model"][0])
     head = float(values["head_dim"][0]) if "head_dim" in values else d / heads
     if abs(head * heads - d) > 0.5:
@@ -192,7 +195,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
         warnings.append(f"{p.name}: multi-head latent attention (kv_lora_rank) is not modelled: attention "
                         "parameters and counts from the shapes are approximate")
     if cfg.get("first_k_dense_replace"):
-        warnings.append(f"{p.name}: the first {cfg['first_k_dense_replace']} layers are dense, which the uniform "
+        warnings.append(f"{p.name}: the first {_label(cfg['first_k_dense_replace'])} layers are dense, which the uniform "
                         "MoE formulas do not model: counts from the shapes are approximate")
     if "tie_word_embeddings" in cfg:
         options["tied_embeddings"] = "true" if cfg["tie_word_embeddings"] else "false"
@@ -200,32 +203,68 @@ def model_from_hf_config(path: str | Path) -> Preset:
         options["tied_embeddings"] = "true"
     if "tie_word_embeddings" not in cfg and family.startswith("gemma"):
         options["tied_embeddings"] = "true"      # Gemma ties its embeddings by default
-    name = str(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
+    name = _label(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
     return Preset(kind="models", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
                   options=options, warnings=tuple(warnings))
+
+
+def _read_config(p: Path, where: str) -> dict:
+    """The JSON object of a config.json; a clear error for anything else (not a regular file,
+    too large, not text, not JSON, nested beyond what a parser should follow)."""
+    try:
+        if not p.is_file():
+            raise MalformedValueError(f"{where}: not a file" if p.exists() else f"{where}: no such file")
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise MalformedValueError(f"{where}: cannot be read ({e.strerror or e})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise MalformedValueError(f"{where}: larger than {MAX_CONFIG_BYTES >> 20} MB; a model's config.json is a "
+                                  "few kB")
+    try:
+        cfg = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise MalformedValueError(f"{where}: not a text file") from None
+    except json.JSONDecodeError as e:
+        raise MalformedValueError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at line {e.lineno}, column {e.colno}); truncated?") from None
+    except RecursionError:
+        raise MalformedValueError(f"{where}: nested too deeply to be a model's settings") from None
+    if not isinstance(cfg, dict):
+        raise MalformedValueError(f"{where}: expected a JSON object of model settings")
+    return cfg
+
+
+def _label(raw: object) -> str:
+    """A model's name from its config, fit to print: printable characters, at most 80."""
+    text = "".join(c if c.isprintable() else " " for c in str(raw)).strip()
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _hf_experts(cfg: dict, values: dict, file: str) -> dict[str, tuple[str, str]]:
     """Expert counts and sizes of an MoE config (Mixtral, DeepSeek, Qwen-MoE key names)."""
     out: dict[str, tuple[str, str]] = {}
 
+    def count(key: str):
+        v = cfg.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0):
+            raise MalformedValueError(f"config.json '{file}': '{key}' must be a non-negative number, got {v!r:.40}")
+        return v
+
     def take(key: str, quantity: str, value=None) -> None:
-        v = cfg.get(key) if value is None else value
+        v = count(key) if value is None else value
         if v is None:
             return
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise MalformedValueError(f"config.json '{file}': '{key}' must be a non-negative number, got {v!r}")
         out[quantity] = (str(v), f"{file}: {key} = {v}")
 
-    routed = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts")
+    routed = count("n_routed_experts") or count("num_local_experts") or count("num_experts")
     if not routed:
         return out
-    shared = cfg.get("n_shared_experts") or 0
+    shared = count("n_shared_experts") or 0
     take("n_routed_experts", "n_routed_experts", routed)
     if shared:
         take("n_shared_experts", "n_shared_experts", shared)
     take("num_local_experts", "n_experts", routed + shared)
-    top_k = cfg.get("num_experts_per_tok") or cfg.get("moe_topk")
+    top_k = count("num_experts_per_tok") or count("moe_topk")
     if top_k:
         take("num_experts_per_tok", "n_experts_activated", top_k + shared)
     take("moe_intermediate_size", "d_ffn_expert")

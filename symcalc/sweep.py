@@ -95,15 +95,24 @@ class Sweep:
             yield (*[float(g[idx]) for g in grids], float(self.values[idx]), bool(self.feasible[idx]))
 
     def to_csv(self, path) -> None:
-        """Long format: one row per grid point; units in the header."""
+        """Long format: one row per grid point; units in the header. Written atomically
+        (symcalc.outfile): an existing file is replaced only by a complete one."""
         import csv
+        import io
+
+        from .outfile import write_file
         head = [_column(a.name, a.unit) for a in self.axes] + [_column(self.target, self.unit), "feasible"]
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
+
+        def rows(fh) -> None:
+            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+            w = csv.writer(text)
             w.writerow(head)
             for *xs, y, ok in self.rows():
                 w.writerow([repr(x) if not x.is_integer() else int(x) for x in xs]
                            + ["" if not math.isfinite(y) else repr(y), int(ok)])
+            text.flush()
+            text.detach()
+        write_file(path, rows, "--csv")
 
     def as_dict(self) -> dict:
         def clean(a):

@@ -197,9 +197,14 @@ def _dimension_message(q: QuantitySpec, text: str, got) -> str:
     return msg
 
 
+# A whole number may differ from the nearest integer by float noise (3.0000000000000004 GPUs),
+# relative to its own size: a slack relative to max(|x|, 1) let 1e-12 GPUs pass as a whole 0.
+WHOLE_RTOL = 1e-9
+
+
 def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
     if isinstance(magnitude, float) and math.isfinite(magnitude) and q.domain.holds(magnitude) and \
-            (q.whole is None or abs(magnitude - round(magnitude)) <= 1e-9 * max(abs(magnitude), 1)):
+            (q.whole is None or abs(magnitude - round(magnitude)) <= WHOLE_RTOL * abs(magnitude)):
         return      # a valid scalar, decided without numpy; anything else is worded below
     arr = np.asarray(magnitude, dtype=float)
     if arr.size:
@@ -218,9 +223,9 @@ def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
         raise DomainError(f"{q.name} must lie in {_domain_text(q)} (got {with_unit(bad / q.factor, q.display_unit)})"
                           f"{hint}")
     if q.whole is not None:
-        frac = np.abs(arr - np.round(arr))
-        if np.any(frac > 1e-9 * np.maximum(np.abs(arr), 1)):
-            bad = float(arr[frac > 1e-9 * np.maximum(np.abs(arr), 1)].flat[0]) if arr.ndim else float(arr)
+        off = np.abs(arr - np.round(arr)) > WHOLE_RTOL * np.abs(arr)
+        if np.any(off):
+            bad = float(arr[off].flat[0]) if arr.ndim else float(arr)
             raise DomainError(f"{q.name} is a whole number (got {fmt(bad, 10)})")
 
 

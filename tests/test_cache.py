@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -226,3 +228,182 @@ def test_the_cli_caches_a_library_with_extra_files(cache_dir, cli, tmp_path):
     hits = cache.stats["hits"]
     second = cli(*args)
     assert second.out == first.out and cache.stats["hits"] == hits + 2
+
+
+# ---- a cache that cannot be forged from outside ----------------------------------------------
+
+
+class _Touch:
+    """Unpickling this creates a file: what a forged entry would do if it were ever unpickled."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def library_entry_name(formulas: Path, cache_dir: Path) -> Path:
+    """Where load_library([formulas]) keeps its library (the name it will read)."""
+    lib = load_library([formulas])
+    [entry] = entries(cache_dir, "library")
+    assert lib.fingerprint in entry.name
+    return entry
+
+
+@pytest.mark.parametrize("forgery", ["sha256 header", "random mac", "other key"])
+def test_a_forged_entry_is_never_unpickled(cache_dir, formulas, tmp_path, forgery):
+    import hashlib
+    import hmac
+    entry = library_entry_name(formulas, cache_dir)
+    marker = tmp_path / "forged-entry-ran"
+    payload = pickle.dumps(("library", entry.name[8:-7], _Touch(marker)))
+    if forgery == "sha256 header":          # integrity is not authorship: anyone can hash a pickle
+        mac = hashlib.sha256(payload).digest()
+    elif forgery == "random mac":
+        mac = os.urandom(32)
+    else:                                   # authenticated, but with a key that is not the cache's
+        mac = hmac.new(os.urandom(32), payload, hashlib.sha256).digest()
+    entry.write_bytes(cache.MAGIC + mac + payload)
+    rejected = cache.stats["rejected"]
+    lib = load_library([formulas])
+    assert not marker.exists()
+    assert cache.stats["rejected"] == rejected + 1 and "young_interval" in lib.formulas
+
+
+def test_the_key_and_the_directory_are_private(cache_dir, formulas):
+    load_library([formulas])
+    key = cache_dir / cache.KEY_FILE
+    assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.lstat(key).st_mode) == 0o600 and len(key.read_bytes()) == 32
+    assert sorted(p.name for p in cache_dir.iterdir()) == sorted([cache.KEY_FILE, *(p.name for p in entries(cache_dir, "library"))])
+
+
+def test_a_directory_only_readable_by_others_is_made_private(cache_dir, formulas):
+    load_library([formulas])
+    os.chmod(cache_dir, 0o755)
+    hits = cache.stats["hits"]
+    load_library([formulas])
+    assert cache.stats["hits"] == hits + 1 and stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
+
+
+def test_a_symlink_at_the_cache_path_is_not_followed(tmp_path, monkeypatch, formulas):
+    elsewhere = tmp_path / "someone-elses"
+    elsewhere.mkdir(mode=0o700)
+    precious = elsewhere / "precious.pickle"
+    precious.write_bytes(b"not the cache's")
+    link = tmp_path / "cache-link"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    monkeypatch.setenv(cache.ENV_DIR, str(link))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    rejected = cache.stats["rejected"]
+    lib = load_library([formulas])
+    assert "young_interval" in lib.formulas
+    assert cache.stats["rejected"] == rejected + 2                  # neither read nor written
+    assert cache.clear() == 0
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["precious.pickle"]
+
+
+def test_a_symlinked_entry_is_not_followed(cache_dir, formulas, tmp_path):
+    entry = library_entry_name(formulas, cache_dir)
+    real = tmp_path / "real-entry"
+    real.write_bytes(entry.read_bytes())         # a valid entry, but reached through a link
+    entry.unlink()
+    entry.symlink_to(real)
+    rejected = cache.stats["rejected"]
+    load_library([formulas])
+    assert cache.stats["rejected"] == rejected + 1
+    assert not entry.is_symlink() and entry.is_file()     # replaced by a real entry of its own
+    assert real.read_bytes()                            # the link's target untouched
+
+
+def test_a_fifo_in_the_cache_does_not_hang_a_run(cache_dir, formulas):
+    import time
+    entry = library_entry_name(formulas, cache_dir)
+    entry.unlink()
+    os.mkfifo(entry)
+    start = time.monotonic()
+    rejected = cache.stats["rejected"]
+    lib = load_library([formulas])
+    assert time.monotonic() - start < 30 and "young_interval" in lib.formulas
+    assert cache.stats["rejected"] == rejected + 1
+
+
+def test_a_planted_key_link_is_not_trusted(cache_dir, formulas, tmp_path):
+    load_library([formulas])
+    key = cache_dir / cache.KEY_FILE
+    theirs = tmp_path / "their-key"
+    theirs.write_bytes(os.urandom(32))
+    os.chmod(theirs, 0o600)
+    key.unlink()
+    key.symlink_to(theirs)
+    rejected = cache.stats["rejected"]
+    load_library([formulas])
+    assert cache.stats["rejected"] == rejected + 2      # no entry read, none written with their key
+
+
+def test_clear_deletes_only_what_the_cache_wrote(cache_dir, formulas, tmp_path):
+    load_library([formulas])
+    outside = tmp_path / "outside.pickle"
+    outside.write_bytes(b"precious")
+    planted = {
+        "notes.pickle": b"a file of the user's",
+        "derivation-" + "0" * 64 + ".pickle": cache.MAGIC + b"\0" * 32 + b"not authenticated",
+    }
+    for name, data in planted.items():
+        (cache_dir / name).write_bytes(data)
+    (cache_dir / ("library-" + "1" * 64 + ".pickle")).symlink_to(outside)
+    assert cache.clear() == 1                           # the one library entry it wrote
+    assert outside.read_bytes() == b"precious"
+    left = sorted(p.name for p in cache_dir.iterdir())
+    assert left == sorted([cache.KEY_FILE, *planted, "library-" + "1" * 64 + ".pickle"])
+
+
+def test_stale_temporary_files_are_cleaned_up(cache_dir, formulas):
+    import time
+    load_library([formulas])
+    stale, fresh = cache_dir / ".library-0123456789abcdef.tmp", cache_dir / ".library-fedcba9876543210.tmp"
+    for path in (stale, fresh):
+        path.write_bytes(b"half an entry of a run that was killed")
+    old = time.time() - 2 * cache.STALE_SECONDS
+    os.utime(stale, (old, old))
+    cache.store("derivation", "a" * 64, {"any": "value"})
+    assert not stale.exists() and fresh.exists()       # a fresh one may be another run's, writing
+
+
+def test_pruning_keeps_the_newest_and_only_its_own(cache_dir, monkeypatch):
+    import time
+    monkeypatch.setitem(cache.MAX_ENTRIES, "derivation", 2)
+    cache.store("derivation", "a" * 64, 1)
+    foreign = cache_dir / ("derivation-" + "f" * 64 + ".pickle")
+    foreign.write_bytes(b"not written by the cache")
+    old = time.time() - 100
+    for name in ("derivation-" + "a" * 64 + ".pickle", foreign.name):
+        os.utime(cache_dir / name, (old, old))
+    cache.store("derivation", "b" * 64, 2)
+    cache.store("derivation", "c" * 64, 3)
+    assert cache.load("derivation", "a" * 64) is None and foreign.exists()
+    assert (cache.load("derivation", "b" * 64), cache.load("derivation", "c" * 64)) == (2, 3)
+
+
+def test_processes_racing_on_a_cold_cache_share_one_key_and_agree(tmp_path, monkeypatch):
+    """Eight runs start together on an empty cache: each creates the key or uses the one that
+    won the race (a link never replaces), and every entry any of them wrote authenticates."""
+    import subprocess
+    import sys
+    env = dict(os.environ, SYMCALC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(cache.ENV_OFF, None)
+    args = [sys.executable, "-m", "symcalc", "solve", "d_model", "n_params=1.291059e10", "n_layers=40",
+            "vocab_size=32000", "--brief"]
+    runs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(8)]
+    outputs = [run.communicate(timeout=240) for run in runs]
+    assert [run.returncode for run in runs] == [0] * 8, outputs
+    assert {out for out, _ in outputs} == {outputs[0][0]} and outputs[0][0].startswith("d_model = ")
+    names = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert cache.KEY_FILE in names and not [n for n in names if n.endswith(".tmp")]
+    rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    assert rerun.stdout == outputs[0][0]
+    entries_written = [n for n in names if n.endswith(".pickle")]
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    assert len(entries_written) >= 2 and cache.clear() == len(entries_written)     # all authenticate

@@ -2,8 +2,11 @@
 message (exit status 2 on the command line) or a correct, finite answer; never a traceback, a
 hang, or NaN printed as an answer.
 
-About 4,800 generated cases in all (the `max_examples` below); the derandomized profile keeps
-CI reproducible. An oracle for the answers that do come back: MFU from its four inputs is
+About 5,000 generated cases in all (the `max_examples` below); the derandomized profile keeps
+CI reproducible. Hostile files (config.json nested a hundred thousand deep or megabytes long,
+formula files with nested powers, products of sums, sixty symbols, constants past floating
+point, TeX that reads or runs) and random questions over the whole library each run under a
+time limit: a hang is a failure. An oracle for the answers that do come back: MFU from its four inputs is
 recomputed by hand for every generated value that parses.
 """
 
@@ -13,6 +16,7 @@ import json
 import math
 import signal
 import string
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -249,3 +253,95 @@ def test_text_that_looks_like_code_is_never_run(tmp_path, monkeypatch, capsys):
     code, out, err = run_cli(capsys, "solve", "n_gpus", "dp=8", "--formulas", str(f))
     assert code == 2 and "evil" in err
     assert not marker.exists()
+
+
+# ---- hostile files: nested and oversized config.json, formula files beyond the solver ----------
+
+def _nest(value, depth: int, kind: str):
+    for _ in range(depth):
+        value = [value] if kind == "list" else {"x": value}
+    return value
+
+
+@settings(FAST, max_examples=60)
+@given(depth=st.one_of(st.integers(0, 50), st.integers(900, 1100), st.integers(50_000, 200_000)),
+       kind=st.sampled_from(["list", "dict"]), where=st.sampled_from(["num_hidden_layers", "num_local_experts",
+                                                                       "num_experts_per_tok", "text_config", "extra"]),
+       padding=st.sampled_from([0, 1000, 1 << 20, 3 << 20]))
+def test_a_config_json_nested_or_oversized(tmp_path_factory, depth, kind, where, padding):
+    """Deep nesting is written as text (json.dumps would itself recurse); a value nested at a
+    key the reader uses must be refused by name, one nested elsewhere ignored or refused."""
+    leaf = "8"
+    nested = ("[" * depth + leaf + "]" * depth) if kind == "list" else ('{"x": ' * depth + leaf + "}" * depth)
+    body = dict(HF_GOOD, num_local_experts=8)
+    text = json.dumps(body)[:-1] + f', "{where}": {nested}, "pad": "{"x" * padding}"}}'
+    path = tmp_path_factory.mktemp("hf") / "config.json"
+    path.write_text(text)
+    try:
+        with time_limit(20):
+            r = symcalc.solve("n_params", model=str(path))
+    except SymcalcError as e:
+        assert e.message and "\n" not in e.message and len(e.message) <= 600
+        return
+    assert math.isfinite(float(r.base_value)) and r.base_value > 0
+
+
+SYMBOLS = [f"s{i}" for i in range(60)]
+LATEX = ["x", r"s_{\mathrm{a}}", r"\input{/etc/passwd}", r"\write18{touch pwned}", "^^5c", r"\catcode`\^^=0",
+         "%", "{", r"\csname input\endcsname", r"\alpha_{\beta}", "$", r"\def\a{b}"]
+
+
+def _hostile_equation(draw_kind: str, n: int, e1: int, e2: int, e3: int, k: int) -> str:
+    if draw_kind == "nested powers":
+        return f"s0 = ((s1^{e1})^{e2})^{e3}"
+    if draw_kind == "product of sums":
+        return "s0 = " + " * ".join(f"(s{1 + i % (n - 1)} + s{1 + (i + 1) % (n - 1)} + {i + 1})" for i in range(k))
+    if draw_kind == "many symbols":
+        return "s0 = " + " + ".join(SYMBOLS[1:n])
+    if draw_kind == "huge constant":
+        return f"s0 = (10^{min(e1, 64)})^{e2} * s1 + {'9' * min(k, 40)}^{e3} * s2"
+    return f"s0 = (s1 + s2)^{e1} + s3 * s1^{e2}"        # high but admissible degrees
+
+
+@settings(FAST, max_examples=120)
+@given(kind=st.sampled_from(["nested powers", "product of sums", "many symbols", "huge constant", "power of a sum"]),
+       n=st.integers(3, 60), e1=st.integers(1, 64), e2=st.integers(1, 64), e3=st.integers(1, 64),
+       k=st.integers(1, 80), latex=st.sampled_from(LATEX), solve_for=st.integers(0, 3))
+def test_a_hostile_formula_file_is_refused_at_load_or_answers_in_time(capsys, tmp_path_factory, kind, n, e1, e2, e3,
+                                                                       k, latex, solve_for):
+    quantities = "".join(f'[quantities.{s}]\nunit = ""\nlatex = {json.dumps(latex if s == "s1" else "x")}\n'
+                         f'description = "{s}"\n\n' for s in SYMBOLS)
+    equation = _hostile_equation(kind, n, e1, e2, e3, k)
+    path = tmp_path_factory.mktemp("f") / "hostile.toml"
+    path.write_text(quantities + f'[[formulas]]\nid = "hostile"\ntitle = "t"\nequation = "{equation}"\nsource = "s"\n')
+    others = [f"s{i}=2" for i in range(1, 60) if i != solve_for]
+    start = time.monotonic()
+    code, out, err = run_cli(capsys, "solve", f"s{solve_for}", *others, "s0=1e6" if solve_for else "s1=2",
+                             "--formulas", str(path), "--time-limit", "5")
+    assert time.monotonic() - start < 15, equation
+    assert_clean_cli(code, out, err)
+    if code == 2 and latex != "x" and "'latex'" in err:
+        assert "quantity 's1': 'latex'" in err                     # the field is named
+
+
+# ---- random questions over the whole built-in library, each within its limit ----------------
+
+@settings(FAST, max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_random_questions_over_the_library_end_within_their_limit(capsys, seed):
+    """The generator of benchmarks/random_questions.py (which asks a thousand): a random target
+    with knowns settled by a chain of formulas or drawn at random, options, presets."""
+    import random
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from random_questions import question
+
+    from symcalc.presets import all_presets
+    args = question(LIB, all_presets(), random.Random(seed))
+    start = time.monotonic()
+    code, out, err = run_cli(capsys, *args, "--json", "--time-limit", "5")
+    assert time.monotonic() - start < 8, args
+    assert_clean_cli(code, out, err, as_json=True)
+    if code == 2:
+        assert json.loads(out)["error"]["kind"] != "internal", (args, out)

@@ -1,34 +1,47 @@
-"""Markdown derivation: headings, a table of the given values, and the steps with $$ math."""
+"""Markdown derivation: headings, a table of the given values, and the steps with $$ math.
+
+Text from formula files, presets and the question (titles, sources, values as written,
+messages) is escaped with :func:`md_escape`; the math is built from whitelisted symbols
+(``symcalc.texcheck``) and sympy's printer.
+"""
 
 from __future__ import annotations
 
-from .common import (has_arrays, latex_symbols, latex_values, step_value_latex, unknown_views, value_latex)
+from .common import (has_arrays, latex_symbols, latex_values, md_escape, step_value_latex, unknown_views,
+                     value_latex)
 from .expressions import latex
 from .latex import result_equation
 from .text import headline
+
+
+def _code(text: str) -> str:
+    """``text`` as inline code: a name, an option; backticks inside would end the span."""
+    return f"`{str(text).replace('`', chr(39))}`"
 
 
 def render_markdown(result) -> str:
     lib = result.library
     names = latex_symbols(lib)
     numbers = None if has_arrays(result) else latex_values(result)
-    out = [f"# {result.target}", "", f"**{headline(result)}**", "", f"$$ {result_equation(result)} $$", ""]
+    out = [f"# {md_escape(result.target)}", "", f"**{md_escape(headline(result))}**", "",
+           f"$$ {result_equation(result)} $$", ""]
     out += ["## Given", "", "| quantity | value |", "|---|---|"]
-    out += [f"| `{name}` | {g.text} |" for name, g in result.given.items()]
+    out += [f"| {_code(name)} | {md_escape(g.text)} |" for name, g in result.given.items()]
     out.append("")
     if result.options:
-        out += ["## Options", "", ", ".join(f"`{k}={v}`" for k, v in result.options.items()), ""]
+        out += ["## Options", "", ", ".join(_code(f"{k}={v}") for k, v in result.options.items()), ""]
     if result.defaults_used:
         out += ["## Defaults used", "", "| quantity | default | source |", "|---|---|---|"]
-        out += [f"| `{name}` | {d['value']} | {d['source'].replace('|', '/')} |"
+        out += [f"| {_code(name)} | {md_escape(d['value'])} | {md_escape(d['source'])} |"
                 for name, d in result.defaults_used.items()]
         out.append("")
     out += ["## Derivation", ""]
     for step in result.steps:
-        ids = ", ".join(f"`{f.id}`" for f in step.formulas)
+        ids = ", ".join(_code(f.id) for f in step.formulas)
         title = step.formulas[0].title if len(step.formulas) == 1 else \
             f"{len(step.formulas)} equations solved together for {', '.join(step.solves_for)}"
-        out += [f"### {step.number}. {title}", "", f"Formula {ids}; source: {step.formulas[0].source}", ""]
+        out += [f"### {step.number}. {md_escape(title)}", "",
+                f"Formula {ids}; source: {md_escape(step.formulas[0].source)}", ""]
         for f in step.formulas:
             out += [f"$$ {latex(f.display_lhs, names, as_written=True)} = "
                     f"{latex(f.display_rhs, names, as_written=True)} $$", ""]
@@ -47,5 +60,5 @@ def render_markdown(result) -> str:
             parts.extend(step_value_latex(result, name))
             out += [f"$$ {' = '.join(parts)} $$", ""]
     if result.violations:
-        out += ["## Out of bounds", ""] + [f"- {v}" for v in result.violations] + [""]
+        out += ["## Out of bounds", ""] + [f"- {md_escape(v)}" for v in result.violations] + [""]
     return "\n".join(out)

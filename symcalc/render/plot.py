@@ -8,11 +8,10 @@ border drawn. Labels are the quantities' symbols and units.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from ..errors import QueryError
+from ..outfile import check_target, write_file
 
 FORMATS = (".png", ".svg", ".pdf")
 INFEASIBLE = "#d62728"
@@ -20,8 +19,9 @@ CAPACITY = "#444444"
 
 
 def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120) -> None:
-    """Draw ``sweep`` (one or two axes) into ``path``; the format follows the extension."""
-    path = Path(path)
+    """Draw ``sweep`` (one or two axes) into ``path``; the format follows the extension. The
+    file is written atomically (symcalc.outfile): a failed plot leaves an existing file as it was."""
+    path = check_target(path, "--plot")
     if path.suffix.lower() not in FORMATS:
         raise QueryError(f"cannot plot to {path.name}: the file must end in {', '.join(FORMATS)}")
     if len(sweep.axes) not in (1, 2):
@@ -38,10 +38,7 @@ def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120) -> None
         else:
             _heatmap(fig, ax, sweep)
         ax.set_title(title or _title(sweep), fontsize=11)
-        try:
-            fig.savefig(path, dpi=dpi)
-        except OSError as e:
-            raise QueryError(f"cannot write {path}: {e.strerror}") from None
+        write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
     finally:
         plt.close(fig)
 

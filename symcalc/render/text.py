@@ -72,7 +72,17 @@ def closed_form_line(result, names) -> str:
     line = f"Closed form: {result.target} = {text(result.closed_form, names)}"
     if result.numeric_symbols:
         line += f"  (where {', '.join(result.numeric_symbols)} is found numerically)"
+    partial = intermediates(result)
+    if partial:
+        line += f"  (in terms of {', '.join(partial)}: composing them in took longer than the symbolic limit)"
     return line
+
+
+def intermediates(result) -> list[str]:
+    """Quantities a step derived that the closed form still holds: it was composed only so far
+    (symcalc.derivation.Derivation.closed_form stops at the symbolic time limit)."""
+    symbols = {result.library.quantities[n].symbol: n for s in result.steps if s.solution for n in s.solution}
+    return sorted(symbols[x] for x in result.closed_form.free_symbols if x in symbols and symbols[x] != result.target)
 
 
 def was_rounded(result) -> bool:

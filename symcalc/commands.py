@@ -1,0 +1,355 @@
+"""The ``symcalc`` commands (click): a thin layer over the Python API.
+
+Every command is one question under a time limit (``--time-limit``, SYMCALC_TIME_LIMIT,
+default :data:`symcalc.budget.DEFAULT_QUESTION_LIMIT`), and every file it writes is written
+atomically (:mod:`symcalc.outfile`), its name checked before any work. Errors are raised, not
+printed: :func:`symcalc.cli.main` turns them into one line and an exit status.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import click
+
+from .budget import DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
+from .errors import SymcalcError
+
+
+class CliError(SymcalcError):
+    kind = "usage"
+
+
+def _pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
+    """Read NAME=VALUE arguments; later ones may not repeat earlier names."""
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise CliError(f"expected {what} as NAME=VALUE, got '{item}'")
+        name, value = item.split("=", 1)
+        name, value = name.strip(), value.strip()
+        if not name:
+            raise CliError(f"'{item}': the name before '=' is missing")
+        if not value:
+            raise CliError(f"{name}= has no value (write e.g. {name}=64)")
+        if name in out:
+            raise CliError(f"{name} is given twice")
+        out[name] = value
+    return out
+
+
+def _library(formula_files: tuple[str, ...]):
+    from .library import default_library, load_library
+    if not formula_files:
+        return default_library()
+    return load_library(extra=formula_files)
+
+
+def _targets(**files: str | None) -> None:
+    """Refuse output file names that cannot be written (empty, no such directory) before any
+    work; ``files`` maps each option (``latex``) to its value (None: not given, '-': stdout)."""
+    from .outfile import check_target
+    for option, path in files.items():
+        if path is not None and path != "-":
+            check_target(path, f"--{option}")
+
+
+def _write(path: str, content: str, what: str) -> None:
+    if path == "-":
+        click.echo(content)
+        return
+    from .outfile import write_file
+    write_file(path, content, what)
+
+
+def _given(ctx, param, value):
+    """An option given as '' (a shell variable that was not set) is a mistake, never "not
+    given": --model "" would answer without the model, --formulas "" would load the current
+    directory."""
+    if any(v is not None and not v.strip() for v in (value if isinstance(value, tuple) else (value,))):
+        raise click.BadParameter("needs a value (got an empty one)")
+    return value
+
+
+def _time_limit(raw: str | None) -> float:
+    """--time-limit, else SYMCALC_TIME_LIMIT, else the default; a malformed one is refused."""
+    if raw is not None:
+        return parse_seconds(raw, "--time-limit")
+    env = os.environ.get(ENV_LIMIT, "").strip()
+    return parse_seconds(env, ENV_LIMIT) if env else DEFAULT_QUESTION_LIMIT
+
+
+def limited(command):
+    """Give a command ``--time-limit`` and run it as one question under that limit."""
+    @click.option("--time-limit", "time_limit", metavar="SECONDS",
+                  help=f"Give up after SECONDS (default {DEFAULT_QUESTION_LIMIT:g}, or {ENV_LIMIT}; inf for none).")
+    @functools.wraps(command)
+    def run(*args, time_limit: str | None = None, **kwargs):
+        with question(_time_limit(time_limit)):
+            return command(*args, **kwargs)
+    return run
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="symcalc", prog_name="symcalc")
+def cli() -> None:
+    """Solve the arithmetic of training large models for any quantity, with units and a
+    derivation you can cite.
+
+    \b
+    Examples:
+      symcalc solve mfu n_params=7e9 "tokens_per_second=150000 token/s" n_gpus=64 "peak_flops=1979 TFLOP/s"
+      symcalc solve n_gpus n_params=30e9 "n_tokens=600e9 token" train_time=30day mfu=0.45 "peak_flops=989 TFLOP/s"
+      symcalc solve model_state_memory n_params=7e9 dp=64 --option zero_stage=3
+      symcalc solve train_time --model llama3-8b --hardware h100 n_gpus=64 mfu=40%
+      symcalc sweep train_time --model llama3-8b --hardware h100 mfu=40% --vary n_gpus=64:1024:5:log
+      symcalc compare model_state_memory n_params=7e9 dp=64 --option zero_stage=2 --vs zero_stage=3
+      symcalc list memory
+      symcalc list hardware
+      symcalc show young_interval
+      symcalc formulas --latex library.tex
+    """
+
+
+@cli.command()
+@limited
+@click.argument("target")
+@click.argument("values", nargs=-1)
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.", callback=_given)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--latex", "latex_file", metavar="FILE", help="Write the derivation as a LaTeX document ('-' for stdout).")
+@click.option("--markdown", "markdown_file", metavar="FILE", help="Write the derivation as Markdown ('-' for stdout).")
+@click.option("--brief", is_flag=True, help="Print only the answer line.")
+@click.option("--round", "rounding", type=click.Choice(["up", "down", "nearest"]),
+              help="How to round a whole-number answer (default: the way that keeps the given limits, "
+              "else the quantity's own way).")
+@click.option("--allow-conflicts", is_flag=True,
+              help="Answer even when given values contradict each other (each conflict becomes a warning).")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`), "
+              "or read a Hugging Face config.json.", callback=_given)
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
+              help="Load extra formula files on top of the built-in library.", callback=_given)
+def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
+          hardware, model, formula_files):
+    """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
+    from .api import solve as api_solve
+    to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file is not None),
+                                              ("--markdown", markdown_file, markdown_file is not None))
+                 if on and (dest is None or dest == "-")]
+    if len(to_stdout) > 1:
+        raise CliError(f"{' and '.join(to_stdout)} would both write to standard output; "
+                       "give --latex/--markdown a file name")
+    _targets(latex=latex_file, markdown=markdown_file)
+    lib = _library(formula_files)
+    result = api_solve(target, _pairs(values, "a value"), options=_pairs(options, "an option"),
+                       to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
+                       conflicts="warn" if allow_conflicts else True)
+    if latex_file is not None:
+        _write(latex_file, result.latex(standalone=True), "--latex")
+    if markdown_file is not None:
+        _write(markdown_file, result.markdown(), "--markdown")
+    if as_json:
+        click.echo(result.json())
+        return
+    if latex_file == "-" or markdown_file == "-":
+        return
+    from .render.text import headline
+    click.echo(headline(result) if brief else result.text())
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+@cli.command()
+@limited
+@click.argument("target")
+@click.argument("values", nargs=-1)
+@click.option("--vary", "varies", multiple=True, metavar="NAME=START:STOP[:COUNT][:log]",
+              help="A quantity to vary (also NAME=V1,V2,...); several make a grid.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or day.", callback=_given)
+@click.option("--csv", "csv_file", metavar="FILE", help="Write every point as CSV (one row per point).")
+@click.option("--plot", "plot_file", metavar="FILE", help="Draw the sweep to FILE (.png, .svg or .pdf).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every point.")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).", callback=_given)
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json, hardware, model, formula_files):
+    """Solve TARGET over a range or grid of values: what-if questions in one go.
+
+    \b
+    symcalc sweep total_memory_per_gpu --model llama2-7b --hardware h100 dp=8 \\
+        --vary micro_batch_size=1:64 --plot memory.png
+    symcalc sweep train_time n_params=70e9 "n_tokens=2e12 token" "peak_flops=989 TFLOP/s" \\
+        --vary n_gpus=64:4096:13:log --vary mfu=30%:60%:7 --plot days.png
+    """
+    from .sweep import sweep as api_sweep
+    if not varies:
+        raise CliError("give at least one --vary NAME=START:STOP[:COUNT][:log]")
+    _targets(csv=csv_file, plot=plot_file)
+    lib = _library(formula_files)
+    result = api_sweep(target, _pairs(values, "a value"), vary=_pairs(varies, "--vary"),
+                       options=_pairs(options, "an option"), to=to_unit, library=lib,
+                       hardware=hardware, model=model)
+    if csv_file is not None:
+        result.to_csv(csv_file)
+    if plot_file is not None:
+        result.plot(plot_file)
+    if as_json:
+        click.echo(result.json())
+        return
+    from .render.sweep_text import sweep_text
+    click.echo(sweep_text(result))
+    for f in (csv_file, plot_file):
+        if f:
+            click.echo(f"wrote {f}")
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+@cli.command()
+@limited
+@click.argument("values", nargs=-1)
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
+@click.option("--rtol", default=0.02, show_default=True, metavar="FRACTION",
+              help="Relative tolerance: values within it agree (0.02 is 2 %).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--brief", is_flag=True, help="Only the verdicts, without the derivations of what disagrees.")
+@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
+@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).", callback=_given)
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+def check(values, options, rtol, as_json, brief, hardware, model, formula_files):
+    """Check claimed numbers against each other: every relation among the NAME=VALUE pairs.
+
+    Exit status 0 when all agree within --rtol, 1 when something disagrees, 2 for bad input.
+
+    \b
+    symcalc check n_params=70e9 n_gpus=128 "link_bandwidth=50 GB/s" "allreduce_time=2.8 s"
+    """
+    from .check import check as api_check
+    lib = _library(formula_files)
+    result = api_check(_pairs(values, "a value"), options=_pairs(options, "an option"), rtol=rtol,
+                       library=lib, hardware=hardware, model=model)
+    click.echo(result.json() if as_json else result.text(derivations=not brief))
+    if not result.ok:
+        raise click.exceptions.Exit(1)
+
+
+@cli.command("list")
+@limited
+@click.argument("words", nargs=-1, metavar="[WHAT] [TEXT]...")
+@click.option("--search", "-s", "term", metavar="TEXT", help="Only entries whose name, aliases or description contain TEXT.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+def list_cmd(words, term, as_json, formula_files):
+    """List quantities, formulas, options, hardware or models. WHAT is one of those kinds;
+    the other words are a search (every word must appear in a name, alias or description):
+    `symcalc list formulas checkpoint`, `symcalc list bubble`."""
+    from .catalog import catalog, preset_catalog
+    what = words[0] if words else None
+    term = " ".join(x for x in (*words[1:], term or "") if x) or None
+    kinds = {"quantities", "formulas", "options"}
+    if what in ("hardware", "models", "model", "gpus"):
+        entries = {"hardware" if what in ("hardware", "gpus") else "models":
+                   preset_catalog("hardware" if what in ("hardware", "gpus") else "models", term)}
+        if as_json:
+            click.echo(json.dumps(entries, indent=2))
+            return
+        if not any(entries.values()):
+            raise CliError(f"nothing matches '{term}'")
+        from .render.tables import print_presets
+        print_presets(entries)
+        return
+    if what and what not in kinds | {"all"}:
+        term, what = (f"{what} {term}" if term else what), None
+    lib = _library(formula_files)
+    entries = catalog(lib, None if what in (None, "all") else what, term)
+    if as_json:
+        click.echo(json.dumps(entries, indent=2))
+        return
+    if not any(entries.values()):
+        raise CliError(f"nothing matches '{term}'" if term else "the library is empty")
+    from .render.tables import print_catalog
+    print_catalog(entries)
+
+
+@cli.command()
+@limited
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+def show(name, as_json, formula_files):
+    """Show a quantity, formula or option: meaning, unit, source, LaTeX."""
+    from .catalog import describe
+    lib = _library(formula_files)
+    info = describe(lib, name)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    from .render.tables import print_description
+    print_description(info)
+
+
+@cli.command()
+@limited
+@click.argument("target")
+@click.argument("values", nargs=-1)
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="An assumption of both sides, e.g. zero_stage=2 (see `symcalc list options`).")
+@click.option("--vs", "vs_items", multiple=True, metavar="NAME=VALUE",
+              help="What side B changes (repeatable): an option (zero_stage=3), a value (\"mfu=45%\"), "
+              "or hardware=NAME / model=NAME.")
+@click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.", callback=_given)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
+@click.option("--hardware", metavar="NAME", help="A GPU preset for both sides (see `symcalc list hardware`).", callback=_given)
+@click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).", callback=_given)
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
+              help="Load extra formula files on top of the built-in library.", callback=_given)
+def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, formula_files):
+    """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
+    --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
+    from .compare import compare as api_compare
+    from .compare import split_vs
+    if not vs_items:
+        raise CliError("say what side B changes with at least one --vs NAME=VALUE "
+                       "(e.g. --vs zero_stage=3, --vs \"mfu=45%\", --vs hardware=h100)")
+    lib = _library(formula_files)
+    vs = split_vs(lib, _pairs(vs_items, "--vs"))
+    result = api_compare(target, _pairs(values, "a value"), options=_pairs(options, "an option"), vs=vs.given,
+                         vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
+                         vs_model=vs.model, to=to_unit, library=lib)
+    if as_json:
+        click.echo(result.json())
+        return
+    click.echo(result.text())
+    for side, w in result.warnings:
+        click.echo(f"warning ({side}): {w}", err=True)
+
+
+@cli.command()
+@limited
+@click.option("--latex", "latex_file", metavar="FILE", required=True,
+              help="Write the whole library (formulas, quantities, options, presets) as a LaTeX document.")
+@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+def formulas(latex_file, formula_files):
+    """Write the formula library as one LaTeX reference document that compiles with pdflatex."""
+    from .presets import all_presets
+    from .render.reference import render_reference
+    _targets(latex=latex_file)
+    lib = _library(formula_files)
+    _write(latex_file, render_reference(lib, all_presets()), "--latex")
+    if latex_file != "-":
+        click.echo(f"wrote {latex_file}: {len(lib.formulas)} formulas, {len(lib.quantities)} quantities")
+
+
+@cli.command()
+@limited
+@click.option("--json", "as_json", is_flag=True, help="Print the answers as JSON.")
+def example(as_json):
+    """Run the built-in worked examples (from the source documents) and show one derivation."""
+    from .examples import run_examples
+    run_examples(as_json=as_json)

@@ -1,0 +1,134 @@
+"""Input that used to be accepted wrongly or to end in "internal error ... please report it":
+each is now one clear line naming the field or value (or, where it is meaningful, an answer)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import symcalc
+from symcalc.errors import DomainError, MalformedValueError
+
+TRAIN = dict(n_params=7e9, n_tokens="1e12 token", mfu="40%", peak_flops="989 TFLOP/s")
+
+
+@pytest.mark.parametrize("gpus", [1e-12, 1e-300, 0.4, 0.5, 2.5, 1e-9, 64.001])
+def test_a_count_that_is_not_whole_is_refused_at_every_magnitude(gpus):
+    with pytest.raises(DomainError, match=r"n_gpus is a whole number \(got "):
+        symcalc.solve("train_time", n_gpus=gpus, **TRAIN)
+
+
+def test_a_count_off_by_float_noise_is_whole():
+    # 0.1 * 3 * 10 = 3.0000000000000004: noise of the last bit, not a third of a GPU
+    days = symcalc.solve("train_time", n_gpus=0.1 * 3 * 10, **TRAIN).value
+    assert days == pytest.approx(6 * 7e9 * 1e12 / (0.4 * 989e12 * 3) / 86400, rel=1e-12)
+
+
+def test_an_array_with_one_count_below_one_is_refused():
+    with pytest.raises(DomainError, match=r"n_gpus is a whole number \(got 1e-12\)"):
+        symcalc.solve("train_time", n_gpus=np.array([64.0, 1e-12]), **TRAIN)
+
+
+# ---- config.json ---------------------------------------------------------------------------------
+
+LLAMA = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+         "intermediate_size": 14336, "vocab_size": 128256}
+
+
+def config(tmp_path, text: str):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"num_hidden_layers": 32, "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "nested too deeply to be a model's settings"),
+    (json.dumps({**LLAMA, "padding": "x" * (2 << 20)}), "larger than 1 MB; a model's config.json is a few kB"),
+    (json.dumps({**LLAMA, "num_local_experts": "8"}), "'num_local_experts' must be a non-negative number, got '8'"),
+    (json.dumps({**LLAMA, "num_local_experts": 8, "n_shared_experts": "2"}),
+     "'n_shared_experts' must be a non-negative number, got '2'"),
+    (json.dumps({**LLAMA, "num_local_experts": 8, "num_experts_per_tok": [2]}),
+     "'num_experts_per_tok' must be a non-negative number, got [2]"),
+    (json.dumps({**LLAMA, "num_key_value_heads": 64}),
+     "num_key_value_heads = 64 must divide num_attention_heads = 32"),
+    (json.dumps({**LLAMA, "num_key_value_heads": 5}), "num_key_value_heads = 5 must divide num_attention_heads = 32"),
+    (json.dumps({**LLAMA, "num_attention_heads": 1e400}).replace("Infinity", "1e400"),
+     "'num_attention_heads' must be a positive number, got inf"),
+])
+def test_a_hostile_config_json_is_one_clear_line(cli, tmp_path, text, message):
+    r = cli("solve", "n_params", "--model", config(tmp_path, text))
+    assert r.code == 2 and r.err.count("\n") == 1 and message in r.err, r.err
+    assert "internal error" not in r.err
+
+
+def test_a_name_no_file_can_have_is_an_unknown_model(cli):
+    r = cli("solve", "n_params", "--model", "a" * 300)
+    assert r.code == 2 and r.err.startswith("error: unknown model 'aaaa") and r.err.count("\n") == 1
+
+
+def test_a_model_name_from_a_config_is_fit_to_print(tmp_path):
+    path = config(tmp_path, json.dumps({**LLAMA, "_name_or_path": "\x1b[31mevil\nname" + "x" * 200}))
+    r = symcalc.solve("n_params", model=path)
+    assert r.presets["models"] == "[31mevil name" + "x" * 64 + "..."
+
+
+def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)           # reading it would wait for ever
+    with pytest.raises(MalformedValueError, match="config.json '.*config.json': not a file"):
+        symcalc.solve("n_params", model=str(fifo))
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+
+def test_an_overflow_in_evaluation_is_a_clear_refusal(cli):
+    # 2^(2^64) as a Python float raised OverflowError from inside a compiled formula
+    r = cli("solve", "mantissa_bits", "exponent_bits=64", "max_normal=64")
+    assert r.code == 2 and r.err.count("\n") == 1 and "internal error" not in r.err
+    assert r.err.startswith("error: no value of mantissa_bits in [0, inf) satisfies max_normal = ")
+
+
+def test_a_value_beyond_floating_point_in_evaluation_names_the_step(cli):
+    r = cli("solve", "max_normal", "exponent_bits=1e6", "mantissa_bits=3")
+    assert r.err == ("error: exponent_bias cannot be computed (float_exponent_bias): the values are beyond the range "
+                     "of floating point (about 1e-308 to 1e308); check their units and exponents\n")
+
+
+def test_the_same_formulas_still_answer_in_range(cli):
+    # IEEE double: 11 exponent bits, 52 fraction bits -> 1.798e308
+    assert cli("solve", "max_normal", "exponent_bits=11", "mantissa_bits=52", "--brief").out == "max_normal = 1.798e308\n"
+
+
+# ---- formula files -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("x = " + "[" * 100_000 + "]" * 100_000 + "\n", "deep.toml: nested too deeply to be a formula file"),
+    ("[meta]\nx = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n", "deep.toml: nested too deeply to be a formula file"),
+    ("# " + "x" * (9 << 20) + "\n", "deep.toml: larger than 8 MB; not a formula file"),
+])
+def test_a_formula_file_nested_or_oversized_is_one_clear_line(cli, tmp_path, text, message):
+    (tmp_path / "deep.toml").write_text(text)
+    r = cli("solve", "n_gpus", "dp=8", "--formulas", str(tmp_path / "deep.toml"))
+    assert (r.code, r.err) == (2, f"error: {message}\n")
+
+
+def test_a_formula_path_that_is_not_a_file(cli):
+    assert cli("solve", "n_gpus", "dp=8", "--formulas", "/dev/zero").err == (
+        "error: /dev/zero is not a formula file (not a regular file or a directory)\n")
+    r = cli("solve", "n_gpus", "dp=8", "--formulas", "a" * 300)
+    assert r.code == 2 and r.err.startswith("error: cannot read formula file aaa") and r.err.endswith(
+        ": File name too long\n")
+
+
+@pytest.mark.parametrize("option", ["--model", "--hardware", "--to", "--formulas"])
+def test_an_option_given_empty_is_refused_not_ignored(cli, tmp_path, monkeypatch, option):
+    # --formulas "" used to load every *.toml of the current directory; --model "" answered without it
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stray.toml").write_text("not = [a formula file")
+    r = cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
+            "peak_flops=1979 TFLOP/s", option, "")
+    assert (r.code, r.err) == (2, f"error: Invalid value for '{option}': needs a value (got an empty one)\n")
