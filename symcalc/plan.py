@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .budget import DEFAULT_DIAGNOSIS_LIMIT, BudgetExceeded, time_limit
+from .budget import DEFAULT_DIAGNOSIS_LIMIT, bounded
 from .errors import UnderdeterminedError
 from .model import FormulaSpec
 
@@ -400,14 +400,12 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
     """
     hints = hints or DiagnosisHints()
     found: list[tuple] = []
-    complete = True
-    try:
-        with time_limit(hints.seconds):
-            _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found)
-    except BudgetExceeded:
-        complete = False
+    # the search's own budget ends it quietly with what it found; a question's limit that runs
+    # out meanwhile still ends the question
+    with bounded(hints.seconds) as limit:
+        _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found)
     found.sort(key=lambda t: t[:5])
-    return Diagnosis([f[5] for f in found[:MAX_SETS]], complete)
+    return Diagnosis([f[5] for f in found[:MAX_SETS]], not limit.expired)
 
 
 def _search(formulas, target, given, defaults, zero, preferred, hints, found) -> None:
