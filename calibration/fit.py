@@ -15,13 +15,8 @@ shared/calibration/published_runs.toml, with its sources):
    its source's FLOP convention. The fitted values are printed as TOML to keep in
    formulas/step_time.toml (the script never edits the library).
 
-What the runs do not print is assumed, the same way for every run and said here:
-micro_batch_size = 1 (the Megatron-Core table's usual value, and Megatron-LM's choice for its
-pipelined runs); the non-interleaved 1F1B schedule (the README does not say which runs used
-the interleaved one); Megatron's defaults otherwise (no overlap of the gradient reduction in
-2021; mixed fp16 with 2-byte gradients). The Megatron-Core run states its flags: overlapped
-gradient reduction, the distributed optimizer (zero_stage = 1 with fp32 main gradients),
-FlashAttention (Transformer Engine), no recomputation.
+What the tables do not print (micro-batch size, interleaving, whether the gradient reduction
+overlaps the backward) comes from the sources' launch scripts: calibration/run_configs.toml.
 
 ``--check`` prints the error table with the coefficients the library holds now, without
 fitting (what tests/test_step_time.py asserts).
@@ -43,9 +38,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DATA = Path(__file__).resolve().parent / "published_runs.toml"
+CONFIGS = Path(__file__).resolve().parent / "run_configs.toml"
 FITTED = ("elementwise_traffic_factor", "layer_pass_overhead")
 UNITS = {"elementwise_traffic_factor": "", "layer_pass_overhead": "s"}
-MICRO_BATCH_SIZE = 1
 
 
 def load() -> dict:
@@ -100,28 +95,52 @@ def megatron_core_flops(r: dict) -> float:
     return 12 * B * s * L * h * h * ((2 + s / h) + 4 + V / (2 * L * h))
 
 
-def groups(data: dict) -> list[dict]:
-    """The runs as symcalc questions: per group of runs sharing hardware and options, the
-    given values as arrays, the FLOPs of each run in its source's convention and what it
-    achieved (TFLOP/s per GPU)."""
-    shape = ("d_model", "n_layers", "n_heads", "vocab_size", "tp", "pp", "dp", "n_gpus", "global_batch_size")
+SOURCES = {"megatron_2021": (narayanan_flops, "achieved_tflops_per_gpu"),
+           "megatron_core_2024": (megatron_core_flops, "tflops_per_gpu")}
+SHAPE = ("d_model", "n_layers", "n_heads", "vocab_size", "tp", "pp", "dp", "n_gpus", "global_batch_size")
 
-    def group(rows, hardware, options, flops, achieved):
-        given = {k: np.array([r[k] for r in rows], dtype=float) for k in shape}
-        given["seq_len"] = (np.array([r["seq_len"] for r in rows], dtype=float), "token")
-        given["micro_batch_size"] = np.full(len(rows), float(MICRO_BATCH_SIZE))
-        return dict(ids=[r["id"] for r in rows], hardware=hardware, options=options, given=given,
-                    flops=np.array([flops(r) for r in rows]), n_gpus=given["n_gpus"],
-                    published=np.array([r[achieved] for r in rows], dtype=float))
 
-    return [
-        group(data["megatron_2021"], "a100-80gb", {"recompute": "full", "attention_kernel": "eager"},
-              narayanan_flops, "achieved_tflops_per_gpu"),
-        group(data["megatron_core_2024"], "h100",
-              {"recompute": "none", "attention_kernel": "flash", "overlap_grad_reduce": "true", "zero_stage": "1",
-               "precision": "bf16_main_grads"},
-              megatron_core_flops, "tflops_per_gpu"),
-    ]
+def load_configs() -> dict:
+    return tomllib.loads(CONFIGS.read_text(encoding="utf-8"))
+
+
+def questions(data: dict, configs: dict) -> list[dict]:
+    """Each run as a symcalc question: given values, options and hardware, from the published
+    table and run_configs.toml (what the sources' launch scripts set)."""
+    out = []
+    for table, (flops, achieved) in SOURCES.items():
+        config = configs[table]
+        for row in data[table]:
+            run = dict(config["runs"][row["id"]])
+            options = dict(config["options"])
+            for key in ("overlap_grad_reduce",):
+                if key in run:
+                    options[key] = run.pop(key)
+            if "virtual_stages" in run:
+                options["pipeline_schedule"] = "interleaved"
+            given = {k: row[k] for k in SHAPE}
+            given["seq_len"] = f"{row['seq_len']} token"
+            given.update(run)
+            out.append(dict(id=row["id"], hardware=config["hardware"], options=options, given=given,
+                            flops=flops(row), published=float(row[achieved])))
+    return out
+
+
+def groups(data: dict, configs: dict) -> list[dict]:
+    """The questions grouped by hardware, options and given names, each group's values as
+    arrays: one solve per group."""
+    by_key: dict = {}
+    for q in questions(data, configs):
+        key = (q["hardware"], tuple(sorted(q["options"].items())), tuple(sorted(q["given"])))
+        by_key.setdefault(key, []).append(q)
+    out = []
+    for (hardware, options, names), qs in by_key.items():
+        given = {n: np.array([float(q["given"][n]) for q in qs]) for n in names if n != "seq_len"}
+        given["seq_len"] = (np.array([float(q["given"]["seq_len"].split()[0]) for q in qs]), "token")
+        out.append(dict(ids=[q["id"] for q in qs], hardware=hardware, options=dict(options), given=given,
+                        flops=np.array([q["flops"] for q in qs]), n_gpus=given["n_gpus"],
+                        published=np.array([q["published"] for q in qs])))
+    return out
 
 
 class Model:
@@ -129,7 +148,7 @@ class Model:
     solve per group, then its compiled derivation for new coefficient values."""
 
     def __init__(self, data: dict):
-        self.groups = groups(data)
+        self.groups = groups(data, load_configs())
         lib = symcalc.default_library()
         self.current = {name: float(symcalc.units.parse_quantity(lib.quantities[name].default, name)
                                     .to_base_units().magnitude) for name in FITTED}
