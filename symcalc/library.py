@@ -47,7 +47,7 @@ GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
-                "consequence"}
+                "consequence", "breakdown"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
@@ -683,9 +683,22 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     unknown = [q for q in from_given if q not in names or quantities[q].symbol == lhs]
     if unknown:
         raise LibraryError(f"{where}: from_given names {unknown}, which are not inputs of the rule")
+    breakdown = table.get("breakdown", False)
+    if not isinstance(breakdown, bool):
+        raise LibraryError(f"{where}: 'breakdown' must be true or false")
+    parts = _terms(drhs) if breakdown else []
+    if breakdown and not (lhs in symbols and len(parts) > 1 and all(t in symbols for t in parts)):
+        raise LibraryError(f"{where}: a breakdown reads 'quantity = part + part + ...', each part a quantity")
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,
                        from_given=tuple(from_given), forward_only=forward, consequence=consequence,
-                       notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
+                       breakdown=tuple(symbols[t].name for t in parts), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
                        display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
                        solvability=solvability)
+
+
+def _terms(expr: sympy.Expr) -> list:
+    """The terms of a sum as written, left to right (an unevaluated a + b + c nests as (a + b) + c)."""
+    if not isinstance(expr, sympy.Add):
+        return [expr]
+    return [t for a in expr.args for t in _terms(a)]

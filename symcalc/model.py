@@ -175,6 +175,7 @@ class FormulaSpec:
     from_given: tuple[str, ...] = ()   # inputs a default rule may only take from given values
     forward_only: bool = False         # a law never solved for its right-hand side
     consequence: bool = False          # follows from other laws: a single step, only when they fall short
+    breakdown: tuple[str, ...] = ()    # lhs = the sum of these named parts, shown with their shares when derived
     # derived at load
     lhs: sympy.Expr | None = None
     rhs: sympy.Expr | None = None

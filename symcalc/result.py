@@ -163,6 +163,34 @@ class Result:
         return sweep(self.derivation, magnitudes, self.rounding, self.factor, integral)
 
     @property
+    def breakdown(self) -> dict | None:
+        """The parts of a total the derivation adds up from named quantities (a formula marked
+        ``breakdown``: step_time = compute + exposed TP + ... + optimizer), or None.
+
+        ``{"of": total's name, "unit": its display unit, "total": its value, "parts": [{"name",
+        "value", "share"}, ...]}``, in the order the formula writes them; values in the total's
+        unit, shares as fractions of it (arrays for a sweep)."""
+        for step in reversed(self.steps):
+            f = step.formulas[0]
+            if len(step.formulas) != 1 or not f.breakdown:
+                continue
+            total = self.library.symbols[f.lhs]
+            if list(step.solves_for) != [total]:
+                continue    # solved backwards for one of its parts: not a breakdown of the total
+            unit = self.unit if total == self.target else self.library.quantities[total].display_unit
+            factor = self.factor if total == self.target else self.library.quantities[total].factor
+            whole = self.values[total]
+            parts = []
+            for name in f.breakdown:
+                v = self.values[name]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    share = np.asarray(v, dtype=float) / np.asarray(whole, dtype=float)
+                parts.append({"name": name, "value": _scale(v, factor),
+                              "share": float(share) if share.ndim == 0 else share})
+            return {"of": total, "unit": unit, "total": _scale(whole, factor), "parts": parts}
+        return None
+
+    @property
     def numeric_symbols(self) -> list[str]:
         """Quantities in the closed form that have no closed form themselves (found numerically)."""
         names = {self.library.quantities[n].symbol: n for s in self.steps if not s.solution for n in s.solves_for}

@@ -65,6 +65,7 @@ def result_dict(result) -> dict:
         "defaults_used": {name: {k: d[k] for k in ("value", "source") if k in d}
                           for name, d in result.defaults_used.items()},
         "steps": steps,
+        "breakdown": _breakdown(result),
         "expression": text(result.closed_form, tnames) if result.has_closed_form else None,
         "latex": f"{q.latex} = {latex(result.closed_form, lnames)}" if result.has_closed_form else None,
         "found_numerically": result.numeric_symbols or ([result.target] if result.steps and not result.has_closed_form else []),
@@ -73,3 +74,13 @@ def result_dict(result) -> dict:
         "conflicts": [dict(c) for c in result.conflicts],
         "out_of_bounds": list(result.violations),
     }
+
+
+def _breakdown(result) -> dict | None:
+    """The parts of a derived total with their shares (Result.breakdown), in plain types."""
+    b = result.breakdown
+    if b is None:
+        return None
+    return {"of": b["of"], "unit": b["unit"], "total": _plain(b["total"]),
+            "parts": [{"name": p["name"], "value": _plain(p["value"]), "share": _plain(p["share"])}
+                      for p in b["parts"]]}

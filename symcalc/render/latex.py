@@ -67,6 +67,7 @@ def render_latex(result, standalone: bool = False) -> str:
     if was_rounded(result):
         out.append(f"Rounded {tex_escape(q.whole)} from "
                    f"${step_value_latex(result, result.target)[0]}$ ({tex_escape(result.target)} is a whole number).")
+    out.extend(_breakdown(result))
     out.append("\\paragraph{Given.}")
     out.append("\\begin{itemize}")
     for name, _gv in result.given.items():
@@ -147,3 +148,15 @@ def _step(step, lib, names, numbers, result) -> list[str]:
         if step.numeric:
             out.append("(The closed form is singular at these values; the value was found numerically.)")
     return out
+
+
+def _breakdown(result) -> list[str]:
+    """The parts of a derived total, one row each with its share (nothing for a sweep)."""
+    b = result.breakdown
+    if b is None or has_arrays(result):
+        return []
+    lib = result.library
+    rows = [f"  ${lib.quantities[p['name']].latex}$ & \\texttt{{{tex_escape(p['name'])}}} & "
+            f"${value_latex(result, p['name'])}$ & {p['share'] * 100:.1f}\\,\\% \\\\" for p in b["parts"]]
+    return ["\\paragraph{Breakdown.} " + f"${lib.quantities[b['of']].latex}$ is the sum of:",
+            "\\begin{center}\\begin{tabular}{llrr}", *rows, "\\end{tabular}\\end{center}"]

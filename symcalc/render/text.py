@@ -17,6 +17,7 @@ def render_text(result) -> str:
     lines = [headline(result)]
     lines += [f"  {line}" for line in first_lines(result)]
     lines.append("")
+    lines += breakdown_lines(result)
     lines.append(f"Derivation ({len(result.steps)} step{'s' if len(result.steps) != 1 else ''}):")
     for step in result.steps:
         f0 = step.formulas[0]
@@ -62,6 +63,23 @@ def render_text(result) -> str:
     for w in result.violations:
         lines.append(f"OUT OF BOUNDS: {w}")
     return "\n".join(lines)
+
+
+def breakdown_lines(result) -> list[str]:
+    """The parts of a total the derivation adds up (step_time's compute, communication, bubble...)
+    with their shares; nothing for a sweep or a derivation without such a sum."""
+    b = result.breakdown
+    if b is None or np.ndim(b["total"]):
+        return []
+    width = max(len(p["name"]) for p in b["parts"])
+    lines = [f"Breakdown of {b['of']} = {with_unit(b['total'], b['unit'])}:"]
+    for p in b["parts"]:
+        if p["value"] == 0:
+            continue    # a part this layout does not have (no context or expert parallelism)
+        desc = result.library.quantities[p["name"]].description
+        lines.append(f"  {p['name']:<{width}}  {with_unit(p['value'], b['unit']):>12}  {p['share'] * 100:5.1f} %  "
+                     f"{desc[:72] + ('...' if len(desc) > 72 else '')}")
+    return lines + [""]
 
 
 def closed_form_line(result, names) -> str:
