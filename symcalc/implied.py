@@ -29,6 +29,7 @@ class Implication:
     option: str
     value: str
     condition: str                  # the declared condition, e.g. "n_kv_heads < n_heads"
+    compatible: tuple[str, ...]     # other values that hold under it too
     values: tuple[str, ...]         # "n_kv_heads = 8", "n_heads = 128"
     from_preset: bool               # every value in the condition came from a preset
 
@@ -47,7 +48,7 @@ def implied_options(library, knowns: Mapping[str, GivenValue]) -> list[Implicati
             if cond.holds(scalars):
                 names = sorted(cond.names)
                 shown = tuple(f"{n} = {fmt(scalars[n] / library.quantities[n].factor)}" for n in names)
-                out.append(Implication(opt.name, value, cond.text, shown,
+                out.append(Implication(opt.name, value, cond.text, cond.compatible, shown,
                                        from_preset=all(knowns[n].origin for n in names)))
                 break
     return out
@@ -66,8 +67,9 @@ def resolve_options(library, explicit: Mapping[str, object], preset_options: Map
     before = library.option_values({**chosen, **dict(explicit)})
     used = []
     for imp in implied_options(library, knowns):
+        holds = (imp.value, *imp.compatible)
         if imp.option in explicit_keys:
-            if given[imp.option] != imp.value and not imp.from_preset:
+            if given[imp.option] not in holds and not imp.from_preset:
                 raise BadOptionValueError(
                     f"{imp.option}={given[imp.option]} was given, but {imp.condition} "
                     f"({', '.join(imp.values)}) means {imp.option}={imp.value}: drop the option or change "
@@ -75,6 +77,8 @@ def resolve_options(library, explicit: Mapping[str, object], preset_options: Map
             continue
         if imp.from_preset and imp.option in preset_options:
             continue                                  # the preset says it itself
+        if imp.option in chosen and chosen[imp.option] in imp.compatible:
+            continue                                  # the preset's value holds under it too
         if before[imp.option] != imp.value:
             used.append(imp)
         chosen[imp.option] = imp.value

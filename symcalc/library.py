@@ -532,11 +532,16 @@ def _implications(entries, values: dict[str, str], where: str, quantities: dict[
         raise LibraryError(f"{where}: implied_by is a list of {{ value = ..., when = ... }} tables")
     out = []
     for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != {"value", "when"}:
-            raise LibraryError(f"{where}: each implied_by entry is {{ value = \"...\", when = \"a < b\" }}")
+        if not isinstance(entry, dict) or not {"value", "when"} <= set(entry) <= {"value", "when", "compatible"}:
+            raise LibraryError(f"{where}: each implied_by entry is {{ value = \"...\", when = \"a < b\" }} "
+                               "(and optionally compatible = [values that also hold])")
         value = _option_text(entry["value"])
-        if value not in values:
-            raise LibraryError(f"{where}: implied_by names value '{value}', not one of {list(values)}")
+        compatible = entry.get("compatible", [])
+        if not isinstance(compatible, list):
+            raise LibraryError(f"{where}: implied_by '{value}': compatible is a list of option values")
+        for v in [value, *map(_option_text, compatible)]:
+            if v not in values:
+                raise LibraryError(f"{where}: implied_by names value '{v}', not one of {list(values)}")
 
         def resolve(name: str) -> sympy.Expr:
             if name in quantities and quantities[name].kind != "text":
@@ -553,7 +558,8 @@ def _implications(entries, values: dict[str, str], where: str, quantities: dict[
         if left != right and not (lhs.is_number or rhs.is_number):
             raise LibraryError(f"{where}: implied_by '{value}': the two sides of '{entry['when']}' differ in "
                                f"dimension ({show(left)} vs {show(right)})")
-        out.append((value, Condition(text=entry["when"].strip(), lhs=lhs, op=op, rhs=rhs)))
+        out.append((value, Condition(text=entry["when"].strip(), lhs=lhs, op=op, rhs=rhs,
+                                     compatible=tuple(map(_option_text, compatible)))))
     return tuple(out)
 
 

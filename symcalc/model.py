@@ -143,6 +143,7 @@ class Condition:
     lhs: sympy.Expr
     op: str
     rhs: sympy.Expr
+    compatible: tuple[str, ...] = ()    # option values that also hold when it does (implied_by)
 
     @property
     def names(self) -> set[str]:
