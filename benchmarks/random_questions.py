@@ -191,6 +191,10 @@ def main() -> int:
     print(f"median {timings[len(timings) // 2][0]:.3f} s; slowest:")
     for elapsed, shown, outcome in timings[:opts.slowest]:
         print(f"  {elapsed:6.2f} s  {outcome:<16} {shown}")
+    print("slowest of each outcome:")
+    for kind in outcomes:
+        elapsed, shown, _ = next(t for t in timings if t[2] == kind)
+        print(f"  {elapsed:6.2f} s  {kind:<16} {shown}")
     for outcome, shown, message in bad:
         print(f"BAD {outcome}: {shown}\n    {message}")
     return 1 if bad else 0

@@ -92,6 +92,17 @@ def limited(command):
     return run
 
 
+# what several commands share, declared once
+_TARGET = click.argument("target")
+_VALUES = click.argument("values", nargs=-1)
+_HARDWARE = click.option("--hardware", metavar="NAME", callback=_given,
+                         help="Fill in a GPU's known values (see `symcalc list hardware`).")
+_MODEL = click.option("--model", metavar="NAME|config.json", callback=_given,
+                      help="Fill in a model's shapes (see `symcalc list models`), or read a Hugging Face config.json.")
+_FORMULAS = click.option("--formulas", "formula_files", multiple=True, metavar="FILE", callback=_given,
+                         help="Load extra formula files on top of the built-in library.")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="symcalc", prog_name="symcalc")
 def cli() -> None:
@@ -115,8 +126,8 @@ def cli() -> None:
 
 @cli.command()
 @limited
-@click.argument("target")
-@click.argument("values", nargs=-1)
+@_TARGET
+@_VALUES
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
               help="An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.", callback=_given)
@@ -129,11 +140,9 @@ def cli() -> None:
               "else the quantity's own way).")
 @click.option("--allow-conflicts", is_flag=True,
               help="Answer even when given values contradict each other (each conflict becomes a warning).")
-@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
-@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`), "
-              "or read a Hugging Face config.json.", callback=_given)
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
-              help="Load extra formula files on top of the built-in library.", callback=_given)
+@_HARDWARE
+@_MODEL
+@_FORMULAS
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
           hardware, model, formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
@@ -166,8 +175,8 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 
 @cli.command()
 @limited
-@click.argument("target")
-@click.argument("values", nargs=-1)
+@_TARGET
+@_VALUES
 @click.option("--vary", "varies", multiple=True, metavar="NAME=START:STOP[:COUNT][:log]",
               help="A quantity to vary (also NAME=V1,V2,...); several make a grid.")
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
@@ -175,9 +184,9 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 @click.option("--csv", "csv_file", metavar="FILE", help="Write every point as CSV (one row per point).")
 @click.option("--plot", "plot_file", metavar="FILE", help="Draw the sweep to FILE (.png, .svg or .pdf).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every point.")
-@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
-@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).", callback=_given)
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+@_HARDWARE
+@_MODEL
+@_FORMULAS
 def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json, hardware, model, formula_files):
     """Solve TARGET over a range or grid of values: what-if questions in one go.
 
@@ -213,15 +222,15 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
 
 @cli.command()
 @limited
-@click.argument("values", nargs=-1)
+@_VALUES
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
 @click.option("--rtol", default=0.02, show_default=True, metavar="FRACTION",
               help="Relative tolerance: values within it agree (0.02 is 2 %).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--brief", is_flag=True, help="Only the verdicts, without the derivations of what disagrees.")
-@click.option("--hardware", metavar="NAME", help="Fill in a GPU's known values (see `symcalc list hardware`).", callback=_given)
-@click.option("--model", metavar="NAME|config.json", help="Fill in a model's shapes (see `symcalc list models`).", callback=_given)
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+@_HARDWARE
+@_MODEL
+@_FORMULAS
 def check(values, options, rtol, as_json, brief, hardware, model, formula_files):
     """Check claimed numbers against each other: every relation among the NAME=VALUE pairs.
 
@@ -244,7 +253,7 @@ def check(values, options, rtol, as_json, brief, hardware, model, formula_files)
 @click.argument("words", nargs=-1, metavar="[WHAT] [TEXT]...")
 @click.option("--search", "-s", "term", metavar="TEXT", help="Only entries whose name, aliases or description contain TEXT.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+@_FORMULAS
 def list_cmd(words, term, as_json, formula_files):
     """List quantities, formulas, options, hardware or models. WHAT is one of those kinds;
     the other words are a search (every word must appear in a name, alias or description):
@@ -281,7 +290,7 @@ def list_cmd(words, term, as_json, formula_files):
 @limited
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+@_FORMULAS
 def show(name, as_json, formula_files):
     """Show a quantity, formula or option: meaning, unit, source, LaTeX."""
     from .catalog import describe
@@ -296,8 +305,8 @@ def show(name, as_json, formula_files):
 
 @cli.command()
 @limited
-@click.argument("target")
-@click.argument("values", nargs=-1)
+@_TARGET
+@_VALUES
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
               help="An assumption of both sides, e.g. zero_stage=2 (see `symcalc list options`).")
 @click.option("--vs", "vs_items", multiple=True, metavar="NAME=VALUE",
@@ -307,8 +316,7 @@ def show(name, as_json, formula_files):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
 @click.option("--hardware", metavar="NAME", help="A GPU preset for both sides (see `symcalc list hardware`).", callback=_given)
 @click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).", callback=_given)
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE",
-              help="Load extra formula files on top of the built-in library.", callback=_given)
+@_FORMULAS
 def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, formula_files):
     """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
     --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
@@ -334,7 +342,7 @@ def compare(target, values, options, vs_items, to_unit, as_json, hardware, model
 @limited
 @click.option("--latex", "latex_file", metavar="FILE", required=True,
               help="Write the whole library (formulas, quantities, options, presets) as a LaTeX document.")
-@click.option("--formulas", "formula_files", multiple=True, metavar="FILE", help="Load extra formula files.", callback=_given)
+@_FORMULAS
 def formulas(latex_file, formula_files):
     """Write the formula library as one LaTeX reference document that compiles with pdflatex."""
     from .presets import all_presets
