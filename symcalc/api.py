@@ -18,7 +18,7 @@ import numpy as np
 
 from . import cache, units
 from .derivation import Derivation, SingularBlock
-from .errors import (ConflictError, DimensionError, LibraryError, NoSolutionError, NotDeterminedError,
+from .errors import (ConflictError, DimensionError, DomainError, LibraryError, NoSolutionError, NotDeterminedError,
                      OutOfBoundsError, QueryError, SymcalcError, UnderdeterminedError)
 from .implied import resolve_options
 from .limits import limit_rounding, round_with
@@ -246,6 +246,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     if opts != first:      # the dense peak follows the precision
         from_presets = _preset_values(lib, presets, opts, tq.name, knowns)
     knowns.update(from_presets)
+    _check_orders(lib, knowns)
     notes = [f"option {imp.reason()}" for imp in implied]
     if tq.name in knowns:
         result = _conversion(lib, tq, knowns, opts, to)
@@ -337,6 +338,22 @@ def _assumed(derivation: Derivation, defaults_used: Mapping, knowns: Mapping[str
 # other whole number): bound here, so that a test that patches the public entry out (to prove
 # that Result.function never falls back to it) does not catch these
 _solve_again = solve
+
+
+def _check_orders(lib: Library, knowns: Mapping[str, GivenValue]) -> None:
+    """Known values that cannot stand together: one above a quantity it can never exceed
+    (``not_above`` in the data: more KV heads than heads, a TP degree above the GPUs)."""
+    for name, gv in knowns.items():
+        q = lib.quantities[name]
+        for other in q.not_above:
+            if other in knowns and not isinstance(gv.magnitude, str):
+                a, b = np.asarray(gv.magnitude, dtype=float), np.asarray(knowns[other].magnitude, dtype=float)
+                if np.any(a > b * (1 + 1e-12)):
+                    shown = [with_unit(float(np.max(x)) / lib.quantities[n].factor, lib.quantities[n].display_unit)
+                             for x, n in ((a, name), (b, other))]
+                    where = " (from a preset)" if gv.origin or knowns[other].origin else ""
+                    raise DomainError(f"{name} = {shown[0]} is more than {other} = {shown[1]}{where}: "
+                                      f"{name} can never exceed {other}")
 
 
 def _evaluate(derivation: Derivation, knowns: dict[str, GivenValue], defaults_used: dict):

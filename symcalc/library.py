@@ -42,7 +42,7 @@ OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in",
-                 "given_is", "limit_priority", "input", "main_input", "plausible"}
+                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above"}
 GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
@@ -421,7 +421,16 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], plausible=plausible,
+        not_above=_names(table.get("not_above", []), where, "not_above"),
         dim=dim, factor=factor, symbol=symbol)
+
+
+def _names(spec, where: str, key: str) -> tuple[str, ...]:
+    """A list of quantity names (checked against the library once every quantity is read)."""
+    spec = [spec] if isinstance(spec, str) else spec
+    if not isinstance(spec, list) or not all(isinstance(x, str) and NAME_RE.match(x) for x in spec):
+        raise LibraryError(f"{where}: {key} is a quantity name or a list of them")
+    return tuple(spec)
 
 
 def _plausible_range(spec, dim, where: str) -> tuple[float, float] | None:
@@ -440,8 +449,13 @@ def _plausible_range(spec, dim, where: str) -> tuple[float, float] | None:
 
 
 def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
-    """``fits_in`` names a declared quantity of the same dimension (memory fits in memory)."""
+    """``fits_in`` names a declared quantity of the same dimension (memory fits in memory), and
+    so does every name in ``not_above``."""
     for q in quantities.values():
+        for other in q.not_above:
+            if other not in quantities or quantities[other].dim != q.dim:
+                raise LibraryError(f"{q.file}: quantity '{q.name}': not_above names {other!r}, which is not a "
+                                   "declared quantity of the same dimension")
         if q.fits_in is None:
             continue
         cap = quantities.get(q.fits_in) if isinstance(q.fits_in, str) else None

@@ -112,6 +112,8 @@ class QuantitySpec:
     # (low, high) in base units: values outside are possible but far from any real hardware or
     # model, and are warned about with the likely slip (Gb vs GB, a prefix off by 1000)
     plausible: tuple[float, float] | None = None
+    # quantities this one can never exceed when both are given (n_kv_heads <= n_heads, tp <= n_gpus)
+    not_above: tuple[str, ...] = ()
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units
