@@ -32,6 +32,7 @@ from .exprparse import UnitSymbol
 from .invert import dependent_equation, reduce_block, solve_block, solve_for
 from .model import FormulaSpec, Interval
 from .plan import Plan, Step
+from .tearing import TEAR_FROM, Tearing, tear_block
 
 
 def floor_tol(x):
@@ -52,6 +53,21 @@ def ceil_tol(x):
 # a step (its inversions, each with a limit of its own, substitutions and compiling) may take this
 # many times the symbolic limit
 STEP_LIMITS = 3
+
+# A composed expression of more nodes than this is not substituted into further: nobody reads a
+# closed form that long, and sympy's substitution through nested Max/Min slows with size (the
+# step-time model's 60 steps composed took 11 s, and ran into the time limit on a busy machine,
+# which made the derivation too uncertain to keep on disk). A size, not a time: the same on
+# every machine.
+CLOSED_FORM_NODES = 400
+
+
+def _small(expr: sympy.Expr, limit: int = CLOSED_FORM_NODES) -> bool:
+    """At most ``limit`` nodes (stops counting there: O(limit))."""
+    for i, _ in enumerate(sympy.preorder_traversal(expr)):
+        if i >= limit:
+            return False
+    return True
 
 
 class SingularBlock(Exception):
@@ -131,9 +147,11 @@ class SolvedStep:
     unknown_symbols: tuple[sympy.Symbol, ...] = ()
     residuals: tuple[sympy.Expr, ...] = ()        # lhs - rhs of each equation, for numeric roots
     reduced: object = None                        # the block reduced to one equation (invert.Reduction)
+    tearing: Tearing | None = None                # a large block as one guessed unknown and a chain
     functions: list[dict] = field(default_factory=list, compare=False, repr=False)
     _residual_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
     _reduction_fn: tuple | None = field(default=None, init=False, compare=False, repr=False)
+    _tearing_fn: tuple | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def unknowns(self) -> tuple[str, ...]:
@@ -169,11 +187,21 @@ class SolvedStep:
             self._reduction_fn = _compile_reduction(self.reduced, list(self.arg_symbols))
         return self._reduction_fn
 
+    @property
+    def torn(self) -> tuple | None:
+        """The compiled tearing: (tear name, residual(tear, inputs...), chain(tear, inputs...) ->
+        {unknown: value}), compiled on first use."""
+        if self._tearing_fn is None and self.tearing is not None:
+            where = dict(zip(self.unknowns, self.domains))
+            self._tearing_fn = _compile_tearing(self.tearing, list(self.arg_symbols),
+                                                [where[name] for name, _, _ in self.tearing.chain])
+        return self._tearing_fn
+
     def __getstate__(self) -> dict:
         # compiled functions are not picklable and are rebuilt by compile(); formulas are
         # restored from the library by Derivation.bind
         state = dict(self.__dict__)
-        state.update(functions=[], _residual_fn=None, _reduction_fn=None,
+        state.update(functions=[], _residual_fn=None, _reduction_fn=None, _tearing_fn=None,
                      formulas=tuple(f.id for f in self.formulas))
         return state
 
@@ -212,7 +240,9 @@ class Derivation:
             if solved.candidates and solved.method != "algorithm" and self._in_knowns is not None:
                 with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
                     for name, expr in solved.candidates[0].items():
-                        self._in_knowns[self._sym(name)] = expr.subs(self._in_knowns)
+                        composed = expr.subs(self._in_knowns)
+                        if _small(composed):    # else it stays an intermediate for what follows
+                            self._in_knowns[self._sym(name)] = composed
                 if limit.expired:
                     self._in_knowns = None
         self._closed: dict[tuple, sympy.Expr] = {}
@@ -243,6 +273,13 @@ class Derivation:
             return e if out.has(sympy.zoo, sympy.nan, sympy.oo) else out
 
         candidates: tuple[dict, ...] = ()
+        tearing = None
+        if len(formulas) >= TEAR_FROM:
+            # a forward model run backwards: one unknown guessed, the rest a chain from it
+            # (before any block-wide symbolic work, which grows without bound on such blocks)
+            people_give = [u for u in step.solves_for if self.library.quantities[u].input]
+            tearing = tear_block(formulas, step.solves_for, self._sym, clean,
+                                 prefer=[self.target, *people_give])
         if len(formulas) == 1 and formulas[0].algorithm:
             # a registered procedure: its "solution" is the call itself, evaluated in Python
             solved = SolvedStep(step=step, formulas=formulas, method="algorithm",
@@ -263,6 +300,8 @@ class Derivation:
                     candidates, method = tuple({name: r} for r in roots), "rearranged"
                 else:
                     method = "numeric"
+        elif len(formulas) >= TEAR_FROM and tearing is not None:
+            method = "numeric"
         else:
             xs = tuple(self._sym(u) for u in step.solves_for)
             equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
@@ -284,7 +323,7 @@ class Derivation:
         reduced = None
         if method != "explicit":
             residuals = tuple(clean(f.lhs - f.rhs) for f in formulas)
-            if len(residuals) > 1 and symbolic:
+            if len(residuals) > 1 and symbolic and tearing is None:
                 reduced = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas),
                                        tuple(self._sym(u) for u in step.solves_for))
                 if reduced is not None and reduced.last is None:
@@ -292,7 +331,7 @@ class Derivation:
         solved = SolvedStep(step=step, formulas=formulas, method=method, candidates=candidates,
                             domains=domains, arg_symbols=tuple(self._sym(q) for q in step.inputs),
                             unknown_symbols=tuple(self._sym(u) for u in step.solves_for),
-                            residuals=residuals, reduced=reduced)
+                            residuals=residuals, reduced=reduced, tearing=tearing)
         solved.compile()
         return solved
 
@@ -325,8 +364,9 @@ class Derivation:
         """The target as one expression in the knowns (numeric steps stay as their symbol).
 
         Composed from the last step back; should that take longer than the symbolic limit (each
-        substitution can multiply the expression's size), it stops there: the expression is
-        still the target, in terms of the intermediate quantities not yet substituted."""
+        substitution can multiply the expression's size), or the expression grow beyond
+        CLOSED_FORM_NODES, it stops there: the expression is still the target, in terms of the
+        intermediate quantities not yet substituted."""
         key = tuple(sorted((choices or {}).items()))
         if key not in self._closed:
             expr = self._sym(self.target)
@@ -337,7 +377,10 @@ class Derivation:
                         continue
                     k = (choices or {}).get(i, 0)
                     cand = s.candidates[k if 0 <= k < len(s.candidates) else 0]
-                    expr = expr.subs({self._sym(u): cand[u] for u in s.unknowns})
+                    composed = expr.subs({self._sym(u): cand[u] for u in s.unknowns})
+                    if not _small(composed):
+                        break           # long enough to read: the rest stay intermediates
+                    expr = composed
             if limit.expired:
                 self.degraded = True
             self._closed[key] = expr
@@ -445,6 +488,8 @@ class Derivation:
         if len(names) == 1:
             root, flat = numeric.solve_scalar(s.residual_function, sub, s.domains[0], with_status=True)
             roots = [root]
+        elif s.tearing is not None:
+            roots, flat = self._numeric_torn(s, sub)
         elif s.reduction is not None:
             roots, flat = self._numeric_reduced(s, sub)
         else:
@@ -466,6 +511,15 @@ class Derivation:
         return out
 
 
+    def _numeric_torn(self, s: SolvedStep, args: list) -> tuple[list, object]:
+        """A torn block: the tear's root of the leftover equation, then the chain from it.
+        Returns (the unknowns' values, where the leftover equation is flat in the tear)."""
+        tear, residual, chain = s.torn
+        root, flat = numeric.solve_scalar(residual, args, self.library.quantities[tear].domain, with_status=True)
+        with np.errstate(all="ignore"):
+            found = chain(root, *args)
+        return [found[u] for u in s.unknowns], flat
+
     def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, object]:
         """A block's reduced equation solved numerically, then its substitutions evaluated.
         Returns (the unknowns' values, where the reduced equation is flat)."""
@@ -475,6 +529,34 @@ class Derivation:
         for name, fn, later in reversed(chain):
             found[name] = _real(fn(*[found[x] for x in later], *args))
         return [found[u] for u in s.unknowns], flat
+
+
+def _compile_tearing(tearing: Tearing, args: list, domains: list[Interval]) -> tuple:
+    """Compile a Tearing: each chain expression as a function of the tear, the unknowns before
+    it and the step's inputs; the residual the same way, through the whole chain. ``domains``
+    are the chain unknowns' (in chain order): a tear value that takes one of them outside its
+    domain (a negative time) is no root, so the residual is NaN there."""
+    names = [tearing.tear] + [name for name, _, _ in tearing.chain]
+    symbols = list(tearing.symbols)
+    steps = [compile_expr(expr, symbols[:i + 1] + args) for i, (_, _, expr) in enumerate(tearing.chain)]
+    residual = compile_expr(tearing.residual, symbols + args)
+
+    def chain(t, *inputs) -> list:
+        found = [t]
+        for fn in steps:
+            found.append(_real(fn(*found, *inputs)))
+        return found
+
+    def residual_of(t, *inputs):
+        found = chain(t, *inputs)
+        out = np.asarray(residual(*found, *inputs), dtype=float)
+        for v, d in zip(found[1:], domains):
+            inside = d.contains(np.asarray(v, dtype=float))
+            if not np.all(inside):
+                out = np.where(inside, out, np.nan)
+        return out
+
+    return tearing.tear, residual_of, lambda t, *inputs: dict(zip(names, chain(t, *inputs)))
 
 
 def _compile_reduction(red, args: list) -> tuple:
