@@ -150,7 +150,7 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
         if tq.fits_in else frozenset()
     return DiagnosisHints(known=people_know(library), verify=verify, seconds=diagnosis_limit(),
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
-                          avoid=avoid)
+                          avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual))
 
 
 def people_know(library: Library) -> frozenset:
@@ -168,8 +168,11 @@ def people_know(library: Library) -> frozenset:
 
 
 def _limits(library: Library) -> dict[str, str]:
-    """Slack quantities and what their value at the limit asks ("0 GB for the largest ...")."""
-    return {q.name: f"{q.limit} {q.limit_meaning}".strip() for q in library.quantities.values() if q.limit}
+    """What to say beside a quantity a question could give: for a slack, what its value at the
+    limit asks ("0 GB for the largest ..."); for a quantity with a usual value, that value."""
+    said = {q.name: f"usually {q.usual}" for q in library.quantities.values() if q.usual}
+    said.update({q.name: f"{q.limit} {q.limit_meaning}".strip() for q in library.quantities.values() if q.limit})
+    return said
 
 
 def _defaults_used(library: Library, plan, defaults: dict) -> dict[str, dict]:

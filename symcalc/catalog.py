@@ -66,6 +66,12 @@ def describe(lib, name: str) -> dict:
                 "source": q.source, "file": q.file, "formulas": used_in}
         if q.limit:
             info["at_the_limit"] = f"{q.limit} {q.limit_meaning}"
+        if q.usual:
+            info["usual_value"] = q.usual
+        # a domain file that holds a model of this quantity explains it ([meta] explains/model)
+        models = [m for m in lib.meta.values() if q.name in m.get("explains", ()) and m.get("model")]
+        if models:
+            info["model"] = "\n\n".join(f"{m.get('title', '')}:\n{m['model'].strip()}" for m in models)
         set_by = {f"{o.name}={v}": sets[q.name] for o in lib.options.values()
                   for v, sets in o.sets.items() if q.name in sets}
         if set_by:

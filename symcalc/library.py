@@ -42,7 +42,7 @@ OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in",
-                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above"}
+                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "usual"}
 GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
@@ -228,6 +228,10 @@ def _build(files: list[Path]) -> Library:
     for path, doc in docs:
         meta[path.stem] = _require_table(doc.get("meta", {}), f"{path.name}: [meta]")
         _check_texts(meta[path.stem], tuple(meta[path.stem]), f"{path.name}: [meta]")
+        explains = meta[path.stem].get("explains", [])
+        if not (isinstance(explains, list) and all(isinstance(x, str) for x in explains)) or \
+                not isinstance(meta[path.stem].get("model", ""), str):
+            raise LibraryError(f"{path.name}: [meta] 'explains' is a list of quantity names and 'model' a text")
         for name, table in doc.get("quantities", {}).items():
             if name in quantities:
                 raise LibraryError(f"{path.name}: quantity '{name}' is already declared in "
@@ -235,6 +239,10 @@ def _build(files: list[Path]) -> Library:
             quantities[name] = _load_quantity(name, table, path.name)
     _check_aliases(quantities)
     _check_capacities(quantities)
+    for stem, m in meta.items():
+        unknown = [x for x in m.get("explains", ()) if x not in quantities]
+        if unknown:
+            raise LibraryError(f"{stem}.toml: [meta] explains {', '.join(map(repr, unknown))}, not declared quantities")
     for path, doc in docs:
         for name, table in doc.get("options", {}).items():
             if name in options:
@@ -357,7 +365,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         if not isinstance(table.get(key), str):
             raise LibraryError(f"{where}: '{key}' (text) is required")
     _check_latex(table["latex"], where)
-    _check_texts(table, ("description", "source", "default_source", "limit_meaning"), where)
+    _check_texts(table, ("description", "source", "default_source", "limit_meaning", "usual"), where)
     unit = table["unit"].strip()
     if unit == "text":
         if table.get("default") is not None or "domain" in table or table.get("whole"):
@@ -421,7 +429,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], plausible=plausible,
-        not_above=_names(table.get("not_above", []), where, "not_above"),
+        not_above=_names(table.get("not_above", []), where, "not_above"), usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 
 

@@ -114,6 +114,9 @@ class QuantitySpec:
     plausible: tuple[float, float] | None = None
     # quantities this one can never exceed when both are given (n_kv_heads <= n_heads, tp <= n_gpus)
     not_above: tuple[str, ...] = ()
+    # the value most questions take for it ("1" for the micro-batch of a large model), said when
+    # a question leaves it out: sets of such quantities are suggested first
+    usual: str = ""
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units

@@ -367,6 +367,9 @@ class DiagnosisHints:
     # routes that need none of them are offered first
     assumptions: frozenset = frozenset()
     avoid: frozenset = frozenset()        # never suggested (a capacity's slack for its own total)
+    # quantities with a usual value (the micro-batch): a set of these is what a person would
+    # give first, and the message says the usual value
+    usual: frozenset = frozenset()
 
 
 @dataclass
@@ -404,13 +407,13 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
     # out meanwhile still ends the question
     with bounded(hints.seconds) as limit:
         _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found)
-    found.sort(key=lambda t: t[:5])
-    return Diagnosis([f[5] for f in found[:MAX_SETS]], not limit.expired)
+    found.sort(key=lambda t: t[:6])
+    return Diagnosis([f[6] for f in found[:MAX_SETS]], not limit.expired)
 
 
 def _search(formulas, target, given, defaults, zero, preferred, hints, found) -> None:
-    """The search of :func:`missing_sets`, appending (tier, size, not-preferred, defaults, rank,
-    set) records to ``found`` as it goes (so that a time limit keeps what was found)."""
+    """The search of :func:`missing_sets`, appending (tier, size, not-usual, not-preferred, defaults,
+    rank, set) records to ``found`` as it goes (so that a time limit keeps what was found)."""
     by_id = {f.id: f for f in formulas}
     # tiers: known quantities without the main-input assumptions, known ones with them, any
     plain = [f for f in formulas if not (f.default_rule and _lhs(f) in hints.assumptions)]
@@ -437,7 +440,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
         return _extract(s, target, settled | set(extra), set())
 
     def consider(combo: tuple, tier: int) -> bool:
-        if any(set(f[5]) <= set(combo) for f in found):
+        if any(set(f[6]) <= set(combo) for f in found):
             return False
         plan = settles(combo)
         if plan is None or _divides_by_zero(plan, by_id, zero):
@@ -448,10 +451,15 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
                 verified[key] = bool(hints.verify(list(combo)))
             if not verified[key]:
                 return False
-        # how many defaults the route leans on, counted on the whole question
+        # how many defaults the route leans on, counted on the whole question: default rules and
+        # assumptions that change the question (a token count, a utilization), not calibrated
+        # coefficients (a forward model's dozen constants make it no less the natural route)
         whole = propagate(formulas, given | set(combo), defaults, stop_at=target)
-        leaning = len(_extract(whole, target, given | set(combo), defaults).defaults) if target in whole.cost else 0
-        found.append((tier, len(combo), not set(combo) <= preferred_set, leaning,
+        leaning = 0
+        if target in whole.cost:
+            route = _extract(whole, target, given | set(combo), defaults)
+            leaning = len(route.default_rules) + sum(q in hints.assumptions for q in route.defaults)
+        found.append((tier, len(combo), not set(combo) <= hints.usual, not set(combo) <= preferred_set, leaning,
                       sum(rank[q] for q in combo), list(combo)))
         return True
 
