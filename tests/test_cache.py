@@ -404,6 +404,8 @@ def test_processes_racing_on_a_cold_cache_share_one_key_and_agree(tmp_path, monk
     assert cache.KEY_FILE in names and not [n for n in names if n.endswith(".tmp")]
     rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
     assert rerun.stdout == outputs[0][0]
-    entries_written = [n for n in names if n.endswith(".pickle")]
+    # counted after the rerun: a derivation built under the race's load may have run into the
+    # symbolic limit (not kept on disk), and the quiet rerun keeps it
+    entries_written = [p.name for p in (tmp_path / "cache").iterdir() if p.name.endswith(".pickle")]
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
     assert len(entries_written) >= 2 and cache.clear() == len(entries_written)     # all authenticate
