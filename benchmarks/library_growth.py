@@ -32,6 +32,9 @@ def replicate(copies: int, into: Path) -> int:
     in notes and descriptions (harmless)."""
     lib = load_library(use_cache=False)
     names = set(lib.quantities) | set(lib.aliases) | set(lib.formulas)
+    # options declared next to their formulas (step_time.toml's overlap_grad_reduce) are copied
+    # with them, so renamed too; options.toml's are shared by the copies
+    names |= {name for name, opt in lib.options.items() if opt.file != "options.toml"}
     pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b")
     into.mkdir(parents=True, exist_ok=True)
     for k in range(copies):

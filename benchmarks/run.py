@@ -19,10 +19,11 @@ import diagnosis  # noqa: E402
 import library_growth  # noqa: E402
 import solve_cache  # noqa: E402
 import startup  # noqa: E402
+import step_time  # noqa: E402
 import sweep  # noqa: E402
 from common import Row  # noqa: E402
 
-BENCHMARKS = [sweep, solve_cache, startup, library_growth, diagnosis]
+BENCHMARKS = [sweep, step_time, solve_cache, startup, library_growth, diagnosis]
 HEADERS = ("benchmark", "measured", "ratio", "target", "result")
 
 

@@ -351,11 +351,17 @@ def _check_orders(lib: Library, knowns: Mapping[str, GivenValue]) -> None:
         for other in q.not_above:
             if other in knowns and not isinstance(gv.magnitude, str):
                 a, b = np.asarray(gv.magnitude, dtype=float), np.asarray(knowns[other].magnitude, dtype=float)
-                if np.any(a > b * (1 + 1e-12)):
-                    shown = [with_unit(float(np.max(x)) / lib.quantities[n].factor, lib.quantities[n].display_unit)
+                over = a > b * (1 + 1e-12)
+                if np.any(over):
+                    # arrays: the first point where it happens, both values taken there (the
+                    # largest of each could come from different points: tp = 8 above 24576 GPUs)
+                    first = np.unravel_index(np.argmax(over), over.shape) if over.ndim else ()
+                    a, b = (np.broadcast_to(x, over.shape)[first] for x in (a, b))
+                    shown = [with_unit(float(x) / lib.quantities[n].factor, lib.quantities[n].display_unit)
                              for x, n in ((a, name), (b, other))]
                     where = " (from a preset)" if gv.origin or knowns[other].origin else ""
-                    raise DomainError(f"{name} = {shown[0]} is more than {other} = {shown[1]}{where}: "
+                    points = f" at {int(over.sum())} of {over.size} points" if over.ndim else ""
+                    raise DomainError(f"{name} = {shown[0]} is more than {other} = {shown[1]}{where}{points}: "
                                       f"{name} can never exceed {other}")
 
 

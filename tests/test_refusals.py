@@ -32,6 +32,13 @@ def test_an_array_with_one_count_below_one_is_refused():
         symcalc.solve("train_time", n_gpus=np.array([64.0, 1e-12]), **TRAIN)
 
 
+
+def test_an_array_with_a_degree_above_the_gpus_names_one_point_of_it():
+    # the largest tp (8) and the largest n_gpus (1024) come from different points; the message
+    # shows the first point where tp > n_gpus, both values taken there
+    with pytest.raises(DomainError, match=r"tp = 8 is more than n_gpus = 4 at 2 of 3 points: tp can never exceed"):
+        symcalc.solve("params_per_gpu", n_params=7e9, tp=np.array([8, 8, 4]), pp=1, n_gpus=np.array([1024, 4, 2]))
+
 # ---- config.json ---------------------------------------------------------------------------------
 
 LLAMA = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
