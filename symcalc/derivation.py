@@ -514,10 +514,18 @@ class Derivation:
     def _numeric_torn(self, s: SolvedStep, args: list) -> tuple[list, object]:
         """A torn block: the tear's root of the leftover equation, then the chain from it.
         Returns (the unknowns' values, where the leftover equation is flat in the tear)."""
-        tear, residual, chain = s.torn
-        root, flat = numeric.solve_scalar(residual, args, self.library.quantities[tear].domain, with_status=True)
+        tear, residual, residual_inside, chain, inside = s.torn
+        domain = self.library.quantities[tear].domain
+        root, flat = numeric.solve_scalar(residual, args, domain, with_status=True)
         with np.errstate(all="ignore"):
             found = chain(root, *args)
+            wrong = ~np.asarray(inside(found)) & ~np.asarray(flat)
+            if np.any(wrong):
+                # a root whose chain leaves a domain (a negative time): look again, inside only
+                again, _ = numeric.solve_scalar(residual_inside, args, domain, with_status=True)
+                root = np.where(wrong, again, root)
+                root = float(root) if np.ndim(root) == 0 else root
+                found = chain(root, *args)
         return [found[u] for u in s.unknowns], flat
 
     def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, object]:
@@ -535,7 +543,10 @@ def _compile_tearing(tearing: Tearing, args: list, domains: list[Interval]) -> t
     """Compile a Tearing: each chain expression as a function of the tear, the unknowns before
     it and the step's inputs; the residual the same way, through the whole chain. ``domains``
     are the chain unknowns' (in chain order): a tear value that takes one of them outside its
-    domain (a negative time) is no root, so the residual is NaN there."""
+    domain (a negative time) is no root, so the second residual returned is NaN there (which
+    also hides a sign change next to such a region: it is the fallback, not the first try).
+    Returns (tear name, residual, residual inside the domains, chain -> {name: value},
+    inside(found) -> where every chain value lies in its domain)."""
     names = [tearing.tear] + [name for name, _, _ in tearing.chain]
     symbols = list(tearing.symbols)
     steps = [compile_expr(expr, symbols[:i + 1] + args) for i, (_, _, expr) in enumerate(tearing.chain)]
@@ -547,16 +558,21 @@ def _compile_tearing(tearing: Tearing, args: list, domains: list[Interval]) -> t
             found.append(_real(fn(*found, *inputs)))
         return found
 
-    def residual_of(t, *inputs):
-        found = chain(t, *inputs)
-        out = np.asarray(residual(*found, *inputs), dtype=float)
+    def inside(found: list):
+        ok = np.bool_(True)
         for v, d in zip(found[1:], domains):
-            inside = d.contains(np.asarray(v, dtype=float))
-            if not np.all(inside):
-                out = np.where(inside, out, np.nan)
-        return out
+            ok = ok & d.contains(np.asarray(v, dtype=float))
+        return ok
 
-    return tearing.tear, residual_of, lambda t, *inputs: dict(zip(names, chain(t, *inputs)))
+    def residual_of(t, *inputs):
+        return residual(*chain(t, *inputs), *inputs)
+
+    def residual_inside(t, *inputs):
+        found = chain(t, *inputs)
+        return np.where(inside(found), np.asarray(residual(*found, *inputs), dtype=float), np.nan)
+
+    return (tearing.tear, residual_of, residual_inside, lambda t, *inputs: dict(zip(names, chain(t, *inputs))),
+            lambda found: inside([found[n] for n in names]))
 
 
 def _compile_reduction(red, args: list) -> tuple:

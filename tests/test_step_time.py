@@ -1,0 +1,231 @@
+"""The step-time model (issue 11): calibrated on published runs, asked as users ask it, backwards.
+
+The calibration table predicts the ten Megatron-LM A100 runs and the Megatron-Core H100 run of
+calibration/published_runs.toml from their configurations alone (in-sample: the two software
+coefficients were fitted on them) and compares the achieved TFLOP/s per GPU in each source's
+own FLOP convention with the published figure. The other tests ask the GPT-3 175B question of
+issue 11 through the CLI and check the parts of the answer by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import symcalc
+
+ROOT = Path(__file__).resolve().parent.parent
+GPT3 = ["--hardware", "a100-80gb", "d_model=12288", "n_layers=96", "n_heads=96", "vocab_size=51200",
+        "seq_len=2048 token", "tp=8", "pp=8", "dp=16", "n_gpus=1024", "global_batch_size=1536",
+        "micro_batch_size=1", "--option", "recompute=full", "--option", "attention_kernel=eager"]
+GIVEN = dict(d_model=12288, n_layers=96, n_heads=96, vocab_size=51200, seq_len="2048 token", tp=8, pp=8, dp=16,
+             n_gpus=1024, global_batch_size=1536, micro_batch_size=1)
+OPTIONS = {"recompute": "full", "attention_kernel": "eager"}
+PARTS = ("step_compute_time", "step_tp_comm_time", "step_p2p_time", "pipeline_bubble_time",
+         "exposed_dp_comm_time", "optimizer_step_time")
+
+
+def _fit_module():
+    spec = importlib.util.spec_from_file_location("calibration_fit", ROOT / "calibration" / "fit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _gpt3(**changes):
+    return symcalc.solve("step_time", {**GIVEN, **changes}, hardware="a100-80gb", options=OPTIONS)
+
+
+# -- calibration (in-sample) -----------------------------------------------------------------------
+
+def test_calibration_table_in_sample(capsys):
+    """The eleven runs within the issue's in-sample bar: mean |error| <= 3 %, max <= 8 %."""
+    fit = _fit_module()
+    model = fit.Model(fit.load())
+    errors = np.abs(model.errors())
+    with capsys.disabled():
+        print("\n" + fit.table(model))
+    assert len(errors) == 11
+    assert errors.mean() <= 0.03 and errors.max() <= 0.08, fit.table(model)
+
+
+def test_narayanan_flop_count_by_hand():
+    """GPT-3 175B, batch 1536: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) = 4.5110e18 FLOP per iteration
+    (2.89910e10 x 1.509949e8 = 4.37755e18, x 1.030490)."""
+    fit = _fit_module()
+    row = dict(global_batch_size=1536, seq_len=2048, n_layers=96, d_model=12288, vocab_size=51200)
+    assert fit.narayanan_flops(row) == pytest.approx(4.5110e18, rel=1e-4)
+
+
+def test_hardware_figures_follow_from_the_measurements():
+    """A100 NVLink ring, alpha-beta through the two measured bus bandwidths (8 GPUs, f = 2*7/8):
+    t(1 GB) = 1.75e9/228e9 = 7.675 ms, t(8 GB) = 14e9/231.58e9 = 60.454 ms, so the bandwidth is
+    1.75 x 7e9 / 52.779 ms = 232.1 GB/s and a ring step's latency (7.675 ms - 1.75e9/232.1e9)/14
+    = 9.69 us; the preset carries the same figures."""
+    fit = _fit_module()
+    beta, alpha = fit.alpha_beta(228.0, 231.58)
+    assert beta == pytest.approx(232.1e9, rel=1e-3) and alpha == pytest.approx(9.69e-6, rel=1e-2)
+    bw = symcalc.solve("intra_node_bus_bandwidth", hardware="a100-80gb")
+    assert bw.to("GB/s").magnitude == pytest.approx(232.1, rel=1e-3)
+
+
+# -- the question as users ask it -------------------------------------------------------------------
+
+def test_gpt3_step_time_breakdown_text(cli):
+    """The breakdown names every part, and the parts add up to the step."""
+    run = cli("solve", "step_time", *GPT3)
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[0].startswith("step_time = ")
+    assert "Breakdown of step_time" in run.out
+    for part in PARTS:
+        assert part in run.out
+
+
+def test_gpt3_step_time_breakdown_json_adds_up(cli):
+    """JSON: breakdown.parts sum to the total, shares sum to 1. The bubble is (pp - 1) micro-batch
+    times on a stage (1F1B): 7 x micro_step_time; the step's compute + TP + p2p are 96 of them
+    (1536 / (16 x 1) micro-batches)."""
+    run = cli("solve", "step_time", *GPT3, "--json")
+    assert run.code == 0, run.err
+    data = run.json()
+    parts = {p["name"]: p["value"] for p in data["breakdown"]["parts"]}
+    assert sum(parts.values()) == pytest.approx(data["breakdown"]["total"], rel=1e-12)
+    assert sum(p["share"] for p in data["breakdown"]["parts"]) == pytest.approx(1.0, rel=1e-12)
+    r = _gpt3()
+    micro = r.values["micro_step_time"]
+    assert parts["pipeline_bubble_time"] == pytest.approx(7 * micro, rel=1e-12)
+    assert parts["step_compute_time"] + parts["step_tp_comm_time"] + parts["step_p2p_time"] == \
+        pytest.approx(96 * micro, rel=1e-12)
+
+
+def test_gpt3_step_time_near_the_published_figure():
+    """Narayanan et al. 2021 (sec. 5.1): GPT-3 175B on 1024 A100s, batch 1536, 140 TFLOP/s per GPU
+    in their count, 4.5110e18 FLOP per iteration: 4.5110e18 / (1024 x 140e12) = 31.47 s. Not in
+    the calibration file; within the issue's out-of-sample bar of 12 %."""
+    predicted = _gpt3().to("s").magnitude
+    assert predicted == pytest.approx(31.47, rel=0.12)
+
+
+def test_gpt3_with_model_preset_gives_the_same_step(cli):
+    shapes = [a for a in GPT3 if not a.split("=")[0] in ("d_model", "n_layers", "n_heads", "vocab_size")]
+    a = cli("solve", "step_time", *GPT3, "--json").json()["value"]
+    b = cli("solve", "step_time", "--model", "gpt3-175b", *shapes, "--json")
+    assert b.code == 0, b.err
+    assert b.json()["value"] == pytest.approx(a, rel=0.01)
+
+
+def test_interleaving_divides_the_bubble_by_the_virtual_stages():
+    """Interleaved 1F1B: bubble = (pp - 1)/v micro-batch times; v = 3 (96 layers / 8 stages = 12
+    layers, 4 per chunk) leaves a third of the 1F1B bubble, for the same micro-batch time."""
+    plain = _gpt3()
+    inter = symcalc.solve("step_time", {**GIVEN, "virtual_stages": 3}, hardware="a100-80gb",
+                          options={**OPTIONS, "pipeline_schedule": "interleaved"})
+    ratio = inter.values["pipeline_bubble_time"] / plain.values["pipeline_bubble_time"]
+    assert ratio == pytest.approx(inter.values["micro_step_time"] / plain.values["micro_step_time"] / 3, rel=1e-9)
+    assert inter.to("s").magnitude < plain.to("s").magnitude
+
+
+def test_zero3_adds_data_parallel_traffic():
+    """ZeRO-3 moves 1.5x the bytes of ZeRO-1's gradient reduction (AllGather in forward and in
+    backward plus ReduceScatter, against ReduceScatter + AllGather): exposed DP time grows."""
+    z1 = symcalc.solve("step_time", GIVEN, hardware="a100-80gb", options={**OPTIONS, "zero_stage": "1"})
+    z3 = symcalc.solve("step_time", GIVEN, hardware="a100-80gb", options={**OPTIONS, "zero_stage": "3"})
+    assert z3.values["exposed_dp_comm_time"] > z1.values["exposed_dp_comm_time"]
+
+
+def test_selective_recompute_with_sequence_parallel_is_faster_than_full():
+    """Selective recomputation re-runs only the attention core, not the whole forward:
+    fewer FLOPs, so a shorter step (Korthikanti et al. 2022 measure 13.75 against 18.13 s)."""
+    full = _gpt3()
+    sel = symcalc.solve("step_time", GIVEN, hardware="a100-80gb",
+                        options={"recompute": "selective", "attention_kernel": "eager", "sequence_parallel": "true"})
+    assert sel.to("s").magnitude < full.to("s").magnitude
+    assert sel.values["step_compute_time"] < full.values["step_compute_time"]
+
+
+def test_a_missing_micro_batch_is_named_with_its_usual_value(cli):
+    run = cli("solve", "step_time", *[a for a in GPT3 if not a.startswith("micro_batch_size")])
+    assert run.code == 2
+    line = run.err.strip()
+    assert "micro_batch_size (usually 1" in line and line.count("\n") == 0
+    assert line.index("micro_batch_size") < line.index("memory_headroom")
+
+
+def test_show_step_time_explains_the_model(cli):
+    run = cli("show", "step_time", "--json")
+    info = run.json()
+    for words in ("bubble", "AllReduce", "recompute", "calibration/fit.py", "micro_batch_size"):
+        assert words in info["model"]
+
+
+def test_latex_derivation_has_the_breakdown_and_compiles(tmp_path, pdflatex, cli):
+    tex = tmp_path / "step.tex"
+    run = cli("solve", "step_time", *GPT3, "--latex", str(tex))
+    assert run.code == 0, run.err
+    text = tex.read_text()
+    assert "Breakdown" in text
+    done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert (tmp_path / "step.pdf").stat().st_size > 1000
+
+
+def test_a_given_mfu_still_wins():
+    """A user's MFU overrides the model: step = 6 N tokens / (mfu x peak x n) with
+    N = 1.752e11, 1536 x 2048 tokens, 312 TFLOP/s, 1024 GPUs at 50 %: 20.2 s."""
+    r = symcalc.solve("step_time", {**GIVEN, "mfu": 0.5}, hardware="a100-80gb", options=OPTIONS)
+    n = r.values["n_params"]
+    assert r.to("s").magnitude == pytest.approx(6 * n * 1536 * 2048 / (0.5 * 312e12 * 1024), rel=1e-6)
+
+
+# -- backwards ---------------------------------------------------------------------------------------
+
+def test_nic_bandwidth_for_five_percent_exposed_dp_by_hand():
+    """The NIC bandwidth B that keeps exposed DP communication at 5 % of the step, by hand.
+    tp = 8 fills a node, so each DP ring crosses the NICs: the DP AllReduce of 2-byte gradients of
+    params_per_gpu takes 2 (15/16) 2 P / (0.94 B) + 2 x 15 x 10 us. B also carries the pipeline's
+    point-to-point sends: 2 (2048 x 12288 x 2 / 8 bytes / (0.94 B) + 10 us) per micro-batch, 96
+    micro-batches plus 7 in the bubble. The rest of a micro-batch's stage time (compute and TP)
+    and the optimizer do not depend on B; they come from the forward answer at 25 GB/s. Then
+    DP = 0.05 x step, solved for B by bisection."""
+    base = _gpt3()
+    v = base.values
+    eff, lat = 0.94, 10e-6
+    p2p = lambda b: 2 * (2048 * 12288 * 2 / 8 / (eff * b) + lat)   # noqa: E731
+    compute_and_tp = v["micro_step_time"] - p2p(25e9)
+    dp = lambda b: 2 * 15 / 16 * 2 * v["params_per_gpu"] / (eff * b) + 2 * 15 * lat   # noqa: E731
+    step = lambda b: 103 * (compute_and_tp + p2p(b)) + v["optimizer_step_time"] + dp(b)   # noqa: E731
+    assert step(25e9) == pytest.approx(base.to("s").magnitude, rel=1e-9)    # the hand model is the model
+    lo, hi = 1e9, 100e9
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if dp(mid) / step(mid) > 0.05 else (lo, mid)
+    r = symcalc.solve("nic_bandwidth", {**GIVEN, "dp_comm_fraction": 0.05}, hardware="a100-80gb", options=OPTIONS)
+    assert r.to("GB/s").magnitude == pytest.approx(lo / 1e9, rel=1e-6)
+    assert r.to("GB/s").magnitude == pytest.approx(6.81, abs=0.01)
+
+
+def test_largest_tp_whose_communication_stays_under_ten_percent():
+    """tp for tp_comm_fraction <= 10 % (dp = 16, everything else as GPT-3's run): the exact
+    crossing is 6.52; a limit from above rounds down to 6. Checked forwards: tp = 6 gives at most
+    10 % and tp = 7 more (the forward derivation does not share the backward one's torn block)."""
+    r = symcalc.solve("tp", {k: v for k, v in GIVEN.items() if k not in ("tp", "n_gpus")} | {"tp_comm_fraction": 0.10},
+                      hardware="a100-80gb", options=OPTIONS)
+    assert r.magnitude == 6 and 6 < r.exact < 7 and r.rounding == "down"
+    at = {t: symcalc.solve("tp_comm_fraction", {**GIVEN, "tp": t, "n_gpus": t * 128}, hardware="a100-80gb",
+                           options=OPTIONS).values["tp_comm_fraction"] for t in (6, 7)}
+    assert at[6] <= 0.10 < at[7]
+
+
+def test_micro_batches_for_a_small_bubble_by_hand():
+    """1F1B bubble share (p - 1)/(m + p - 1) <= 3 % at pp = 8: m >= 7 x 0.97 / 0.03 = 226.3, so
+    227 micro-batches (rounded up: 226 would leave 3.004 %)."""
+    g = {k: v for k, v in GIVEN.items() if k != "global_batch_size"}
+    r = symcalc.solve("n_microbatches", {**g, "bubble_fraction": 0.03}, hardware="a100-80gb", options=OPTIONS)
+    assert r.magnitude == 227 and r.rounding == "up"
