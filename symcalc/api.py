@@ -150,7 +150,8 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
         if tq.fits_in else frozenset()
     return DiagnosisHints(known=people_know(library), verify=verify, seconds=diagnosis_limit(),
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
-                          avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual))
+                          avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual),
+                          inputs=frozenset(q.name for q in library.quantities.values() if q.input))
 
 
 def people_know(library: Library) -> frozenset:

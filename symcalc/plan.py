@@ -370,6 +370,7 @@ class DiagnosisHints:
     # quantities with a usual value (the micro-batch): a set of these is what a person would
     # give first, and the message says the usual value
     usual: frozenset = frozenset()
+    inputs: frozenset = frozenset()       # quantities people choose (layout, shapes): their defaults count
 
 
 @dataclass
@@ -452,13 +453,14 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
             if not verified[key]:
                 return False
         # how many defaults the route leans on, counted on the whole question: default rules and
-        # assumptions that change the question (a token count, a utilization), not calibrated
-        # coefficients (a forward model's dozen constants make it no less the natural route)
+        # defaults of what people choose (tp = 1, a token count), not calibrated coefficients (a
+        # forward model's dozen constants make it no less the natural route)
         whole = propagate(formulas, given | set(combo), defaults, stop_at=target)
         leaning = 0
         if target in whole.cost:
             route = _extract(whole, target, given | set(combo), defaults)
-            leaning = len(route.default_rules) + sum(q in hints.assumptions for q in route.defaults)
+            leaning = len(route.default_rules) + sum(q in hints.assumptions or q in hints.inputs
+                                                     for q in route.defaults)
         found.append((tier, len(combo), not set(combo) <= hints.usual, not set(combo) <= preferred_set, leaning,
                       sum(rank[q] for q in combo), list(combo)))
         return True
