@@ -229,3 +229,39 @@ def test_micro_batches_for_a_small_bubble_by_hand():
     g = {k: v for k, v in GIVEN.items() if k != "global_batch_size"}
     r = symcalc.solve("n_microbatches", {**g, "bubble_fraction": 0.03}, hardware="a100-80gb", options=OPTIONS)
     assert r.magnitude == 227 and r.rounding == "up"
+
+
+# -- memory that matches what runs --------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel,fits", [("eager", 9), ("flash", 26)])
+def test_full_recompute_counts_one_layers_working_set(kernel, fits):
+    """Llama 2 7B (6.738e9 params, 32 layers, d 4096, 32 heads) on an 80 GB H100, ZeRO-1 over 8,
+    seq 4096, full recomputation. Model states 6.738e9 x (2 + 2 + 12/8) = 37.06 GB leave 42.94 GB.
+    Per sequence of the micro-batch: 32 stored layer inputs of 2 x 4096 x 4096 bytes (1.074 GB),
+    plus one layer's full activations while it is recomputed: 34 x 4096 x 4096 (0.570 GB) and,
+    with eager attention, the scores 5 x 32 x 4096^2 (2.684 GB). Eager: 42.94 / 4.328 = 9.92 -> 9;
+    flash: 42.94 / 1.644 = 26.1 -> 26 (inputs alone gave 39)."""
+    r = symcalc.solve("micro_batch_size", {"dp": 8, "n_gpus": 8, "memory_headroom": "0 GB", "seq_len": "4096 token"},
+                      model="llama2-7b", hardware="h100",
+                      options={"zero_stage": "1", "recompute": "full", "attention_kernel": kernel})
+    per_sequence = 32 * 2 * 4096 * 4096 + 34 * 4096 * 4096 + (5 * 32 * 4096 ** 2 if kernel == "eager" else 0)
+    free = 80e9 - 6738415616 * (2 + 2 + 12 / 8)
+    assert r.exact == pytest.approx(free / per_sequence, rel=1e-6)
+    assert r.magnitude == fits
+
+
+def test_experts_shard_over_expert_parallelism():
+    """Mixtral 8x7B (46.70e9 params; 32 layers x 8 experts x 3 x 4096 x 14336 = 45.10e9 in
+    experts), tp 2, dp 8, ZeRO-1. ep = 8: a GPU holds the dense 1.60e9 / 2 and one expert of each
+    layer, 45.10e9 / 8 / 2 = 2.819e9: 3.62e9 parameters at 2 + 2 bytes; Adam's 12 bytes are
+    sharded to n_params / (tp dp) = 2.919e9 parameters' worth (experts over dp / ep = 1 rank, the
+    dense part over 8). 4 x 3.619e9 + 12 x 2.919e9 = 49.5 GB; ep = 1 holds every expert."""
+    def states(ep):
+        return symcalc.solve("model_state_memory", {"tp": 2, "pp": 1, "ep": ep, "dp": 8, "n_gpus": 16},
+                             model="mixtral-8x7b", hardware="h100", options={"zero_stage": "1"})
+    r8 = states(8)
+    n = r8.values["n_params"]
+    experts = 32 * 8 * 3 * 4096 * 14336
+    per_gpu = (n - experts) / 2 + experts / 8 / 2
+    assert r8.to("GB").magnitude == pytest.approx((4 * per_gpu + 12 * n / 16) / 1e9, rel=1e-6)
+    assert states(1).to("GB").magnitude == pytest.approx((4 * n / 2 + 12 * n / 16) / 1e9, rel=1e-6)
