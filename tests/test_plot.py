@@ -13,7 +13,8 @@ import pytest
 from symcalc.errors import QueryError
 from symcalc.sweep import sweep
 
-MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8, options={"zero_stage": "1", "recompute": "full"})
+MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
+                  options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"})
 TRAIN = dict(n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s")
 
 
