@@ -23,7 +23,9 @@ from symcalc import fastpath
 
 QUESTION = dict(d_model=12288, n_layers=96, n_heads=96, vocab_size=51200, seq_len="2048 token", tp=8, pp=8,
                 dp=16, n_gpus=1024, global_batch_size=1536, micro_batch_size=1)
-PRESETS = dict(hardware="a100-80gb", options={"recompute": "full", "attention_kernel": "eager"})
+# tp_comm_overlap=false: Megatron-LM as of the 2021 GPT-3 run, every TP collective on the critical path
+# (the hand version below writes that model; the default overlaps the backward's input-gradient collective)
+PRESETS = dict(hardware="a100-80gb", options={"recompute": "full", "attention_kernel": "eager", "tp_comm_overlap": "false"})
 
 # Parameters: a layer 4 d^2 (attention) + 2 d (4 d) (GELU FFN) = 12 d^2 = 1,811,939,328; the
 # model 96 x that + 2 V d (embeddings, untied) = 173,946,175,488 + 1,258,291,200 = 175,204,466,688.
