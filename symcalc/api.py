@@ -564,7 +564,11 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
                         "(no formula on the route needs it; check the options if it should matter)")
     for i in sorted(ev.numeric_steps):
         s = derivation.steps[i]
-        warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
+        if s.tearing is not None:     # a forward model run backwards: one search, the rest follows
+            warnings.append(f"{s.tearing.tear} found numerically: a block of {len(s.formulas)} equations "
+                            f"solved by searching it (the other {len(s.unknowns) - 1} follow from it)")
+        else:
+            warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
     return warnings, violations
 
 
