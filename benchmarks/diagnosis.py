@@ -16,9 +16,9 @@ import sympy
 
 import symcalc
 from common import Row, fmt_time, median
-from symcalc import invert
+from symcalc.engine import invert
 from symcalc.errors import UnderdeterminedError
-from symcalc.library import load_library
+from symcalc.library.loading import load_library
 
 QUESTIONS = [
     ("mfu", dict(n_params=7e9)),

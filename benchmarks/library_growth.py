@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from common import Row, fmt_time, median
-from symcalc.library import formula_dir, load_library
+from symcalc.library.loading import formula_dir, load_library
 
 TARGET_EXPONENT = 1.1       # linear, with room for measurement noise
-LOAD = "import time, sys; from symcalc.library import load_library; t = time.perf_counter(); " \
+LOAD = "import time, sys; from symcalc.library.loading import load_library; t = time.perf_counter(); " \
        "lib = load_library([sys.argv[1]], use_cache=False); print(time.perf_counter() - t, len(lib.formulas))"
 
 

@@ -164,8 +164,8 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--slowest", type=int, default=5)
     opts = parser.parse_args()
-    from symcalc.library import default_library
-    from symcalc.presets import all_presets
+    from symcalc.library.loading import default_library
+    from symcalc.library.presets import all_presets
     lib, presets = default_library(), all_presets()
     rng = random.Random(opts.seed)
     started = watchdog(opts.time_limit)

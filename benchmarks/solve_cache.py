@@ -20,8 +20,10 @@ import sympy
 
 import symcalc
 from common import Row, fmt_time, median, seconds
-from symcalc import api, cache, invert
-from symcalc.library import load_library
+from symcalc import cache
+from symcalc.query import solve as api
+from symcalc.engine import invert
+from symcalc.library.loading import load_library
 
 QUESTION = dict(n_layers=32, d_model=4096, vocab_size=32000, n_tokens="1e12 token", n_gpus=64, mfu=0.4,
                 peak_flops="989 TFLOP/s")

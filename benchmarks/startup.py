@@ -1,6 +1,6 @@
 """Start-up: ``symcalc solve ...`` as a new process vs a bare import of its dependencies.
 
-The target is at most 1.5x ``python -c "import sympy, pint, networkx, numpy"``: a command-line
+The target is at most 1.5x ``python -c "import sympy, pint, numpy"``: a command-line
 tool is run once per question, so everything it does besides importing its libraries (loading
 and unit-checking the formula files, inverting and compiling the equations) must be cached or
 cheap. The cache lives in a fresh temporary directory: the first run builds it (reported), the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from common import Row, fmt_time, median
 
-BARE = [sys.executable, "-c", "import sympy, pint, networkx, numpy"]
+BARE = [sys.executable, "-c", "import sympy, pint, numpy"]
 QUESTION = ["solve", "n_gpus", "n_params=30e9", "n_tokens=600e9 token", "train_time=30day", "mfu=45%",
             "peak_flops=989 TFLOP/s"]
 TARGET = 1.5
@@ -74,7 +74,7 @@ def run(quick: bool = False) -> list[Row]:
         Row("start-up: symcalc solve vs bare import",
             f"{fmt_time(cached)} vs {fmt_time(bare)}", f"{ratio:.2f}x", f"<= {TARGET}x", ratio <= TARGET,
             f"new process each, cache warm: `symcalc {shlex.join(QUESTION)}` vs `python -c \"import sympy, pint, "
-            f"networkx, numpy\"`; median ratio of {n} alternating rounds (ratio of the minimums {best:.2f}x)"),
+            f"numpy\"`; median ratio of {n} alternating rounds (ratio of the minimums {best:.2f}x)"),
         Row("start-up, cache off", f"{fmt_time(off)} vs {fmt_time(bare)}",
             f"{ratio_off:.2f}x", "", None, "SYMCALC_NO_CACHE=1: what the cache saves"),
         Row("start-up, first run (fills the cache)", fmt_time(t["first"][0]), f"{t['first'][0] / bare:.2f}x",

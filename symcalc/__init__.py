@@ -27,10 +27,10 @@ __version__ = "0.1.0"
 
 # public name -> (module, attribute, is a whole question with a time limit)
 _EXPORTS = {
-    "solve": ("api", "solve", True), "sweep": ("sweep", "sweep", True), "Sweep": ("sweep", "Sweep", False),
-    "compare": ("compare", "compare", True), "Comparison": ("compare", "Comparison", False),
-    "Result": ("result", "Result", False), "Library": ("library", "Library", False),
-    "load_library": ("library", "load_library", False), "default_library": ("library", "default_library", False),
+    "solve": ("query.solve", "solve", True), "sweep": ("query.sweep", "sweep", True), "Sweep": ("query.sweep", "Sweep", False),
+    "compare": ("query.compare", "compare", True), "Comparison": ("query.compare", "Comparison", False),
+    "Result": ("query.results", "Result", False), "Library": ("library.loading", "Library", False),
+    "load_library": ("library.loading", "load_library", False), "default_library": ("library.loading", "default_library", False),
     "Q": ("units", "Q", False), "registry": ("units", "registry", False),
     **{name: ("errors", name, False) for name in (
         "SymcalcError", "DimensionError", "DomainError", "LibraryError", "MalformedValueError", "NoSolutionError",
@@ -40,14 +40,24 @@ _EXPORTS = {
 __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
-    from .api import solve
-    from .compare import Comparison, compare
-    from .errors import (DimensionError, DomainError, LibraryError, MalformedValueError, NoSolutionError,
-                         OutOfBoundsError, SymcalcError, TimeLimitError, UnderdeterminedError, UnknownNameError)
-    from .library import Library, default_library, load_library
-    from .result import Result
-    from .sweep import Sweep, sweep
-    from .units import Q, registry
+    from symcalc.errors import (
+        DimensionError,
+        DomainError,
+        LibraryError,
+        MalformedValueError,
+        NoSolutionError,
+        OutOfBoundsError,
+        SymcalcError,
+        TimeLimitError,
+        UnderdeterminedError,
+        UnknownNameError,
+    )
+    from symcalc.library.loading import Library, default_library, load_library
+    from symcalc.query.compare import Comparison, compare
+    from symcalc.query.results import Result
+    from symcalc.query.solve import solve
+    from symcalc.query.sweep import Sweep, sweep
+    from symcalc.units import Q, registry
 
 
 _BY_MODULE: dict[str, list[str]] = {}
@@ -59,7 +69,9 @@ del _name, _module
 def _export(name: str, module: types.ModuleType):
     value = getattr(module, _EXPORTS[name][1])
     if _EXPORTS[name][2]:
-        from .budget import limited
+        from symcalc.budget import (
+            limited,  # on use: the command line starts without it (start-up, Ctrl-C)
+        )
         value = limited(value)
     return value
 
@@ -79,11 +91,16 @@ class _Package(types.ModuleType):
             types.ModuleType.__setattr__(self, name, _export(name, sys.modules[f"{__name__}.{_EXPORTS[name][0]}"]))
         return self.__dict__[name]
 
+    def _bind(self, module: types.ModuleType) -> None:
+        """Bind the exports of ``module`` (just imported, by anyone): called by the layer
+        packages (symcalc.query, symcalc.library) as each submodule of theirs is set on them."""
+        for export in _BY_MODULE.get(module.__name__.removeprefix(__name__ + "."), ()):
+            if export not in self.__dict__:
+                types.ModuleType.__setattr__(self, export, _export(export, module))
+
     def __setattr__(self, name: str, value) -> None:
         if isinstance(value, types.ModuleType) and name in _BY_MODULE:     # a submodule just imported
-            for export in _BY_MODULE[name]:
-                if export not in self.__dict__:
-                    types.ModuleType.__setattr__(self, export, _export(export, value))
+            self._bind(value)
             if name in _EXPORTS:
                 return      # the submodule stays reachable in sys.modules; the name is the function's
         types.ModuleType.__setattr__(self, name, value)

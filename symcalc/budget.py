@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .errors import QueryError, TimeLimitError
+from symcalc.errors import QueryError, TimeLimitError
 
 ENV_LIMIT = "SYMCALC_TIME_LIMIT"
 #: Seconds a whole question may take before it is refused (``--time-limit``, SYMCALC_TIME_LIMIT,

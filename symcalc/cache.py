@@ -98,7 +98,7 @@ def code_fingerprint() -> str:
     h = hashlib.sha256()
     h.update(f"{sys.version_info[:2]} sympy {sympy.__version__} pint {pint.__version__}".encode())
     package = Path(__file__).resolve().parent
-    for path in sorted([*package.rglob("*.py"), package / "units.txt"]):
+    for path in sorted([*package.rglob("*.py"), package / "units" / "units.txt"]):
         h.update(path.relative_to(package).as_posix().encode() + b"\0")
         try:
             h.update(path.read_bytes())

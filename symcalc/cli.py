@@ -63,9 +63,16 @@ def _catch_ctrl_c():
 def _run(args: list[str], as_json: bool) -> int:
     import click
 
-    from .budget import BudgetExceeded
-    from .commands import cli
-    from .errors import SymcalcError, one_line
+    from symcalc.budget import (
+        BudgetExceeded,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    from symcalc.commands import (
+        cli,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    from symcalc.errors import (  # on use: the command line starts without it (start-up, Ctrl-C)
+        SymcalcError,
+        one_line,
+    )
     try:
         code = cli.main(args=args, prog_name="symcalc", standalone_mode=False)
         return code if isinstance(code, int) else 0

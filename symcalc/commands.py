@@ -14,8 +14,8 @@ import os
 
 import click
 
-from .budget import DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
-from .errors import SymcalcError
+from symcalc.budget import DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
+from symcalc.errors import SymcalcError
 
 
 class CliError(SymcalcError):
@@ -41,7 +41,10 @@ def _pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
 
 
 def _library(formula_files: tuple[str, ...]):
-    from .library import default_library, load_library
+    from symcalc.library.loading import (  # on use: the command line starts without it (start-up, Ctrl-C)
+        default_library,
+        load_library,
+    )
     if not formula_files:
         return default_library()
     return load_library(extra=formula_files)
@@ -50,7 +53,9 @@ def _library(formula_files: tuple[str, ...]):
 def _targets(**files: str | None) -> None:
     """Refuse output file names that cannot be written (empty, no such directory) before any
     work; ``files`` maps each option (``latex``) to its value (None: not given, '-': stdout)."""
-    from .outfile import check_target
+    from symcalc.outfile import (
+        check_target,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     for option, path in files.items():
         if path is not None and path != "-":
             check_target(path, f"--{option}")
@@ -60,7 +65,9 @@ def _write(path: str, content: str, what: str) -> None:
     if path == "-":
         click.echo(content)
         return
-    from .outfile import write_file
+    from symcalc.outfile import (
+        write_file,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     write_file(path, content, what)
 
 
@@ -146,7 +153,9 @@ def cli() -> None:
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
           hardware, model, formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
-    from .api import solve as api_solve
+    from symcalc.query.solve import (
+        solve as api_solve,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file is not None),
                                               ("--markdown", markdown_file, markdown_file is not None))
                  if on and (dest is None or dest == "-")]
@@ -167,7 +176,9 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
         return
     if latex_file == "-" or markdown_file == "-":
         return
-    from .render.text import headline
+    from symcalc.render.text import (
+        headline,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     click.echo(headline(result) if brief else result.text())
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -196,7 +207,9 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     symcalc sweep train_time n_params=70e9 "n_tokens=2e12 token" "peak_flops=989 TFLOP/s" \\
         --vary n_gpus=64:4096:13:log --vary mfu=30%:60%:7 --plot days.png
     """
-    from .sweep import sweep as api_sweep
+    from symcalc.query.sweep import (
+        sweep as api_sweep,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     if not varies:
         raise CliError("give at least one --vary NAME=START:STOP[:COUNT][:log]")
     _targets(csv=csv_file, plot=plot_file)
@@ -211,7 +224,9 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     if as_json:
         click.echo(result.json())
         return
-    from .render.sweep_text import sweep_text
+    from symcalc.render.sweep_text import (
+        sweep_text,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     click.echo(sweep_text(result))
     for f in (csv_file, plot_file):
         if f:
@@ -239,7 +254,9 @@ def check(values, options, rtol, as_json, brief, hardware, model, formula_files)
     \b
     symcalc check n_params=70e9 n_gpus=128 "link_bandwidth=50 GB/s" "allreduce_time=2.8 s"
     """
-    from .check import check as api_check
+    from symcalc.query.check import (
+        check as api_check,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     lib = _library(formula_files)
     result = api_check(_pairs(values, "a value"), options=_pairs(options, "an option"), rtol=rtol,
                        library=lib, hardware=hardware, model=model)
@@ -258,7 +275,10 @@ def list_cmd(words, term, as_json, formula_files):
     """List quantities, formulas, options, hardware or models. WHAT is one of those kinds;
     the other words are a search (every word must appear in a name, alias or description):
     `symcalc list formulas checkpoint`, `symcalc list bubble`."""
-    from .catalog import catalog, preset_catalog
+    from symcalc.render.catalog import (  # on use: the command line starts without it (start-up, Ctrl-C)
+        catalog,
+        preset_catalog,
+    )
     what = words[0] if words else None
     term = " ".join(x for x in (*words[1:], term or "") if x) or None
     kinds = {"quantities", "formulas", "options"}
@@ -270,7 +290,9 @@ def list_cmd(words, term, as_json, formula_files):
             return
         if not any(entries.values()):
             raise CliError(f"nothing matches '{term}'")
-        from .render.tables import print_presets
+        from symcalc.render.tables import (
+            print_presets,  # on use: the command line starts without it (start-up, Ctrl-C)
+        )
         print_presets(entries)
         return
     if what and what not in kinds | {"all"}:
@@ -282,7 +304,9 @@ def list_cmd(words, term, as_json, formula_files):
         return
     if not any(entries.values()):
         raise CliError(f"nothing matches '{term}'" if term else "the library is empty")
-    from .render.tables import print_catalog
+    from symcalc.render.tables import (
+        print_catalog,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     print_catalog(entries)
 
 
@@ -293,13 +317,17 @@ def list_cmd(words, term, as_json, formula_files):
 @_FORMULAS
 def show(name, as_json, formula_files):
     """Show a quantity, formula or option: meaning, unit, source, LaTeX."""
-    from .catalog import describe
+    from symcalc.render.catalog import (
+        describe,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     lib = _library(formula_files)
     info = describe(lib, name)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
-    from .render.tables import print_description
+    from symcalc.render.tables import (
+        print_description,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     print_description(info)
 
 
@@ -320,8 +348,12 @@ def show(name, as_json, formula_files):
 def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, formula_files):
     """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
     --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
-    from .compare import compare as api_compare
-    from .compare import split_vs
+    from symcalc.query.compare import (
+        compare as api_compare,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    from symcalc.query.compare import (
+        split_vs,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     if not vs_items:
         raise CliError("say what side B changes with at least one --vs NAME=VALUE "
                        "(e.g. --vs zero_stage=3, --vs \"mfu=45%\", --vs hardware=h100)")
@@ -345,8 +377,12 @@ def compare(target, values, options, vs_items, to_unit, as_json, hardware, model
 @_FORMULAS
 def formulas(latex_file, formula_files):
     """Write the formula library as one LaTeX reference document that compiles with pdflatex."""
-    from .presets import all_presets
-    from .render.reference import render_reference
+    from symcalc.library.presets import (
+        all_presets,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    from symcalc.render.reference import (
+        render_reference,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     _targets(latex=latex_file)
     lib = _library(formula_files)
     _write(latex_file, render_reference(lib, all_presets()), "--latex")
@@ -359,5 +395,7 @@ def formulas(latex_file, formula_files):
 @click.option("--json", "as_json", is_flag=True, help="Print the answers as JSON.")
 def example(as_json):
     """Run the built-in worked examples (from the source documents) and show one derivation."""
-    from .examples import run_examples
+    from symcalc.examples import (
+        run_examples,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     run_examples(as_json=as_json)

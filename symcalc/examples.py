@@ -44,8 +44,12 @@ def command_line(target: str, given: dict, options: dict, presets: dict | None =
 
 
 def run_examples(as_json: bool = False) -> None:
-    from .api import solve
-    from .render.text import headline
+    from symcalc.query.solve import (
+        solve,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    from symcalc.render.text import (
+        headline,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     answers = []
     for question, target, given, options, source, *rest in EXAMPLES:
         presets = rest[0] if rest else {}

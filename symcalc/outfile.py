@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Union
 
-from .errors import OutputError
+from symcalc.errors import OutputError
 
 Content = Union[str, bytes, Callable[[BinaryIO], None]]
 

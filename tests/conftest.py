@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from symcalc.cli import main
-from symcalc.library import Library, load_library
+from symcalc.library.loading import Library, load_library
 
 
 class CliRun:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import symcalc
-from symcalc.algorithms import dynamic_loss_scale, layer_distribution, roofline_bound
+from symcalc.library.algorithms import dynamic_loss_scale, layer_distribution, roofline_bound
 from symcalc.errors import LibraryError, MalformedValueError
-from symcalc.library import load_library
+from symcalc.library.loading import load_library
 
 FILE = """
 [quantities.stage_layout]

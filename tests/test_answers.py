@@ -146,8 +146,8 @@ def test_a_tree_allreduce_does_not_invert_to_one_gpu():
 # -- 3. numeric roots verified; not determined vs no value -----------------------------------
 
 def test_a_sign_change_across_a_jump_is_not_a_root():
-    from symcalc import numeric
-    from symcalc.model import Interval
+    from symcalc.engine import numeric
+    from symcalc.library.records import Interval
 
     def residual(x, y):            # floor(x) - y: jumps through 0 at x = 3 when y = 2.5
         return np.floor(x) - y
@@ -161,8 +161,8 @@ def test_a_sign_change_across_a_jump_is_not_a_root():
 
 
 def test_every_sign_change_is_tried():
-    from symcalc import numeric
-    from symcalc.model import Interval
+    from symcalc.engine import numeric
+    from symcalc.library.records import Interval
 
     def residual(x, y):            # a pole at x = 1 (sign change, no root), then a real root at x = 4
         return (x - 4) / (x - 1) + 0 * y

@@ -14,9 +14,9 @@ import sympy
 
 import symcalc
 from symcalc import cache
-from symcalc import library as library_module
-from symcalc.derivation import Derivation
-from symcalc.library import formula_dir, load_library
+from symcalc.library import loading as library_module
+from symcalc.engine.derivation import Derivation
+from symcalc.library.loading import formula_dir, load_library
 
 EXTRA = """
 [quantities.gpu_power_draw]

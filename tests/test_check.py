@@ -8,7 +8,7 @@ import pytest
 import symcalc
 from symcalc.errors import ConflictError
 from helpers import seed_examples
-from symcalc.check import check
+from symcalc.query.check import check
 from symcalc.errors import QueryError
 
 BY_ID = {e["id"]: e for e in seed_examples()[0]}

@@ -1,7 +1,7 @@
 """Scenario comparison: the 10 `comparison` worked examples of the seeds, the API and the CLI.
 
 Each comparison example names descriptive quantities (`memory_ratio`, `comm_time_saved`) that
-the library need not define; `MAPPING` below says how each becomes one `symcalc.compare` call:
+the library need not define; `MAPPING` below says how each becomes one `symcalc.query.compare` call:
 the target, side A's inputs (`given`, `options`), what side B changes (`vs`, `vs_options`), and
 which measure of the comparison the example's `expected` is. Values written `@key` are taken
 from the example's own `given`, and `expected`/`tolerance` always come from the toml.
@@ -16,7 +16,7 @@ import pytest
 
 import symcalc
 from helpers import DATA, base, close
-from symcalc.compare import InputDifference
+from symcalc.query.compare import InputDifference
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -3,7 +3,7 @@
 import sympy
 import pytest
 
-from symcalc.exprparse import ParseError, UnitSymbol, parse_equation, parse_expression, unit_symbol
+from symcalc.library.exprparse import ParseError, UnitSymbol, parse_equation, parse_expression, unit_symbol
 
 X, Y = sympy.symbols("x y", positive=True)
 

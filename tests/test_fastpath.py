@@ -7,10 +7,11 @@ import pytest
 import sympy
 
 import symcalc
-import symcalc.api
-from symcalc import fastpath as sweep
+import symcalc.query.solve
+from symcalc.query import reuse
+from symcalc.engine import fastpath as sweep
 from symcalc.errors import DomainError, OutOfBoundsError
-from symcalc.signs import NONNEG, POS, interval, sign
+from symcalc.engine.signs import NONNEG, POS, interval, sign
 
 N = 2 * sweep.MIN_SIZE
 RNG = np.random.default_rng(7)
@@ -31,7 +32,7 @@ def no_general_path(monkeypatch):
     """Fail if Result.function falls back to symcalc.solve."""
     def refuse(*args, **kwargs):
         raise AssertionError("the sweep path declined")
-    monkeypatch.setattr(symcalc.api, "solve", refuse)
+    monkeypatch.setattr(symcalc.query.solve, "solve", refuse)
 
 
 def general(result, values: dict, **kwargs):
@@ -62,8 +63,9 @@ def test_a_whole_number_answer_is_bitwise_the_general_paths(no_general_path):
 
 
 def _general_value(r, values):
-    """The general path's evaluation, called without symcalc.api.solve (patched away)."""
-    from symcalc.api import _derivation, _round, read_given
+    """The general path's evaluation, called without symcalc.query.solve.solve (patched away)."""
+    from symcalc.engine.rounding import round_whole as _round
+    from symcalc.query.solve import _derivation, read_given
     knowns = read_given(r.library, values)
     derivation, used = _derivation(r.library, r.target, frozenset(knowns), r.all_options)
     env = {k: v.magnitude for k, v in knowns.items()}
@@ -154,7 +156,7 @@ def test_values_near_the_limits_of_floating_point_take_the_general_path(huge):
 
 def test_small_arrays_and_given_answers_use_the_general_path():
     r = symcalc.solve("train_time", **ARCH)
-    assert r._sweep(arch_arrays(n=100)) is None
+    assert reuse.sweep_path(r, arch_arrays(n=100)) is None
     given = symcalc.solve("n_params", n_params=7e9)           # a conversion: no steps
     values = np.full(N, 7e9)
     np.testing.assert_array_equal(given.function(n_params=values).magnitude, values)

@@ -1,5 +1,5 @@
 """Formula files the solver cannot handle are refused at load, with the formula id and the
-reason (symcalc.exprsize): an equation may be short and still expand beyond any solver."""
+reason (symcalc.library.exprsize): an equation may be short and still expand beyond any solver."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import symcalc
 from symcalc.errors import LibraryError
-from symcalc.library import load_library
+from symcalc.library.loading import load_library
 
 
 def user_file(tmp_path, equation: str, names: list[str]) -> str:

@@ -28,8 +28,8 @@ from hypothesis import strategies as st  # noqa: E402
 import symcalc  # noqa: E402
 from symcalc.cli import main  # noqa: E402
 from symcalc.errors import SymcalcError  # noqa: E402
-from symcalc.library import load_library  # noqa: E402
-from symcalc.presets import model_from_hf_config  # noqa: E402
+from symcalc.library.loading import load_library  # noqa: E402
+from symcalc.library.presets import model_from_hf_config  # noqa: E402
 
 FAST = settings(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
 LIB = symcalc.default_library()
@@ -106,7 +106,7 @@ def mfu_by_hand(n_params: float, tps: float, n_gpus: float, peak: float) -> floa
 @settings(FAST, max_examples=2000)
 @given(name=st.sampled_from(NAMES), raw=st.one_of(VALUES, NUMBERS))
 def test_any_value_for_any_quantity_parses_or_is_refused_clearly(name, raw):
-    from symcalc.values import read_value
+    from symcalc.query.values import read_value
     q = LIB.quantities[name]
     try:
         with time_limit(10):
@@ -337,7 +337,7 @@ def test_random_questions_over_the_library_end_within_their_limit(capsys, seed):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from random_questions import question
 
-    from symcalc.presets import all_presets
+    from symcalc.library.presets import all_presets
     args = question(LIB, all_presets(), random.Random(seed))
     start = time.monotonic()
     code, out, err = run_cli(capsys, *args, "--json", "--time-limit", "5")

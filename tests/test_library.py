@@ -6,7 +6,7 @@ import pytest
 
 import symcalc
 from symcalc.errors import LibraryError
-from symcalc.library import load_library
+from symcalc.library.loading import load_library
 
 # shared/spec/quantities.md: the public names, to be kept exactly
 SPEC_NAMES = """n_params n_active_params n_layers d_model n_heads n_kv_heads d_ffn vocab_size seq_len
@@ -36,7 +36,7 @@ def test_every_public_name_is_declared():
 
 @pytest.mark.parametrize("name,dimension", SPEC_DIMENSIONS.items())
 def test_public_quantities_have_the_specified_dimension(name, dimension):
-    from symcalc.dims import show
+    from symcalc.units.dims import show
     assert show(symcalc.default_library().quantities[name].dim) == dimension
 
 
@@ -46,10 +46,10 @@ def test_builtin_library_is_consistent():
     # aliases from the seeds resolve to the public names
     assert lib.quantity("Psi").name == "n_params"
     assert lib.quantity("MFU").name == "mfu"
-    # the graph links each formula to its quantities
-    g = lib.graph
-    assert g.has_edge(("f", "young_interval"), ("q", "mtbf"))
-    assert g.edges[("f", "young_interval"), ("q", "checkpoint_interval")]["how"] == "explicit"
+    # each formula knows its quantities and how it can be solved for each (what routing reads)
+    young = lib.formulas["young_interval"]
+    assert {"mtbf", "checkpoint_interval"} <= set(young.quantities)
+    assert young.solvability["checkpoint_interval"] == "explicit"
 
 
 def write(tmp_path, body: str, name: str = "extra.toml"):

@@ -7,7 +7,7 @@ import pytest
 
 import symcalc
 from symcalc.errors import UnderdeterminedError
-from symcalc.plan import make_plan
+from symcalc.engine.routing import make_plan
 
 
 def plan(target, given, options=None):
@@ -184,7 +184,7 @@ def test_dependent_laws_never_give_garbage():
 
 def test_a_dependent_equation_in_a_block_is_found():
     import sympy
-    from symcalc.invert import dependent_equation
+    from symcalc.engine.invert import dependent_equation
     C, F, fpt, R, D, T, K = sympy.symbols("C F fpt R D T K", positive=True)
     # C = fpt D, F = fpt R, C = F T: eliminating C and F leaves fpt (D - R T) = 0, which says
     # nothing about fpt (> 0): either no solution or every fpt. Dependent whatever R is.

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from symcalc.errors import QueryError
-from symcalc.sweep import sweep
+from symcalc.query.sweep import sweep
 
 MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
                   options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"})

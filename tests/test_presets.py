@@ -7,7 +7,7 @@ import pytest
 import symcalc
 from helpers import DATA
 from symcalc.errors import MalformedValueError, UnknownNameError
-from symcalc.presets import all_presets, find_preset, model_from_hf_config
+from symcalc.library.presets import all_presets, find_preset, model_from_hf_config
 
 HF = DATA / "hf"
 
@@ -21,7 +21,7 @@ def test_every_preset_value_has_a_source_and_a_known_name_and_unit():
             for name, (value, source) in entries:
                 assert source, (p.key, name)
                 q = lib.quantity(name)
-                symcalc.values.read_value(q, value)        # parses, with the right dimension
+                symcalc.query.values.read_value(q, value)        # parses, with the right dimension
 
 
 def test_required_presets_exist():
@@ -142,7 +142,7 @@ def test_the_opening_question_of_seed_000_with_presets():
     tps = symcalc.solve("tokens_per_second", global_batch_tokens="1e6 token", mfu="45%", **common)
     assert tps.value == pytest.approx(1e6 / step.value, rel=1e-12)          # 316,627 token/s
     # it fits: 3.75 GB of model states in the preset's 80 GB leaves room for activations
-    assert mem.value * 1e9 < symcalc.values.read_value(symcalc.default_library().quantity("gpu_memory"),
+    assert mem.value * 1e9 < symcalc.query.values.read_value(symcalc.default_library().quantity("gpu_memory"),
                                                        "80 GB").magnitude
 
 

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import symcalc
-from symcalc.render.numbers import fmt, fmt_latex
+from symcalc.units.format import fmt, fmt_latex
 
 
 def mfu_result():

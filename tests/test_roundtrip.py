@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 import random
 
-import numpy as np
-import pytest
 
 import symcalc
 from symcalc.errors import ConflictError, NoSolutionError, OutOfBoundsError, SymcalcError, UnderdeterminedError

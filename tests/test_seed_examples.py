@@ -2,7 +2,7 @@
 tests/data/) that asks for a value, a label or an algorithm's result: solved through the public
 API from its `given` strings and `options`, and compared with its `expected` answer within its
 `tolerance` (0 means exact). The 10 `comparison` examples (one quantity in two scenarios, side by
-side) are run through `symcalc.compare` in tests/test_compare.py, each with its mapping to a
+side) are run through `symcalc.query.compare` in tests/test_compare.py, each with its mapping to a
 compare call; the one `informational` example has no answer. The terminal summary prints the
 counts by kind."""
 

@@ -10,7 +10,6 @@ issue 11 through the CLI and check the parts of the answer by hand.
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 from pathlib import Path
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import symcalc
-import symcalc.api
-from symcalc import fastpath
+import symcalc.query.solve
+from symcalc.engine import fastpath
 
 QUESTION = dict(d_model=12288, n_layers=96, n_heads=96, vocab_size=51200, seq_len="2048 token", tp=8, pp=8,
                 dp=16, n_gpus=1024, global_batch_size=1536, micro_batch_size=1)
@@ -109,7 +109,7 @@ def test_function_over_a_thousand_layouts_is_the_general_paths(result, monkeypat
 
     def refuse(*args, **kwargs):
         raise AssertionError("the sweep path declined")
-    monkeypatch.setattr(symcalc.api, "solve", refuse)
+    monkeypatch.setattr(symcalc.query.solve, "solve", refuse)
     got = result.function(**QUESTION | many)
     assert got.units == symcalc.Q(1, "s").units
     assert got.magnitude[:2] == pytest.approx([STEP_A, STEP_B], rel=1e-12)

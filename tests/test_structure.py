@@ -1,6 +1,6 @@
 """Dulmage-Mendelsohn and block triangular order on the toy systems of engine-notes 3.2."""
 
-from symcalc.structure import block_triangular_order, dulmage_mendelsohn, maximum_matching
+from symcalc.engine.structure import block_triangular_order, dulmage_mendelsohn, maximum_matching
 
 
 def test_algebraic_loop_then_assignment():

@@ -13,7 +13,7 @@ import pytest
 
 import symcalc
 from symcalc.errors import QueryError, UnknownNameError
-from symcalc.sweep import read_axis, sweep
+from symcalc.query.sweep import read_axis, sweep
 
 DAY = 86400.0
 
@@ -193,7 +193,7 @@ def test_a_large_grid_takes_the_compiled_sweep_path_with_the_same_answers(monkey
     # 1000 x 1000 points: the values come from Result.function's sweep path (every bound checked
     # at once); they equal the hand formula, and a grid with infeasible points still marks them
     import sys
-    module = sys.modules["symcalc.sweep"]
+    module = sys.modules["symcalc.query.sweep"]
     taken = []
     real = module._fast
     monkeypatch.setattr(module, "_fast", lambda *a: taken.append(real(*a) is not None) or real(*a))

@@ -14,8 +14,8 @@ import textwrap
 import pytest
 
 from symcalc.errors import LibraryError
-from symcalc.library import load_library
-from symcalc.texcheck import UnsafeTeX, check_latex
+from symcalc.library.loading import load_library
+from symcalc.library.texcheck import UnsafeTeX, check_latex
 
 QUANTITY = """
 [quantities.gpu_power_draw]

@@ -10,8 +10,8 @@ import pytest
 import symcalc
 from symcalc import budget, cache
 from symcalc.errors import TimeLimitError
-from symcalc.derivation import unit_factors
-from symcalc.library import load_library
+from symcalc.engine.derivation import unit_factors
+from symcalc.library.loading import load_library
 
 MFU = ("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64", "peak_flops=1979 TFLOP/s")
 QUADRATIC = """

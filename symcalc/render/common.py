@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
-from .expressions import wrap
-from .numbers import fmt, fmt_latex, with_unit, with_unit_latex
+
+from symcalc.render.expressions import wrap
+from symcalc.units.format import fmt, fmt_latex, with_unit, with_unit_latex
 
 
 def latex_symbols(library) -> dict:
@@ -61,10 +60,17 @@ def unknown_views(result, step):
     yield from sorted(views, key=lambda v: v[1] == "side")   # the values that matter first
 
 
+def was_rounded(result) -> bool:
+    """True when a whole-number answer differs visibly from its exact value."""
+    if result.exact is None:
+        return False
+    exact = np.asarray(result.exact, dtype=float)
+    return bool(np.any(np.abs(exact - np.asarray(result.value)) > 1e-6 * np.maximum(np.abs(exact), 1)))
+
+
 def step_value_latex(result, name: str) -> list[str]:
     """The value(s) closing a step's chain of equalities: the exact value and then the
     rounded one for a rounded whole-number target, else just the value."""
-    from .text import was_rounded
     if name == result.target and was_rounded(result):
         return [with_unit_latex(result.exact, result.unit, digits=6),
                 value_latex(result, name) + r"\ \text{(rounded " + result.rounding + ")}"]
@@ -81,43 +87,5 @@ def value_latex(result, name: str, digits: int = 4) -> str:
     return with_unit_latex(v, unit, digits)
 
 
-_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                "_": r"\_\allowbreak{}", "{": r"\{", "}": r"\}", "~": r"$\sim$", "^": r"\^{}",
-                "<": r"\textless{}", ">": r"\textgreater{}"}
-_TEX_RE = re.compile("|".join(re.escape(k) for k in _TEX_SPECIAL))
-_UNICODE = {"µ": r"$\mu$", "μ": r"$\mu$", "×": r"$\times$", "≈": r"$\approx$", "≤": r"$\le$",
-            "≥": r"$\ge$", "→": r"$\to$", "–": "--", "—": "---", "’": "'", "‘": "`", "“": "``",
-            "”": "''", "Ψ": r"$\Psi$", "ψ": r"$\psi$", "α": r"$\alpha$", "β": r"$\beta$",
-            "γ": r"$\gamma$", "κ": r"$\kappa$", "τ": r"$\tau$", "δ": r"$\delta$", "·": r"$\cdot$",
-            "²": r"$^2$", "√": r"$\surd$", "−": "-", "…": r"\ldots{}", "é": r"\'e", "ü": r'\"u'}
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
-
-
-def tex_escape(text: str) -> str:
-    r"""Plain text -> LaTeX text mode, safe for pdflatex without extra packages.
-
-    Every character TeX treats specially is escaped (so no text can start a command, such as
-    ``\input`` reading a file), characters outside ASCII become their LaTeX spelling or '?',
-    and line breaks and other control characters become a space (a blank line would end the
-    paragraph, or the heading, it is written in)."""
-    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], _CONTROL.sub(" ", str(text)))
-    for ch, rep in _UNICODE.items():
-        out = out.replace(ch, rep)
-    return "".join(c if ord(c) < 128 else "?" for c in out)
-
-
-# '_' only where it can open or close emphasis: inside a word (n_gpus) CommonMark never does
-_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|$~&#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
-
-
-def md_escape(text: str) -> str:
-    """Plain text -> Markdown text that renders as itself: no emphasis, links, images, raw HTML
-    or math (and no raw TeX, which pandoc passes on to LaTeX) can start inside it; a line break
-    (which would end a table row or start a new block) becomes a space."""
-    return _MD_SPECIAL.sub(r"\\\1", _CONTROL.sub(" ", str(text)))
-
-
 __all__ = ["latex_symbols", "text_symbols", "latex_values", "text_values", "has_arrays",
-           "value_text", "value_latex", "tex_escape", "md_escape", "fmt", "fmt_latex"]
+           "value_text", "value_latex", "was_rounded", "fmt", "fmt_latex"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jsonout import _plain, result_dict
-from .numbers import fmt, with_unit
+from symcalc.render.common import was_rounded
+from symcalc.render.jsonout import _plain, result_dict
+from symcalc.units.format import fmt, with_unit
 
 
 def _value(result) -> str:
     """One side's answer as shown by solve: ``94  (exact 93.62, rounded up)`` for whole numbers."""
-    from .text import was_rounded
     line = with_unit(result.value, result.unit)
     if was_rounded(result):
         line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding})"

@@ -16,8 +16,8 @@ from sympy.core.function import AppliedUndef
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
-from ..exprparse import UnitSymbol
-from ..units import unit_to_latex
+from symcalc.library.exprparse import UnitSymbol
+from symcalc.units import unit_to_latex
 
 
 class _LatexPrinter(LatexPrinter):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import latex_symbols, text_symbols
-from .expressions import latex, text
+from symcalc.render.common import latex_symbols, text_symbols
+from symcalc.render.expressions import latex, text
 
 
 def _plain(v):

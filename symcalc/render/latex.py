@@ -6,10 +6,17 @@ so the document compiles on a minimal TeX installation.
 
 from __future__ import annotations
 
-from .common import (has_arrays, latex_symbols, latex_values, step_value_latex, tex_escape, unknown_views,
-                     value_latex)
-from .expressions import latex
-from .text import was_rounded
+from symcalc.escape import tex_escape
+from symcalc.render.common import (
+    has_arrays,
+    latex_symbols,
+    latex_values,
+    step_value_latex,
+    unknown_views,
+    value_latex,
+)
+from symcalc.render.expressions import latex
+from symcalc.render.text import was_rounded
 
 LONG = 140  # characters of LaTeX after which an equation is scaled to the line width
 

@@ -2,16 +2,23 @@
 
 Text from formula files, presets and the question (titles, sources, values as written,
 messages) is escaped with :func:`md_escape`; the math is built from whitelisted symbols
-(``symcalc.texcheck``) and sympy's printer.
+(``symcalc.library.texcheck``) and sympy's printer.
 """
 
 from __future__ import annotations
 
-from .common import (has_arrays, latex_symbols, latex_values, md_escape, step_value_latex, unknown_views,
-                     value_latex)
-from .expressions import latex
-from .latex import result_equation
-from .text import headline
+from symcalc.escape import md_escape
+from symcalc.render.common import (
+    has_arrays,
+    latex_symbols,
+    latex_values,
+    step_value_latex,
+    unknown_views,
+    value_latex,
+)
+from symcalc.render.expressions import latex
+from symcalc.render.latex import result_equation
+from symcalc.render.text import headline
 
 
 def _code(text: str) -> str:

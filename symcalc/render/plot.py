@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import QueryError
-from ..outfile import check_target, write_file
+from symcalc.errors import QueryError
+from symcalc.outfile import check_target, write_file
+from symcalc.units.format import fmt
 
 FORMATS = (".png", ".svg", ".pdf")
 INFEASIBLE = "#d62728"
@@ -151,5 +152,4 @@ def _edges(v: np.ndarray, log: bool) -> np.ndarray:
 
 
 def _num(x: float) -> str:
-    from .numbers import fmt
     return fmt(x)

@@ -7,10 +7,11 @@ then the quantities, options, and presets. Uses only packages of texlive-latex-b
 
 from __future__ import annotations
 
-from ..catalog import formula_kind
-from .common import latex_symbols, tex_escape
-from .expressions import latex
-from .latex import display_math
+from symcalc.escape import tex_escape
+from symcalc.render.catalog import formula_kind
+from symcalc.render.common import latex_symbols
+from symcalc.render.expressions import latex
+from symcalc.render.latex import display_math
 
 PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage[margin=2cm]{geometry}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numbers import fmt
+from symcalc.units.format import fmt
 
 MAX_ROWS = 25
 MAX_COLUMNS = 10

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from symcalc.units.format import fmt
+
 
 def _console():
     from rich.console import Console
@@ -91,7 +93,6 @@ _MODEL_COLUMNS = [("params", "n_params"), ("layers", "n_layers"), ("d_model", "d
 
 def _short(value: str) -> str:
     """Big bare counts as 6.738e9; values with units as written."""
-    from ..render.numbers import fmt
     try:
         x = float(value)
     except ValueError:

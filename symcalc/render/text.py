@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import has_arrays, text_symbols, text_values, unknown_views, value_text
-from .expressions import text
-from .numbers import with_unit
+from symcalc.render.common import (
+    has_arrays,
+    text_symbols,
+    text_values,
+    unknown_views,
+    value_text,
+    was_rounded,
+)
+from symcalc.render.expressions import text
+from symcalc.units.format import with_unit
 
 
 def render_text(result) -> str:
@@ -98,17 +105,9 @@ def closed_form_line(result, names) -> str:
 
 def intermediates(result) -> list[str]:
     """Quantities a step derived that the closed form still holds: it was composed only so far
-    (symcalc.derivation.Derivation.closed_form stops at the symbolic time limit)."""
+    (symcalc.engine.derivation.Derivation.closed_form stops at the symbolic time limit)."""
     symbols = {result.library.quantities[n].symbol: n for s in result.steps if s.solution for n in s.solution}
     return sorted(symbols[x] for x in result.closed_form.free_symbols if x in symbols and symbols[x] != result.target)
-
-
-def was_rounded(result) -> bool:
-    """True when a whole-number answer differs visibly from its exact value."""
-    if result.exact is None:
-        return False
-    exact = np.asarray(result.exact, dtype=float)
-    return bool(np.any(np.abs(exact - np.asarray(result.value)) > 1e-6 * np.maximum(np.abs(exact), 1)))
 
 
 def headline(result) -> str:

@@ -12,14 +12,14 @@ same questions with the same checks at about the hand-written formula's cost:
 * numpy's floating-point error reporting is on. From finite inputs, an infinite or NaN value
   can only come from an overflow, a division by zero or an invalid operation, all of which
   numpy reports: when none is, every value is finite and nothing is scanned for it.
-* A step whose bounds follow from its formula's structure (:func:`symcalc.signs.sign`: a sum,
+* A step whose bounds follow from its formula's structure (:func:`symcalc.engine.signs.sign`: a sum,
   product or quotient of positive values is positive) is not scanned for them.
 
 When every step is of that kind the derivation runs *fused*: one compiled expression of the
 knowns, with common subexpressions shared and the defaults folded in, which does the work of
 the hand-written formula and no more. It then equals the general path's answer to within
 rounding (no step subtracts, so the two orders of evaluation differ by a few units in the
-last place), and :func:`symcalc.signs.interval` shows over the inputs' actual ranges that no
+last place), and :func:`symcalc.engine.signs.interval` shows over the inputs' actual ranges that no
 step of the general path would overflow or underflow either; an answer within 1e-12 of a
 finite bound goes to the general path. Otherwise (or for a whole-number answer, whose
 rounding must match exactly) it runs the general path's own step functions, bitwise the
@@ -41,11 +41,12 @@ from weakref import WeakKeyDictionary
 import numpy as np
 import sympy
 
-from . import budget
-from .budget import bounded
-from .derivation import Derivation, compile_expr, unit_factors
-from .model import Interval
-from .signs import NONNEG, POS, domain_sign, interval, sign
+from symcalc import budget
+from symcalc.budget import bounded
+from symcalc.engine.derivation import Derivation, compile_expr, unit_factors
+from symcalc.engine.rounding import round_whole
+from symcalc.engine.signs import NONNEG, POS, domain_sign, interval, sign
+from symcalc.library.records import Interval
 
 CHUNK = 1 << 14          # elements per chunk: a chunk's inputs and temporaries stay in L2 cache
 MIN_SIZE = 1 << 15       # below this many points the general path costs about the same
@@ -351,5 +352,4 @@ _INF, _NEG_INF = math.inf, -math.inf
 
 
 def _rounded(value: np.ndarray, how: str) -> np.ndarray:
-    from .api import _round
-    return np.asarray(_round(value, how), dtype=float)
+    return np.asarray(round_whole(value, how), dtype=float)

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import LibraryError, MalformedValueError, UnknownNameError, closest_names
+from symcalc.errors import (
+    LibraryError,
+    MalformedValueError,
+    UnknownNameError,
+    closest_names,
+)
+from symcalc.library.loading import formula_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,7 +59,6 @@ class Preset:
 
 
 def presets_dir() -> Path:
-    from .library import formula_dir
     return formula_dir() / "presets"
 
 

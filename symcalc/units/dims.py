@@ -15,7 +15,7 @@ from collections.abc import Callable
 import sympy
 from pint.util import UnitsContainer
 
-from .units import describe_dimension
+from symcalc.units import describe_dimension
 
 DIMENSIONLESS = UnitsContainer({})
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BadOptionValueError
-from .render.numbers import fmt
-from .values import GivenValue
+from symcalc.errors import BadOptionValueError
+from symcalc.query.values import GivenValue
+from symcalc.units.format import fmt
 
 
 @dataclass(frozen=True)

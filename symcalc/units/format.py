@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ..units import unit_to_latex
+from symcalc.escape import tex_escape
+from symcalc.units import unit_to_latex
 
 DIGITS = 4
 
@@ -58,7 +59,6 @@ def fmt(x, digits: int = DIGITS) -> str:
 def fmt_latex(x, digits: int = DIGITS) -> str:
     """``4.2 \\times 10^{10}``; arrays as their range."""
     if isinstance(x, str) or (isinstance(x, np.ndarray) and x.dtype == object):
-        from .common import tex_escape
         return r"\text{" + tex_escape(fmt(x)) + "}"
     if np.ndim(x) > 0:
         rng = _finite_range(x)

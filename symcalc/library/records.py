@@ -98,7 +98,7 @@ class QuantitySpec:
     fits_in: str | None = None
     # a given value of this quantity is a limit the answer must keep: "at_most" (a budget, a
     # deadline, a bubble target, memory) or "at_least" (free memory, a throughput target).
-    # A whole-number answer rounds the way that keeps it (see symcalc.limits).
+    # A whole-number answer rounds the way that keeps it (see symcalc.query.limits).
     given_is: str | None = None
     # which limit wins when two pull a whole-number answer opposite ways: a budget or a memory
     # capacity (2) over a deadline or a target (1)
@@ -177,7 +177,7 @@ class FormulaSpec:
     when: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: str = ""
     default_rule: bool = False  # a default, not a law: gives its left side only when not known
-    algorithm: str | None = None  # name in symcalc.algorithms.REGISTRY: a procedure, not an equation
+    algorithm: str | None = None  # name in symcalc.library.algorithms.REGISTRY: a procedure, not an equation
     from_given: tuple[str, ...] = ()   # inputs a default rule may only take from given values
     forward_only: bool = False         # a law never solved for its right-hand side
     consequence: bool = False          # follows from other laws: a single step, only when they fall short

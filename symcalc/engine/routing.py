@@ -26,9 +26,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .budget import DEFAULT_DIAGNOSIS_LIMIT, bounded
-from .errors import UnderdeterminedError
-from .model import FormulaSpec
+from symcalc import budget
+from symcalc.budget import DEFAULT_DIAGNOSIS_LIMIT, bounded
+from symcalc.engine.structure import (
+    block_triangular_order,
+    dulmage_mendelsohn,
+    maximum_matching,
+)
+from symcalc.errors import UnderdeterminedError
+from symcalc.library.records import FormulaSpec
 
 DEFAULT_COST = 1000
 
@@ -170,9 +176,6 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
     round; it is dropped and the decomposition redone, so that it cannot take a quantity that a
     real block needs in the matching.
     """
-    # imported here: networkx is a tenth of start-up, and a question whose derivation is
-    # cached (see symcalc.cache) never plans
-    from .structure import block_triangular_order, dulmage_mendelsohn, maximum_matching
     candidates = _without_dangling(formulas, settled)
     while candidates:
         unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in candidates}
@@ -526,7 +529,6 @@ def _degenerate(expr, zeros: frozenset, unknowns: tuple) -> bool:
     """Whether ``expr`` = 0 with the ``zeros`` set to 0 loses every unknown (or divides by 0)."""
     import sympy
 
-    from . import budget
     symbols = {s.name: s for s in expr.free_symbols}
     with budget.bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
         reduced = expr.subs({symbols[z]: 0 for z in zeros if z in symbols})

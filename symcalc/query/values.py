@@ -14,11 +14,11 @@ from functools import lru_cache
 import numpy as np
 import pint
 
-from . import units
-from .dims import show
-from .errors import DimensionError, DomainError, MalformedValueError
-from .model import QuantitySpec
-from .render.numbers import fmt, with_unit
+from symcalc import units
+from symcalc.errors import DimensionError, DomainError, MalformedValueError
+from symcalc.library.records import QuantitySpec
+from symcalc.units.dims import show
+from symcalc.units.format import fmt, with_unit
 
 # Dimensions where a bare number has more than one plausible reading (s or h? GB or GiB?).
 _NEEDS_UNIT = {"[time]", "[information]", "[power]"}

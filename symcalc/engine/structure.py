@@ -13,7 +13,6 @@ from collections import deque
 from collections.abc import Hashable, Mapping
 
 
-
 def maximum_matching(rows: Mapping[Hashable, set], ) -> dict:
     """Maximum matching of rows to columns, both directions in one dict (``("r", row)`` ->
     ``("c", col)`` and back).

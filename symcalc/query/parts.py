@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from .derivation import unit_factors
+from symcalc.engine.derivation import unit_factors
 
 
 @dataclass(frozen=True)

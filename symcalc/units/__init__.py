@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pint
 
-from .errors import AmbiguousUnitError, MalformedValueError
+from symcalc.errors import AmbiguousUnitError, MalformedValueError
 
 DEFINITIONS = Path(__file__).with_name("units.txt")
 
@@ -103,11 +103,15 @@ def parse_quantity(text: str, what: str = "value") -> pint.Quantity:
                 raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
             raise MalformedValueError(f"{what}: '{raw}' does not start with a number (write e.g. '80 GB' or '7e9')")
         number, denominator, unit_text = m.group(1), m.group(2), m.group(3).strip()
-    magnitude = float(number)
-    if denominator is not None:
-        if float(denominator) == 0:
+    try:
+        magnitude = float(number)
+        divisor = None if denominator is None else float(denominator)
+    except ValueError:      # what the pattern lets through but float() does not: '0_', '1__0'
+        raise MalformedValueError(f"{what}: '{raw}' is not a number (write e.g. '80 GB' or '7e9')") from None
+    if divisor is not None:
+        if divisor == 0:
             raise MalformedValueError(f"{what}: '{raw}' divides by zero")
-        magnitude /= float(denominator)
+        magnitude /= divisor
     if not math.isfinite(magnitude):
         raise MalformedValueError(f"{what}: '{raw}' is not a finite number")
     ureg = registry()

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import sympy
 
-from .model import Interval
+from symcalc.library.records import Interval
 
 POS, NONNEG = "pos", "nonneg"
 TINY, HUGE = 1e-290, 1e290     # well inside the normal range (2.2e-308 .. 1.8e308), with margin

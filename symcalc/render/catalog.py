@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .errors import UnknownNameError, closest_names
-from .render.common import latex_symbols
-from .render.expressions import latex
+from symcalc.errors import UnknownNameError, closest_names
+from symcalc.library.presets import all_presets
+from symcalc.render.common import latex_symbols
+from symcalc.render.expressions import latex
 
 
 def _match(term: str | None, *texts: str) -> bool:
@@ -103,7 +104,6 @@ def describe(lib, name: str) -> dict:
 
 def preset_catalog(kind: str, term: str | None = None) -> list[dict]:
     """Built-in hardware or model presets, filtered by every word of ``term``."""
-    from .presets import all_presets
     out = []
     for p in all_presets()[kind].values():
         text = " ".join([p.key, p.title, *p.aliases, p.source])

@@ -28,12 +28,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import QueryError
-from .library import Library, default_library
-from .model import QuantitySpec
-from .render.numbers import with_unit
-from .result import Result
-from .values import read_value
+from symcalc.engine.fastpath import MIN_SIZE
+from symcalc.errors import QueryError, SymcalcError
+from symcalc.library.loading import Library, default_library
+from symcalc.library.records import QuantitySpec
+from symcalc.outfile import write_file
+from symcalc.query.results import Result
+from symcalc.query.solve import out_of_bounds, over_capacity, solve
+from symcalc.query.values import read_value
+from symcalc.query import reuse
+from symcalc.render.formats import render
+from symcalc.units import Q, parse_unit
+from symcalc.units.format import with_unit
 
 DEFAULT_COUNT = 50
 MAX_WHOLE_RANGE = 1000      # every whole number of a range up to this many, else COUNT spaced ones
@@ -80,12 +86,10 @@ class Sweep:
     @property
     def quantity_values(self):
         """The values as a pint array quantity in ``unit``."""
-        from .units import Q
         return Q(self.values, self.unit) if self.unit else Q(self.values)
 
     def to(self, unit: str):
         """The values converted to another unit of the same dimension (a pint quantity)."""
-        from .units import parse_unit
         return self.quantity_values.to(parse_unit(unit))
 
     def rows(self):
@@ -100,7 +104,6 @@ class Sweep:
         import csv
         import io
 
-        from .outfile import write_file
         head = [_column(a.name, a.unit) for a in self.axes] + [_column(self.target, self.unit), "feasible"]
 
         def rows(fh) -> None:
@@ -137,8 +140,7 @@ class Sweep:
 
     def plot(self, path, **kw) -> None:
         """Write a line plot (one axis) or heatmap (two) to ``path`` (.png, .svg or .pdf)."""
-        from .render.plot import plot_sweep
-        plot_sweep(self, path, **kw)
+        render("sweep_plot", self, path, **kw)
 
 
 def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Mapping[str, object],
@@ -151,7 +153,6 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     (numbers, or a ``(values, "unit")`` pair). Returns a :class:`Sweep`; raises the same errors
     as :func:`symcalc.solve` for bad names, values and questions, and QueryError for a bad axis.
     """
-    from .api import out_of_bounds, over_capacity, solve
     lib = library or default_library()
     if not vary:
         raise QueryError("a sweep needs at least one varied quantity (vary={name: 'START:STOP'})")
@@ -213,9 +214,6 @@ def _fast(target: str, fixed: dict, grid: dict, axes: list[Axis], shape: tuple, 
     """(the first point's result, the values over the grid) from the compiled sweep path of
     :meth:`Result.function`, or None when the grid is small or anything needs the general path
     (a bound left, a numeric step, several roots): then solve() with arrays says what."""
-    from .api import solve
-    from .errors import SymcalcError
-    from .fastpath import MIN_SIZE
     if math.prod(shape) < MIN_SIZE:
         return None
     try:
@@ -223,7 +221,7 @@ def _fast(target: str, fixed: dict, grid: dict, axes: list[Axis], shape: tuple, 
                       conflicts=False, **kw)
         if first.violations or first.quantity.kind == "text":
             return None
-        out = first._sweep({**fixed, **grid})
+        out = reuse.sweep_path(first, {**fixed, **grid})
     except SymcalcError:
         return None
     if out is None:

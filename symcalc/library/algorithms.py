@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Callable
 
-from .errors import MalformedValueError
+from symcalc.errors import MalformedValueError
 
 REGISTRY: dict[str, Callable] = {}
 

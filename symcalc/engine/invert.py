@@ -21,8 +21,8 @@ from functools import lru_cache, wraps
 
 import sympy
 
-from . import budget
-from .budget import bounded
+from symcalc import budget
+from symcalc.budget import bounded
 
 # Functions a numpy lambdify can print; anything else in a root means "use numbers instead".
 _PRINTABLE = (sympy.Add, sympy.Mul, sympy.Pow, sympy.Symbol, sympy.Number, sympy.log, sympy.exp,

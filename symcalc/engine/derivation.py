@@ -25,14 +25,21 @@ import numpy as np
 import sympy
 from sympy.printing.numpy import NumPyPrinter, SciPyPrinter
 
-from . import budget, numeric, units
-from .budget import bounded
-from .errors import NoSolutionError
-from .exprparse import UnitSymbol
-from .invert import dependent_equation, reduce_block, solve_block, solve_for
-from .model import FormulaSpec, Interval
-from .plan import Plan, Step
-from .tearing import TEAR_FROM, Tearing, tear_block
+from symcalc import budget, units
+from symcalc.budget import bounded
+from symcalc.engine import numeric
+from symcalc.engine.invert import (
+    dependent_equation,
+    reduce_block,
+    solve_block,
+    solve_for,
+)
+from symcalc.engine.routing import Plan, Step
+from symcalc.engine.tearing import TEAR_FROM, Tearing, tear_block
+from symcalc.errors import NoSolutionError
+from symcalc.library.algorithms import REGISTRY
+from symcalc.library.exprparse import UnitSymbol
+from symcalc.library.records import FormulaSpec, Interval
 
 
 def floor_tol(x):
@@ -163,7 +170,7 @@ class SolvedStep:
 
     def compile(self) -> None:
         """Compile each candidate to numpy functions of the step's inputs."""
-        if self.method == "algorithm":    # evaluated in Python (symcalc.algorithms)
+        if self.method == "algorithm":    # evaluated in Python (symcalc.library.algorithms)
             return
         args = list(self.arg_symbols)
         self.functions = [{u: compile_expr(c[u], args) for u in self.unknowns} for c in self.candidates]
@@ -256,7 +263,7 @@ class Derivation:
 
     def _solve_step(self, step: Step, zero: dict) -> SolvedStep:
         """The step inverted and compiled; numeric when that takes longer than the symbolic limit
-        (each inversion has a limit of its own, in symcalc.invert; this one also bounds the
+        (each inversion has a limit of its own, in symcalc.engine.invert; this one also bounds the
         substitutions and compiling around them)."""
         with bounded(STEP_LIMITS * budget.DEFAULT_SYMBOLIC_LIMIT):
             return self._invert_step(step, zero, symbolic=True)
@@ -463,7 +470,6 @@ class Derivation:
 
     def _algorithm(self, s: SolvedStep, args: list):
         """Apply a registered algorithm, element by element over any arrays among its inputs."""
-        from .algorithms import REGISTRY
         fn = REGISTRY[s.formulas[0].algorithm]
         text_out = self.library.quantities[s.unknowns[0]].kind == "text"
         if all(np.ndim(a) == 0 for a in args):

@@ -8,11 +8,11 @@ dimensions is fragile. Tearing, as equation-based simulators do it: pick one unk
 *tear*), and order the other n - 1 equations so that each gives one more unknown from the
 tear, the inputs and the unknowns before it, by its explicit form or a unique symbolic root.
 One equation is left over; its residual, computed through the chain, is a function of the tear
-alone, and a scalar root search (symcalc.numeric.solve_scalar) finds it for every element of a
+alone, and a scalar root search (symcalc.engine.numeric.solve_scalar) finds it for every element of a
 sweep at once. Where that residual is flat, the block does not determine its unknowns (a
 value is missing), which is a different message from "no value satisfies".
 
-Data only: a :class:`Tearing` holds expressions; symcalc.derivation compiles and evaluates it.
+Data only: a :class:`Tearing` holds expressions; symcalc.engine.derivation compiles and evaluates it.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from .invert import solve_for
-from .model import FormulaSpec
+from symcalc.engine.invert import solve_for
+from symcalc.library.records import FormulaSpec
 
 # blocks smaller than this keep the symbolic block solution (a closed form is worth having)
 TEAR_FROM = 6
@@ -63,7 +63,7 @@ def tear_block(formulas: tuple[FormulaSpec, ...], unknowns: tuple[str, ...],
     leftover equation depends on the tear through the chain, else None.
 
     Complexity: O(n) tears x O(n^2) scans of the equations; each symbolic inversion is one
-    guarded, cached :func:`symcalc.invert.solve_for` call, shared between tears.
+    guarded, cached :func:`symcalc.engine.invert.solve_for` call, shared between tears.
     """
     if len(formulas) != len(unknowns) or len(formulas) < 2:
         return None

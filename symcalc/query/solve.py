@@ -16,19 +16,34 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import cache, units
-from .derivation import Derivation, SingularBlock
-from .errors import (ConflictError, DimensionError, DomainError, LibraryError, NoSolutionError, NotDeterminedError,
-                     OutOfBoundsError, QueryError, SymcalcError, UnderdeterminedError)
-from .implied import resolve_options
-from .limits import limit_rounding, round_with
-from .parts import parts_of, sum_parts
-from .library import Library, default_library
-from .budget import diagnosis_limit
-from .plan import DiagnosisHints, make_plan
-from .render.numbers import fmt, with_unit
-from .result import Result, StepView
-from .values import GivenValue, implausible, read_value
+from symcalc import cache, units
+from symcalc.budget import diagnosis_limit
+from symcalc.engine.derivation import Derivation, SingularBlock
+from symcalc.engine.rounding import round_whole
+from symcalc.engine.routing import DiagnosisHints, Plan, alternatives, make_plan
+from symcalc.errors import (
+    ConflictError,
+    DimensionError,
+    DomainError,
+    LibraryError,
+    NoSolutionError,
+    NotDeterminedError,
+    OutOfBoundsError,
+    QueryError,
+    SymcalcError,
+    UnderdeterminedError,
+)
+from symcalc.library.loading import Library, default_library
+from symcalc.library.presets import all_presets, find_preset
+from symcalc.query import reuse
+from symcalc.query.implied import resolve_options
+from symcalc.query.limits import limit_rounding, round_with
+from symcalc.query.parts import parts_of, sum_parts
+from symcalc.query.relation import relation
+from symcalc.query.results import Result, StepView
+from symcalc.query.values import GivenValue, implausible, read_value
+from symcalc.units.dims import show
+from symcalc.units.format import fmt, with_unit
 
 
 def read_given(library: Library, values) -> dict[str, GivenValue]:
@@ -49,12 +64,18 @@ def read_given(library: Library, values) -> dict[str, GivenValue]:
     return out
 
 
+def _again(result: Result, values: dict):
+    """Result.function: the record's derivation for new values (symcalc.query.reuse), with this
+    module's solve() for what the sweep path leaves to it."""
+    return reuse.function(result, values, solve)
+
+
 def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str],
                 diagnose: bool = True, exclude: frozenset = frozenset()):
     """The cached derivation for (target, known names, options), built on first use.
 
     ``exclude`` names defaults and default rules the route must not use (an alternative that
-    uses given values instead, see :func:`symcalc.plan.alternatives`).
+    uses given values instead, see :func:`symcalc.engine.routing.alternatives`).
     ``diagnose=False`` skips the search for what is missing when the knowns do not suffice.
     """
     key = (target, known, tuple(sorted(options.items())), frozenset(exclude))
@@ -159,7 +180,6 @@ def people_know(library: Library) -> frozenset:
     targets), coefficients with a default, slacks with a limit, and every preset field."""
     cached = getattr(library, "_people_know", None)
     if cached is None:
-        from .presets import all_presets
         fields = {name for kind in all_presets().values() for p in kind.values()
                   for name in [*p.values, *(["peak_flops"] if p.peak_flops else [])]}
         cached = frozenset(q.name for q in library.quantities.values()
@@ -217,7 +237,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     uses the given values instead is taken. ``diagnose=False`` makes an underdetermined
     question fail at once, without the (slower) search for what would settle it.
     A whole-number answer rounds the way that keeps the given limits on its route (a budget,
-    a deadline, 0 GB of headroom: see :mod:`symcalc.limits`), else its quantity's own way;
+    a deadline, 0 GB of headroom: see :mod:`symcalc.query.limits`), else its quantity's own way;
     ``rounding`` ("up", "down" or "nearest") overrides both.
 
     Raises UnknownNameError, DimensionError, DomainError, MalformedValueError (bad input),
@@ -292,7 +312,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         rounded, how, reason = _round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, opts,
                                                 hardware, model)
     else:
-        rounded = _round(exact, how)
+        rounded = round_whole(exact, how)
     warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
     warnings += [c["warning"] for c in found]
     warnings += [w for p in presets for w in p.warnings]
@@ -308,7 +328,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
     relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
-    return Result(library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
+    return Result(again=_again, library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
                   base_value=exact, rounded_base=rounded, given=knowns, presets={p.kind: p.key for p in presets},
                   preset_args={"hardware": hardware, "model": model},
                   options=relevant, all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
@@ -381,12 +401,11 @@ def _without_contradicted_defaults(lib, target: str, knowns: dict, opts: dict, d
 
     Defaults are only for what the given values leave open: tp_y from tp = tp_x tp_y must not
     take tp = 1 when the given layer_params_per_gpu fixes tp = 4. The alternatives (each drops
-    some of the defaults, see :func:`symcalc.plan.alternatives`) are evaluated; those whose own
+    some of the defaults, see :func:`symcalc.engine.routing.alternatives`) are evaluated; those whose own
     left-out values agree are kept. If they give different answers, the given values leave the
     answer open (n_gpus and dp fix tp x pp x cp but not each): UnderdeterminedError names the
     defaults to give instead.
     """
-    from .plan import alternatives
     typed = {k for k, v in knowns.items() if not v.origin}
     defaults = {name for name in lib.coefficient_defaults(opts) if name not in knowns}
     candidates = alternatives(lib.active_formulas(opts), derivation.plan, knowns, defaults, typed)
@@ -426,7 +445,7 @@ MAX_ALTERNATIVE_DERIVATIONS = 4
 def _round_to_limits(lib, derivation: Derivation, ev, knowns: dict, defaults_used: dict, exact, opts: dict,
                      hardware, model):
     """(rounded answer, how it rounded, why) for a whole-number target whose route passes given
-    limits (see :mod:`symcalc.limits`); the quantity's own rounding where no limit decides.
+    limits (see :mod:`symcalc.query.limits`); the quantity's own rounding where no limit decides.
 
     ``why`` says, for a single answer, what the whole number on the other side would do to the
     limit that decided: "16 would give memory_headroom = -1.29 GB".
@@ -435,7 +454,7 @@ def _round_to_limits(lib, derivation: Derivation, ev, knowns: dict, defaults_use
     env = {k: v.magnitude for k, v in knowns.items()}
     env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
     decided = limit_rounding(lib, derivation, env, exact)
-    rounded = round_with(exact, decided, lambda x: _round(x, tq.whole))
+    rounded = round_with(exact, decided, lambda x: round_whole(x, tq.whole))
     direction = decided.direction
     reason: dict = {}
     if np.any(decided.clash):
@@ -502,7 +521,6 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
     """Each of ``names`` (given values a derivation left out) solved for from the other given
     values and compared with its given value. Returns (the disagreements beyond ``rtol``, the
     names that could be checked at all). Preset values and arrays are not checked."""
-    from .check import relation
     conflicts, checked = [], set()
     if any(np.ndim(v.magnitude) for v in knowns.values()):
         return conflicts, checked
@@ -583,7 +601,6 @@ def over_capacity(lib, q, value, given: Mapping) -> tuple[str, object, object] |
 
 
 def _presets(hardware: str | None, model: str | None) -> list:
-    from .presets import find_preset
     out = []
     if hardware:
         out.append(find_preset("hardware", str(hardware)))
@@ -621,13 +638,12 @@ def _option_mapping(options) -> Mapping | None:
 
 def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: str | None) -> Result:
     """The target is itself given: the answer is that value, in the unit asked for."""
-    from .plan import Plan
     unit, factor = _output_unit(q, to)
     value = knowns[q.name].magnitude
     plan = Plan(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
     derivation = Derivation(lib, plan, opts, {})
-    return Result(library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
-                  rounded_base=_round(value, q.whole), rounding=q.whole, given=knowns, presets={}, options={}, all_options=opts,
+    return Result(again=_again, library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
+                  rounded_base=round_whole(value, q.whole), rounding=q.whole, given=knowns, presets={}, options={}, all_options=opts,
                   defaults_used={}, values={k: v.magnitude for k, v in knowns.items()}, steps=[],
                   derivation=derivation, closed_form=q.symbol, unused=list(plan.unused),
                   warnings=[f"{q.name} is given: the answer is that value converted"])
@@ -641,26 +657,9 @@ def _output_unit(q, to: str | None) -> tuple[str, float]:
     if to.strip() in ("%", "percent") and q.display_unit != "%" and q.domain.hi > 1:
         raise DimensionError(f"cannot show {q.name} in %: it is a count, not a fraction")
     if dim != q.dim:
-        from .dims import show
         raise DimensionError(f"cannot show {q.name} in {to}: {q.name} is measured in {show(q.dim)}, "
                              f"{to} in {show(dim)}")
     return to.strip(), units.to_base_factor(to.strip())
-
-
-def _round(value, how: str | None):
-    if how is None:
-        return value
-    v = np.asarray(value, dtype=float)
-    # Float noise, not a real excess: 1120.0000000002 GPUs is 1120, not 1121. Relative (4.7e-21
-    # GPUs still rounds up to 1) and capped (3000000000.4 GPUs rounds up to 3000000001).
-    slack = np.minimum(1e-12 * np.abs(v), 1e-3)
-    if how == "up":
-        out = np.ceil(v - slack)
-    elif how == "down":
-        out = np.floor(v + slack)
-    else:
-        out = np.floor(v + 0.5)     # half up, not numpy's half-to-even
-    return float(out) if out.ndim == 0 else out
 
 
 def _check_solvable(lib, derivation: Derivation, ev) -> None:

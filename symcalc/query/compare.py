@@ -14,18 +14,27 @@ says which inputs differ, and computes B - A and B / A from the two answers.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pint
 
-from . import units
-from .api import QueryError, _option_mapping, _output_unit, _presets, read_given, solve
-from .errors import SymcalcError, UnknownNameError, closest_names
-from .library import Library, default_library
-from .render.common import value_text
-from .result import Result
+from symcalc import units
+from symcalc.errors import SymcalcError, UnknownNameError, closest_names
+from symcalc.library.loading import Library, default_library
+from symcalc.query.results import Result
+from symcalc.query.solve import (
+    QueryError,
+    _option_mapping,
+    _output_unit,
+    _presets,
+    read_given,
+    solve,
+)
+from symcalc.render.formats import render
+from symcalc.units.format import with_unit
 
 PRESET_KINDS = ("hardware", "model")
 
@@ -128,7 +137,7 @@ class Comparison:
         for d in self.differences:
             if d.kind == "value" and (d.a if side == "a" else d.b) is None and d.name in result.values:
                 how = "default" if d.name in result.defaults_used else "computed"
-                parts.append(f"{d.name}={value_text(result, d.name)} ({how})")
+                parts.append(f"{d.name}={with_unit(*result.display(d.name))} ({how})")
             else:
                 parts.append(d.shown(side))
         return ", ".join(parts)
@@ -166,20 +175,16 @@ class Comparison:
 
     # -- renderers -----------------------------------------------------------------------
     def text(self) -> str:
-        from .render.compare import comparison_text
-        return comparison_text(self)
+        return render("comparison_text", self)
 
     def as_dict(self) -> dict:
-        from .render.compare import comparison_dict
-        return comparison_dict(self)
+        return render("comparison_json", self)
 
     def json(self, indent: int | None = 2) -> str:
-        import json
         return json.dumps(self.as_dict(), indent=indent)
 
     def __str__(self) -> str:
-        from .render.compare import headline
-        return headline(self)
+        return render("comparison_headline", self)
 
     def __repr__(self) -> str:
         return f"<Comparison {self}>"

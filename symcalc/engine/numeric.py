@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .model import Interval
+from symcalc.library.records import Interval
 
 BISECTIONS = 200
 

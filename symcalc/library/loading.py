@@ -14,22 +14,38 @@ import sys
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import sympy
 
-from . import cache, units
-from .dims import DimensionMismatch, dimension_of, show
-from .errors import (BadOptionValueError, LibraryError, UnknownNameError, UnknownOptionError,
-                     closest_names, did_you_mean)
-from .exprparse import RESERVED, ParseError, UnitSymbol, parse_condition, parse_equation, unit_symbol
-from .exprsize import TooComplex, check_equation
-from .model import Condition, FormulaSpec, Interval, OptionSpec, QuantitySpec
-from .texcheck import UnsafeTeX, check_latex, check_text
-from .solvability import classify
-
-if TYPE_CHECKING:
-    import networkx as nx
+from symcalc import cache, units
+from symcalc.errors import (
+    BadOptionValueError,
+    LibraryError,
+    UnknownNameError,
+    UnknownOptionError,
+    closest_names,
+    did_you_mean,
+)
+from symcalc.library.algorithms import REGISTRY
+from symcalc.library.exprparse import (
+    RESERVED,
+    ParseError,
+    UnitSymbol,
+    parse_condition,
+    parse_equation,
+    unit_symbol,
+)
+from symcalc.library.exprsize import TooComplex, check_equation
+from symcalc.library.records import (
+    Condition,
+    FormulaSpec,
+    Interval,
+    OptionSpec,
+    QuantitySpec,
+)
+from symcalc.library.solvability import classify
+from symcalc.library.texcheck import UnsafeTeX, check_latex, check_text
+from symcalc.units.dims import DimensionMismatch, dimension_of, show
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,12 +70,12 @@ FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
 def formula_dir() -> Path:
     """Where the built-in formula files are: inside the installed package, or the source tree."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "formulas", here.parent / "formulas"):
+    package = Path(__file__).resolve().parent.parent       # symcalc/ (this file is symcalc/library/loading.py)
+    for candidate in (package / "formulas", package.parent / "formulas"):
         if (candidate / "quantities.toml").is_file():
             return candidate
-    raise LibraryError(f"the built-in formula files were not found (looked in {here / 'formulas'} "
-                       f"and {here.parent / 'formulas'})")
+    raise LibraryError(f"the built-in formula files were not found (looked in {package / 'formulas'} "
+                       f"and {package.parent / 'formulas'})")
 
 
 class Library:
@@ -77,7 +93,6 @@ class Library:
             for a in q.aliases:
                 self.aliases[a] = q.name
         self.symbols: dict[sympy.Symbol, str] = {q.symbol: q.name for q in quantities.values()}
-        self._graph: nx.Graph | None = None
         self.derivation_cache: dict = {}
         # content hash of what the library was loaded from (see load_library); None when it was
         # built in memory. Derivations are cached on disk under it.
@@ -153,24 +168,6 @@ class Library:
                 src = opt.sources.get(value, "")
                 out[qname] = (text, f"option {name}={value}" + (f"; {src}" if src else ""))
         return out
-
-    @property
-    def graph(self) -> nx.Graph:
-        """Bipartite graph: formula nodes ('f', id) <-> quantity nodes ('q', name).
-
-        Edge attribute ``how`` is the formula's solvability for that quantity.
-        """
-        if self._graph is None:
-            import networkx as nx     # only for planning: a start-up with a cached derivation skips it
-            g = nx.Graph()
-            for q in self.quantities:
-                g.add_node(("q", q), bipartite=1)
-            for f in self.formulas.values():
-                g.add_node(("f", f.id), bipartite=0)
-                for q in f.quantities:
-                    g.add_edge(("f", f.id), ("q", q), how=f.solvability[q])
-            self._graph = g
-        return self._graph
 
 
 def _option_text(raw: object) -> str:
@@ -620,7 +617,6 @@ def _load_algorithm(table, file: str, quantities: dict[str, QuantitySpec],
 
     It joins the graph like a formula that can only be solved for its output.
     """
-    from .algorithms import REGISTRY
     table, fid, where = _entry(table, file, "algorithm", ALGORITHM_KEYS, ("title", "source", "function", "output"))
     function = table["function"]
     if function not in REGISTRY:

@@ -7,16 +7,19 @@ values (or arrays of them) at numpy speed.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 import pint
 import sympy
 
-from . import units
-from .derivation import Derivation
-from .model import FormulaSpec, QuantitySpec
-from .values import GivenValue
+from symcalc import units
+from symcalc.engine.derivation import Derivation
+from symcalc.library.records import FormulaSpec, QuantitySpec
+from symcalc.query.values import GivenValue
+from symcalc.render.formats import render
+from symcalc.units.format import with_unit
 
 
 @dataclass
@@ -57,6 +60,8 @@ class Result:
     violations: list[str] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
     rounding: str | None = None            # how a whole-number answer was rounded: up | down | nearest (| mixed)
+    # the solver's re-evaluation for new values (symcalc.query.reuse.function, bound to solve)
+    again: object = field(default=None, repr=False, compare=False)
     # why it rounded that way, when a given limit decided: {direction, limit, other (the whole
     # number on the other side, display units), value_there, given, unit, given_is}
     rounding_reason: dict | None = None
@@ -111,56 +116,14 @@ class Result:
         Values are read like :func:`symcalc.solve`'s (units, arrays). It goes through the
         same checks (bounds, no-solution, rounding) and reuses the cached compiled derivation,
         so nothing is re-planned or re-solved. Large arrays take the sweep path
-        (:mod:`symcalc.fastpath`): the same values and checks at about the speed of the formula
-        written in numpy by hand.
+        (:mod:`symcalc.engine.fastpath`): the same values and checks at about the speed of the formula
+        written in numpy by hand. The work is :func:`symcalc.query.reuse.function`'s, handed to
+        this record by the solver that made it (``again``): the record itself never imports
+        the solver.
         """
-        from .api import solve
-        typed = {n for n, g in self.given.items() if not g.origin}
-        names = [self.library.quantity(n).name for n in values]
-        if set(names) != typed:
-            raise TypeError(f"function() takes exactly the values given to this result: {sorted(typed)}")
-        if len(names) == len(typed) and self.quantity.kind != "text":
-            fast = self._sweep(values)
-            if fast is not None:
-                return units.Q(fast, self.unit) if self.unit else units.Q(fast)
-        r = solve(self.target, values, options=self.all_options, to=self.unit or None, library=self.library,
-                  on_bounds=self.on_bounds,
-                  rounding=self.rounding if self.rounding in ("up", "down", "nearest") else None,
-                  **{k: v for k, v in self.preset_args.items() if v})
-        return r.quantity_value
-
-    def _sweep(self, values: dict):
-        """The answer from the sweep path, or None when it leaves the question to solve()."""
-        from .fastpath import MIN_SIZE, sweep
-        arrays = {n: _array_of(v) for n, v in values.items()}
-        try:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
-        except ValueError:        # solve() says what does not fit
-            return None
-        if np.prod(shape) < MIN_SIZE:
-            return None
-        from .values import read_value
-        magnitudes = {n: g.magnitude for n, g in self.given.items() if g.origin}
-        integral = set()
-        for raw_name, raw in values.items():
-            q = self.library.quantity(raw_name)
-            a = arrays[raw_name]
-            if a is raw and a.dtype.kind in "iu" and a.ndim and units.to_base_factor(q.unit or "count") == 1.0:
-                # a bare integer array in base units (counts, tokens): whole by construction,
-                # one element read for the unit checks (an error is solve()'s to word), and
-                # converted to floats chunk by chunk
-                try:
-                    read_value(q, a[(slice(0, 1),) * a.ndim], check_bounds=False)
-                except Exception:
-                    return None
-                magnitudes[q.name] = a
-                integral.add(q.name)
-                continue
-            try:
-                magnitudes[q.name] = read_value(q, raw, check_bounds=False).magnitude
-            except Exception:     # solve() raises it, after the checks that come first there
-                return None
-        return sweep(self.derivation, magnitudes, self.rounding, self.factor, integral)
+        if self.again is None:
+            raise TypeError("this result was not made by solve(): it cannot be evaluated again")
+        return self.again(self, values)
 
     @property
     def breakdown(self) -> dict | None:
@@ -203,44 +166,28 @@ class Result:
 
     # -- renderers ----------------------------------------------------------------------
     def text(self) -> str:
-        from .render.text import render_text
-        return render_text(self)
+        return render("text", self)
 
     def latex(self, standalone: bool = False) -> str:
-        from .render.latex import render_latex
-        return render_latex(self, standalone=standalone)
+        return render("latex", self, standalone=standalone)
 
     def markdown(self) -> str:
-        from .render.markdown import render_markdown
-        return render_markdown(self)
+        return render("markdown", self)
 
     def as_dict(self) -> dict:
-        from .render.jsonout import result_dict
-        return result_dict(self)
+        return render("json", self)
 
     def json(self, indent: int | None = 2) -> str:
-        import json
         return json.dumps(self.as_dict(), indent=indent)
 
     def _repr_latex_(self) -> str:
-        from .render.latex import result_equation
-        return "$$" + result_equation(self) + "$$"
+        return "$$" + render("latex_equation", self) + "$$"
 
     def __str__(self) -> str:
-        from .render.numbers import with_unit
         return f"{self.target} = {with_unit(self.value, self.unit)}"
 
     def __repr__(self) -> str:
         return f"<Result {self}>"
-
-
-def _array_of(value) -> np.ndarray | None:
-    """The numpy array inside a given value (an array, a (array, unit) pair, a pint quantity)."""
-    if isinstance(value, tuple) and value:
-        value = value[0]
-    if isinstance(value, pint.Quantity):
-        value = value.magnitude
-    return value if isinstance(value, np.ndarray) else None
 
 
 def _scale(base, factor: float):

@@ -1,0 +1,37 @@
+"""The one registry of output formats: a format's name -> the function that renders a record.
+
+Records (Result, Comparison, Sweep) offer ``.text()``, ``.latex()``, ``.plot()`` ... for
+convenience; each goes through :func:`render`, so the query layer names a format, never a
+renderer module, and a renderer is imported only when its format is first used (matplotlib
+for a plot, nothing for a cached text answer). Adding a format is one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+# format -> "module:function"; each function takes the record first
+FORMATS = {
+    "text": "symcalc.render.text:render_text",
+    "latex": "symcalc.render.latex:render_latex",
+    "latex_equation": "symcalc.render.latex:result_equation",
+    "markdown": "symcalc.render.markdown:render_markdown",
+    "json": "symcalc.render.jsonout:result_dict",
+    "comparison_text": "symcalc.render.compare:comparison_text",
+    "comparison_json": "symcalc.render.compare:comparison_dict",
+    "comparison_headline": "symcalc.render.compare:headline",
+    "sweep_plot": "symcalc.render.plot:plot_sweep",
+}
+
+
+def renderer(name: str) -> Callable:
+    """The function of format ``name`` (imported on first use). Raises KeyError for an unknown
+    format."""
+    module, _, function = FORMATS[name].partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def render(name: str, record, *args, **kwargs):
+    """``record`` in format ``name``."""
+    return renderer(name)(record, *args, **kwargs)
