@@ -118,7 +118,7 @@ def question(lib, presets, rng: random.Random) -> list[str]:
     if rng.random() < 0.15:
         args += ["--hardware", rng.choice(sorted(presets["hardware"]))]
     if rng.random() < 0.15:
-        args += ["--model", rng.choice(sorted(presets["models"]))]
+        args += ["--model", rng.choice(sorted(presets["model"]))]
     return args
 
 

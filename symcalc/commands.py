@@ -275,6 +275,9 @@ def list_cmd(words, term, as_json, formula_files):
     """List quantities, formulas, options, hardware or models. WHAT is one of those kinds;
     the other words are a search (every word must appear in a name, alias or description):
     `symcalc list formulas checkpoint`, `symcalc list bubble`."""
+    from symcalc.library.presets import (
+        KINDS,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
     from symcalc.render.catalog import (  # on use: the command line starts without it (start-up, Ctrl-C)
         catalog,
         preset_catalog,
@@ -283,8 +286,8 @@ def list_cmd(words, term, as_json, formula_files):
     term = " ".join(x for x in (*words[1:], term or "") if x) or None
     kinds = {"quantities", "formulas", "options"}
     if what in ("hardware", "models", "model", "gpus"):
-        entries = {"hardware" if what in ("hardware", "gpus") else "models":
-                   preset_catalog("hardware" if what in ("hardware", "gpus") else "models", term)}
+        kind = "hardware" if what in ("hardware", "gpus") else "model"
+        entries = {KINDS[kind]: preset_catalog(kind, term)}
         if as_json:
             click.echo(json.dumps(entries, indent=2))
             return

@@ -29,7 +29,7 @@ def test_required_presets_exist():
     assert len(hw) == 8
     models = ["gpt3", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
               "mixtral-8x7b", "deepseek-v3"]
-    assert len({find_preset("models", n).key for n in models}) == 9
+    assert len({find_preset("model", n).key for n in models}) == 9
 
 
 def test_h100_dense_bf16_peak_is_989_not_1979():
@@ -64,7 +64,7 @@ def test_model_preset_options_and_training_time():
     r = symcalc.solve("train_time", model="llama3-405b", n_gpus=16384, mfu=0.4, peak_flops="989 TFLOP/s")
     # seed 001: 6 x 405e9 x 15.6e12 / (16384 x 989e12 x 0.4) = 67.7 days; with 405.85e9 params 67.9
     assert r.value == pytest.approx(6 * 405853388800 * 15.6e12 / (16384 * 989e12 * 0.4) / 86400, rel=1e-9)
-    assert r.presets == {"models": "llama3_405b"}
+    assert r.presets == {"model": "llama3_405b"}
 
 
 # (config.json, options read from it, parameter count from the shapes, with the reason)

@@ -80,7 +80,7 @@ def test_a_name_no_file_can_have_is_an_unknown_model(cli):
 def test_a_model_name_from_a_config_is_fit_to_print(tmp_path):
     path = config(tmp_path, json.dumps({**LLAMA, "_name_or_path": "\x1b[31mevil\nname" + "x" * 200}))
     r = symcalc.solve("n_params", model=path)
-    assert r.presets["models"] == "[31mevil name" + "x" * 64 + "..."
+    assert r.presets["model"] == "[31mevil name" + "x" * 64 + "..."
 
 
 def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path):

@@ -34,6 +34,7 @@ from symcalc.engine.invert import (
     solve_block,
     solve_for,
 )
+from symcalc.engine.method import Method
 from symcalc.engine.routing import Plan, Step
 from symcalc.engine.tearing import TEAR_FROM, Tearing, tear_block
 from symcalc.errors import NoSolutionError
@@ -147,7 +148,7 @@ class SolvedStep:
 
     step: Step
     formulas: tuple[FormulaSpec, ...]
-    method: str                                   # explicit | rearranged | block | numeric
+    method: Method
     candidates: tuple[dict, ...]                  # {quantity name: expression in the inputs}
     domains: tuple[Interval, ...] = ()
     arg_symbols: tuple[sympy.Symbol, ...] = ()    # symbols of the inputs, in step.inputs order
@@ -170,7 +171,7 @@ class SolvedStep:
 
     def compile(self) -> None:
         """Compile each candidate to numpy functions of the step's inputs."""
-        if self.method == "algorithm":    # evaluated in Python (symcalc.library.algorithms)
+        if self.method == Method.ALGORITHM:    # evaluated in Python (symcalc.library.algorithms)
             return
         args = list(self.arg_symbols)
         self.functions = [{u: compile_expr(c[u], args) for u in self.unknowns} for c in self.candidates]
@@ -244,7 +245,7 @@ class Derivation:
         for step in plan.steps:
             solved = self._solve_step(step, zero)
             self.steps.append(solved)
-            if solved.candidates and solved.method != "algorithm" and self._in_knowns is not None:
+            if solved.candidates and solved.method != Method.ALGORITHM and self._in_knowns is not None:
                 with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
                     for name, expr in solved.candidates[0].items():
                         composed = expr.subs(self._in_knowns)
@@ -289,26 +290,26 @@ class Derivation:
                                  prefer=[self.target, *people_give])
         if len(formulas) == 1 and formulas[0].algorithm:
             # a registered procedure: its "solution" is the call itself, evaluated in Python
-            solved = SolvedStep(step=step, formulas=formulas, method="algorithm",
+            solved = SolvedStep(step=step, formulas=formulas, method=Method.ALGORITHM,
                                 candidates=({step.solves_for[0]: formulas[0].rhs},), domains=domains)
             return solved
         if not symbolic:
-            method = "numeric"
+            method = Method.NUMERIC
         elif len(formulas) == 1:
             f, name = formulas[0], step.solves_for[0]
             x = self._sym(name)
             how = f.solvability[name]
             if how == "explicit":
                 expr = f.rhs if f.lhs == x else f.lhs
-                candidates, method = ({name: clean(expr)},), "explicit"
+                candidates, method = ({name: clean(expr)},), Method.EXPLICIT
             else:
                 roots = solve_for(clean(f.lhs - f.rhs), x) if how == "symbolic" else None
                 if roots:
-                    candidates, method = tuple({name: r} for r in roots), "rearranged"
+                    candidates, method = tuple({name: r} for r in roots), Method.REARRANGED
                 else:
-                    method = "numeric"
+                    method = Method.NUMERIC
         elif len(formulas) >= TEAR_FROM and tearing is not None:
-            method = "numeric"
+            method = Method.NUMERIC
         else:
             xs = tuple(self._sym(u) for u in step.solves_for)
             equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
@@ -323,12 +324,12 @@ class Derivation:
             if sols:
                 names = {self._sym(u): u for u in step.solves_for}
                 candidates = tuple({names[s]: e for s, e in sol.items()} for sol in sols)
-                method = "block"
+                method = Method.BLOCK
             else:
-                method = "numeric"
+                method = Method.NUMERIC
         residuals: tuple = ()
         reduced = None
-        if method != "explicit":
+        if method != Method.EXPLICIT:
             residuals = tuple(clean(f.lhs - f.rhs) for f in formulas)
             if len(residuals) > 1 and symbolic and tearing is None:
                 reduced = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas),
@@ -364,7 +365,7 @@ class Derivation:
 
     def usual_choices(self) -> dict[int, int]:
         """The root choices of an evaluation that takes every step's first candidate."""
-        return {i: (-1 if s.method == "numeric" else 0) for i, s in enumerate(self.steps)}
+        return {i: (-1 if s.method == Method.NUMERIC else 0) for i, s in enumerate(self.steps)}
 
     # -- closed form ----------------------------------------------------------------------
     def closed_form(self, choices: dict[int, int] | None = None) -> sympy.Expr:
@@ -431,12 +432,12 @@ class Derivation:
         """Values of one step's unknowns. Per element: the first root inside the unknowns'
         domains; else the first finite root (the bounds check reports it); else a numeric root."""
         names = s.unknowns
-        if s.method == "algorithm":
+        if s.method == Method.ALGORITHM:
             return {names[0]: self._algorithm(s, args)}, 0, False
-        if s.method == "numeric":
+        if s.method == Method.NUMERIC:
             return self._numeric(s, args, None, undetermined), -1, True
         results = [{u: _real(fn(*args)) for u, fn in fns.items()} for fns in s.functions]
-        if s.method == "explicit":
+        if s.method == Method.EXPLICIT:
             return results[0], 0, False
         if len(results) == 1 and all(_all_finite(results[0][u]) for u in names):
             return results[0], 0, False

@@ -44,6 +44,7 @@ import sympy
 from symcalc import budget
 from symcalc.budget import bounded
 from symcalc.engine.derivation import Derivation, compile_expr, unit_factors
+from symcalc.engine.method import Method
 from symcalc.engine.rounding import round_whole
 from symcalc.engine.signs import NONNEG, POS, domain_sign, interval, sign
 from symcalc.library.records import Interval
@@ -117,7 +118,7 @@ def _build(derivation: Derivation) -> Program | None:
     in_knowns: dict[sympy.Symbol, sympy.Expr] = {}
     all_proven = True
     for s in derivation.steps:
-        if s.method in ("numeric", "algorithm") or len(s.candidates) != 1 or len(s.functions) != 1:
+        if s.method in (Method.NUMERIC, Method.ALGORITHM) or len(s.candidates) != 1 or len(s.functions) != 1:
             return None
         for name in s.unknowns:
             q = lib.quantities[name]

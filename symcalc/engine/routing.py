@@ -549,8 +549,7 @@ def _candidates(formulas: list[FormulaSpec], target: str, settled: set[str]) -> 
                 if x not in dist and x not in settled:
                     dist[x] = dist[q] + 1
                     queue.append(x)
-    # quantities kept only to reproduce a source's wrong number are never a useful suggestion
-    ranked = sorted((d, q) for q, d in dist.items() if q != target and "_seed0" not in q)
+    ranked = sorted((d, q) for q, d in dist.items() if q != target)
     return [q for _, q in ranked]
 
 

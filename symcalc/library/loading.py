@@ -58,7 +58,8 @@ OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in",
-                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "usual"}
+                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "usual",
+                 "source_error"}
 GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
@@ -167,6 +168,15 @@ class Library:
             for qname, text in opt.sets.get(value, {}).items():
                 src = opt.sources.get(value, "")
                 out[qname] = (text, f"option {name}={value}" + (f"; {src}" if src else ""))
+        return out
+
+    def set_by_option(self, options: Mapping[str, str]) -> dict[str, str]:
+        """Quantity -> the option whose value (under ``options``) sets its default, for the
+        defaults :meth:`coefficient_defaults` takes from option values."""
+        out: dict[str, str] = {}
+        for name, opt in self.options.items():
+            for qname in opt.sets.get(options.get(name, opt.default), {}):
+                out[qname] = name
         return out
 
 
@@ -409,9 +419,9 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
     priority = table.get("limit_priority", 1)
     if not isinstance(priority, int) or isinstance(priority, bool) or given_is is None and "limit_priority" in table:
         raise LibraryError(f"{where}: limit_priority is a whole number, for a quantity with given_is")
-    flags = {key: table.get(key, False) for key in ("input", "main_input")}
+    flags = {key: table.get(key, False) for key in ("input", "main_input", "source_error")}
     if not all(isinstance(v, bool) for v in flags.values()):
-        raise LibraryError(f"{where}: 'input' and 'main_input' must be true or false")
+        raise LibraryError(f"{where}: 'input', 'main_input' and 'source_error' must be true or false")
     plausible = _plausible_range(table.get("plausible"), dim, where)
     if domain.positive:
         symbol = sympy.Symbol(name, positive=True)
@@ -425,7 +435,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         aliases=tuple(aliases), domain=domain, whole=whole, default=default,
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
-        given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], plausible=plausible,
+        given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
         not_above=_names(table.get("not_above", []), where, "not_above"), usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 

@@ -27,7 +27,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KINDS = ("hardware", "models")
+# a preset kind -> the name of its data file under formulas/presets (and of `symcalc list ...`)
+KINDS = {"hardware": "hardware", "model": "models"}
 PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak_flops", "published"}
 
 
@@ -35,7 +36,7 @@ PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak
 class Preset:
     """One piece of hardware or one model: values (with sources) and implied options."""
 
-    kind: str                                     # "hardware" or "models"
+    kind: str                                     # "hardware" or "model" (a key of KINDS)
     key: str
     title: str
     source: str
@@ -49,12 +50,11 @@ class Preset:
 
     def resolve(self, options: dict[str, str], compute_dtype: str | None) -> dict[str, tuple[str, str]]:
         """Values this preset gives under ``options``: its values, plus the dense peak for the
-        compute dtype the precision option implies."""
+        compute dtype the precision option implies (its ``compute_dtype`` in the option data;
+        a precision that names none gets no peak from a preset: nothing is guessed)."""
         out = dict(self.values)
-        if self.peak_flops:
-            dtype = compute_dtype or "bf16"
-            if dtype in self.peak_flops:
-                out["peak_flops"] = self.peak_flops[dtype]
+        if self.peak_flops and compute_dtype in self.peak_flops:
+            out["peak_flops"] = self.peak_flops[compute_dtype]
         return out
 
 
@@ -66,8 +66,8 @@ def presets_dir() -> Path:
 def all_presets() -> dict[str, dict[str, Preset]]:
     """Every built-in preset, by kind and key (loaded once)."""
     out: dict[str, dict[str, Preset]] = {}
-    for kind in KINDS:
-        path = presets_dir() / f"{kind}.toml"
+    for kind, stem in KINDS.items():
+        path = presets_dir() / f"{stem}.toml"
         try:
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as e:
@@ -100,7 +100,7 @@ def _load(kind: str, key: str, table: dict, file: str) -> Preset:
 
 def find_preset(kind: str, name: str) -> Preset:
     """A built-in preset by key or alias (case-insensitive), or a config.json for models."""
-    if kind == "models" and (name.endswith(".json") or _is_file(name)):
+    if kind == "model" and (name.endswith(".json") or _is_file(name)):
         return model_from_hf_config(name)
     table = all_presets()[kind]
     wanted = name.strip().lower().replace("_", "-")
@@ -110,10 +110,9 @@ def find_preset(kind: str, name: str) -> Preset:
             return p
     pool = [n for p in table.values() for n in (p.key, *p.aliases)]
     near = closest_names(name, pool)
-    what = "hardware" if kind == "hardware" else "model"
     hint = f" Did you mean: {', '.join(near)}?" if near else ""
-    raise UnknownNameError(f"unknown {what} '{name}'.{hint} See `symcalc list {kind}`"
-                           + (" (or give the path of a Hugging Face config.json)" if kind == "models" else ""),
+    raise UnknownNameError(f"unknown {kind} '{name}'.{hint} See `symcalc list {KINDS[kind]}`"
+                           + (" (or give the path of a Hugging Face config.json)" if kind == "model" else ""),
                            near)
 
 
@@ -209,7 +208,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
     if "tie_word_embeddings" not in cfg and family.startswith("gemma"):
         options["tied_embeddings"] = "true"      # Gemma ties its embeddings by default
     name = _label(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
-    return Preset(kind="models", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
+    return Preset(kind="model", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
                   options=options, warnings=tuple(warnings))
 
 

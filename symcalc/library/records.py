@@ -117,6 +117,8 @@ class QuantitySpec:
     # the value most questions take for it ("1" for the micro-batch of a large model), said when
     # a question leaves it out: sets of such quantities are suggested first
     usual: str = ""
+    # kept only to reproduce a source's wrong number (seed errors): never suggested as an input
+    source_error: bool = False
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from symcalc.engine.method import Method
 from symcalc.errors import (
     NoSolutionError,
     OutOfBoundsError,
@@ -220,7 +221,7 @@ def _one_per_relation(found: list[Relation], order: list[str]) -> list[Relation]
     def backwards(r: Relation) -> int:
         if r.result is None:
             return 10**6
-        return sum(s.method not in ("explicit", "algorithm") for s in r.result.steps)
+        return sum(not Method(s.method).runs_forward for s in r.result.steps)
     best: dict[frozenset, Relation] = {}
     for r in found:
         key = r.members

@@ -16,6 +16,7 @@ import sympy
 
 from symcalc import units
 from symcalc.engine.derivation import Derivation
+from symcalc.engine.method import Method
 from symcalc.library.records import FormulaSpec, QuantitySpec
 from symcalc.query.values import GivenValue
 from symcalc.render.formats import render
@@ -28,7 +29,7 @@ class StepView:
 
     number: int
     formulas: list[FormulaSpec]
-    method: str                      # explicit | rearranged | block | numeric
+    method: Method                   # how the step was solved
     solves_for: list[str]
     inputs: list[str]
     solution: dict[str, sympy.Expr]  # the root used, per unknown (empty if numeric)

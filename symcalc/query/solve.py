@@ -101,7 +101,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
                               "give it to use it)")
                 e.args = (e.message,)
             raise e from None
-        used = _defaults_used(library, plan, defaults)
+        used = _defaults_used(library, plan, defaults, options)
         try:
             derivation = Derivation(library, plan, options,
                                     {k: d["magnitude"] for k, d in used.items() if "magnitude" in d})
@@ -169,6 +169,8 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
     # a per-GPU total is not settled by its capacity and the memory left free: that is circular
     avoid = frozenset(q.name for q in library.quantities.values() if q.limit or q.name == tq.fits_in) \
         if tq.fits_in else frozenset()
+    # quantities kept only to reproduce a source's wrong number are never a useful suggestion
+    avoid |= frozenset(q.name for q in library.quantities.values() if q.source_error)
     return DiagnosisHints(known=people_know(library), verify=verify, seconds=diagnosis_limit(),
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
                           avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual),
@@ -196,13 +198,17 @@ def _limits(library: Library) -> dict[str, str]:
     return said
 
 
-def _defaults_used(library: Library, plan, defaults: dict) -> dict[str, dict]:
-    """What the plan takes from defaults: coefficient values and default rules, with sources."""
+def _defaults_used(library: Library, plan, defaults: dict, options: Mapping[str, str]) -> dict[str, dict]:
+    """What the plan takes from defaults: coefficient values and default rules, with sources
+    (and ``option``: the option whose value set a default, when one did)."""
     used: dict[str, dict] = {}
+    set_by = library.set_by_option(options)
     for name in plan.defaults:
         text, source = defaults[name]
         magnitude = float(units.parse_quantity(text, name).to_base_units().magnitude)
         used[name] = {"value": text, "source": source, "magnitude": magnitude}
+        if name in set_by:
+            used[name]["option"] = set_by[name]
     for fid in plan.default_rules:
         f = library.formulas[fid]
         lhs = library.symbols[f.lhs]
@@ -605,7 +611,7 @@ def _presets(hardware: str | None, model: str | None) -> list:
     if hardware:
         out.append(find_preset("hardware", str(hardware)))
     if model:
-        out.append(find_preset("models", str(model)))
+        out.append(find_preset("model", str(model)))
     return out
 
 
@@ -621,7 +627,7 @@ def _preset_values(lib: Library, presets: list, opts: dict, target: str | None, 
             if (name == target and name not in preset.published) or name in given or name in out:
                 continue
             gv = read_value(lib.quantities[name], text)
-            gv.origin = f"{preset.kind[:-1] if preset.kind == 'models' else preset.kind} {preset.key}: {source}"
+            gv.origin = f"{preset.kind} {preset.key}: {source}"
             out[name] = gv
     return out
 
@@ -819,8 +825,5 @@ def _relevant_options(derivation: Derivation, defaults_used: dict, explicit: Map
     for s in derivation.steps:
         for f in s.formulas:
             names |= set(f.when)
-    for d in defaults_used.values():
-        src = d.get("source", "")
-        if src.startswith("option "):
-            names.add(src[len("option "):].split("=", 1)[0])
+    names |= {d["option"] for d in defaults_used.values() if d.get("option")}
     return {k: opts[k] for k in sorted(names)}

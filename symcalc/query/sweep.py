@@ -33,10 +33,10 @@ from symcalc.errors import QueryError, SymcalcError
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.outfile import write_file
+from symcalc.query import reuse
 from symcalc.query.results import Result
 from symcalc.query.solve import out_of_bounds, over_capacity, solve
 from symcalc.query.values import read_value
-from symcalc.query import reuse
 from symcalc.render.formats import render
 from symcalc.units import Q, parse_unit
 from symcalc.units.format import with_unit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from symcalc.engine.method import Method
 from symcalc.render.common import latex_symbols, text_symbols
 from symcalc.render.expressions import latex, text
 
@@ -38,7 +39,7 @@ def result_dict(result) -> dict:
             "source": step.formulas[0].source,
             "equation": [f.equation for f in step.formulas] if len(step.formulas) > 1 else step.formulas[0].equation,
             "solves_for": step.solves_for[0] if len(step.solves_for) == 1 else step.solves_for,
-            "method": "numeric" if step.numeric and step.method != "numeric" and not step.solution else step.method,
+            "method": str(Method.NUMERIC if step.numeric and step.method != Method.NUMERIC and not step.solution else step.method),
             "numeric_fallback": bool(step.numeric),
             "expression": {n: text(e, tnames) for n, e in step.solution.items()},
             "latex": "; ".join(f"{lib.quantities[n].latex} = {latex(e, lnames)}" for n, e in step.solution.items())

@@ -6,6 +6,7 @@ so the document compiles on a minimal TeX installation.
 
 from __future__ import annotations
 
+from symcalc.engine.method import Method
 from symcalc.escape import tex_escape
 from symcalc.render.common import (
     has_arrays,
@@ -142,14 +143,14 @@ def _step(step, lib, names, numbers, result) -> list[str]:
             continue
         expr = step.solution[name]
         parts = [sym]
-        if step.method in ("rearranged", "block"):
+        if step.method.rearranges:
             parts.append(latex(expr, names))
         if numbers is not None:
             parts.append(latex(expr, numbers, numbers=True))
         parts.extend(step_value_latex(result, name))
-        if step.method == "rearranged":
+        if step.method == Method.REARRANGED:
             out.append(f"Rearranged for ${sym}$ and evaluated:")
-        elif step.method == "block":
+        elif step.method == Method.BLOCK:
             out.append(f"Solution for ${sym}$:")
         out.append(display_chain(parts))
         if step.numeric:

@@ -61,7 +61,7 @@ def render_markdown(result) -> str:
                 out += [f"Also ${sym} = {value_latex(result, name)}$", ""]
                 continue
             expr = step.solution[name]
-            parts = [sym] + ([latex(expr, names)] if step.method in ("rearranged", "block") else [])
+            parts = [sym] + ([latex(expr, names)] if step.method.rearranges else [])
             if numbers is not None:
                 parts.append(latex(expr, numbers, numbers=True))
             parts.extend(step_value_latex(result, name))

@@ -64,7 +64,7 @@ def _drawable(tex: str) -> bool:
 def _title(sweep) -> str:
     import textwrap
     names = " and ".join(a.name for a in sweep.axes)
-    presets = ", ".join(sweep.result.presets[k] for k in ("models", "hardware") if k in sweep.result.presets)
+    presets = ", ".join(sweep.result.presets[k] for k in ("model", "hardware") if k in sweep.result.presets)
     lib = sweep.result.library
     options = ", ".join(f"{k}={v}" for k, v in sweep.result.options.items()
                         if k in lib.options and lib.options[k].default != v)

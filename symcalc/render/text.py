@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from symcalc.engine.method import Method
 from symcalc.render.common import (
     has_arrays,
     text_symbols,
@@ -44,13 +45,13 @@ def render_text(result) -> str:
                 lines.append(f"     also {name} = {value_text(result, name)}")
                 continue
             expr = step.solution[name]
-            if step.method in ("rearranged", "block"):
+            if step.method.rearranges:
                 lines.append(f"     -> {name} = {text(expr, names)}")
             shown = step_value_text(result, name)
             substituted = text(expr, numbers) if numbers is not None else shown
             # an identity (n_active_params = n_params) shows its value once
             lines.append(f"     = {substituted} = {shown}" if substituted != shown else f"     = {shown}")
-        if step.numeric and step.method != "numeric":
+        if step.numeric and step.method != Method.NUMERIC:
             lines.append("     (closed form singular here: found numerically)")
     preset = [(n, g) for n, g in result.given.items() if g.origin and n not in result.unused]
     if preset:
