@@ -116,6 +116,13 @@ def test_a_closed_form_too_large_to_compose_in_time_stops_where_it_got(monkeypat
     derivation = r.derivation
     derivation._closed.clear()
     monkeypatch.setattr(budget, "DEFAULT_SYMBOLIC_LIMIT", 1e-6)
+    # each composing substitution made slow, so that the limit surely runs out during it (a
+    # five-step chain composes faster than a timer of 1e-6 s can be relied on to fire)
+    import time
+
+    from symcalc.engine import derivation as derivation_module
+    real_small = derivation_module._small
+    monkeypatch.setattr(derivation_module, "_small", lambda expr: time.sleep(0.05) or real_small(expr))
     partial = derivation.closed_form(derivation.usual_choices())
     assert derivation.degraded
     # whatever it got to, it is still the target: in the values the steps found, the same number
