@@ -109,4 +109,15 @@ class _Package(types.ModuleType):
         return sorted(set(super().__dir__()) | set(_EXPORTS))
 
 
+class _Layer(types.ModuleType):
+    """A layer package (symcalc.query, symcalc.library) that tells ``symcalc`` when one of its
+    submodules is imported, so that the package's exports are bound then (as eager imports
+    would bind them), not on first use."""
+
+    def __setattr__(self, name: str, value) -> None:
+        types.ModuleType.__setattr__(self, name, value)
+        if isinstance(value, types.ModuleType):
+            sys.modules[__name__]._bind(value)
+
+
 sys.modules[__name__].__class__ = _Package

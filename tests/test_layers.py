@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from symcalc.engine.structure import strongly_connected_components
+
 PACKAGE = Path(__file__).resolve().parent.parent / "symcalc"
 
 # lowest first: a module may import from its own layer and the layers before it
@@ -121,34 +123,8 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_cycles_not_even_inside_functions():
-    # Tarjan's strongly connected components: any component of more than one module is a cycle
-    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
-
-    def strong(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in GRAPH[v]:
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for v in GRAPH:
-        if v not in index:
-            strong(v)
+    # any strongly connected component of more than one module is a cycle
+    cycles = [c for c in strongly_connected_components(GRAPH) if len(c) > 1]
     assert not cycles, f"import cycles: {cycles}"
 
 

@@ -127,11 +127,20 @@ def block_triangular_order(rows: Mapping[Hashable, set], match: Mapping[Hashable
     owner = {c: r for r, c in match.items()}
     order = sorted(match, key=str)
     uses = {r: sorted({owner[c] for c in rows[r] if c in owner and owner[c] != r}, key=str) for r in order}
-    # Tarjan's algorithm on "r uses the column that src computes" (edges src -> r), iterative
+    # Tarjan's algorithm on "r uses the column that src computes" (edges src -> r)
     succ: dict = {r: [] for r in order}
     for r in order:
         for src in uses[r]:
             succ[src].append(r)
+    return strongly_connected_components(succ, order)
+
+
+def strongly_connected_components(succ: Mapping[Hashable, list], order: list | None = None) -> list[list]:
+    """Tarjan's strongly connected components of the graph ``node -> succ[node]``, in
+    topological order of the edges (a component before those it points to). ``order`` fixes
+    the roots' order (a deterministic result); every node must be a key of ``succ``.
+    O(V + E), iterative (no recursion limit)."""
+    order = list(succ) if order is None else order
     index: dict = {}
     low: dict = {}
     on_stack: set = set()

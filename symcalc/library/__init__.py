@@ -2,17 +2,7 @@
 validation of the TOML files, presets and the options given values imply. Nothing here solves."""
 
 import sys
-import types
 
+from symcalc import _Layer
 
-class _Layer(types.ModuleType):
-    """A layer package that tells ``symcalc`` when one of its submodules is imported, so that the
-    package's exports are bound then (as eager imports would bind them), not on first use."""
-
-    def __setattr__(self, name: str, value) -> None:
-        types.ModuleType.__setattr__(self, name, value)
-        if isinstance(value, types.ModuleType):
-            sys.modules["symcalc"]._bind(value)
-
-
-sys.modules[__name__].__class__ = _Layer
+sys.modules[__name__].__class__ = _Layer     # tells symcalc when a submodule of this layer is imported
