@@ -185,4 +185,4 @@ def _infeasible(rounds: int) -> Row:
                f"{fmt_time(median(t['symcalc']))} vs {fmt_time(median(t['numpy']))}", f"{ratio:.2f}x", "", None,
                "Result.function has no feasibility mask: an infeasible layout (cp < 1) makes the array raise "
                "OutOfBoundsError, or under on_bounds='flag' takes the general path (solve with arrays) and "
-               "returns every value unmarked; symcalc.query.sweep marks infeasible points, over grids of axes")
+               "returns every value unmarked; symcalc.sweep marks infeasible points, over grids of axes")

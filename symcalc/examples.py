@@ -31,6 +31,12 @@ EXAMPLES = [
     ("Hidden size of a 12.9B model with 40 layers and a 32K vocabulary?",
      "d_model", {"n_params": "1.291059e10", "n_layers": "40", "vocab_size": "32000"}, {},
      "seed 000's 12 L H^2 + 2 V H, solved backwards"),
+    ("GPT-3 175B on 1024 A100s (TP 8, PP 8, DP 16, batch 1536): step time from the layout, no MFU guessed?",
+     "step_time", {"tp": "8", "pp": "8", "dp": "16", "n_gpus": "1024", "global_batch_size": "1536",
+                   "micro_batch_size": "1", "seq_len": "2048 token"},
+     {"recompute": "full", "attention_kernel": "eager"},
+     "the step-time model (formulas/step_time.toml); Narayanan et al. 2021 measured 140 TFLOP/s a GPU",
+     {"model": "gpt3-175b", "hardware": "a100-80gb"}),
 ]
 
 SHOWN = 2  # the example whose whole derivation is printed
