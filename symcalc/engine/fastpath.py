@@ -354,3 +354,102 @@ _INF, _NEG_INF = math.inf, -math.inf
 
 def _rounded(value: np.ndarray, how: str) -> np.ndarray:
     return np.asarray(round_whole(value, how), dtype=float)
+
+
+def sweep_masked(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
+                 factor: float, integral: frozenset[str] | set[str] = frozenset()
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The target over a grid where some points leave their bounds: (values in the display
+    unit, ``inside`` mask), or None when the derivation cannot be swept here (no steps, a
+    numeric or algorithmic step, several roots).
+
+    A point is inside when every known of it lies in its quantity's bounds (exactly whole
+    where the quantity is whole, or it came as an integer array), every step whose bounds are
+    not proven from its formula's structure does too, and the answer (rounded when whole) is
+    finite and inside its bounds; the values at the other points are what the formulas give
+    there (NaN where undefined). When every step's bounds follow from its formula, the fused
+    expression runs (the general path's numbers to rounding) and only the knowns and the
+    answer are checked; else the general path's own step functions run, bitwise its numbers.
+    Chunk by chunk: a chunk whose values all pass costs two reductions per checked array (a
+    minimum and a maximum), and only a chunk with points outside pays for elementwise masks.
+    O(points x steps), memory flat in the number of points beyond the two outputs.
+    """
+    prog = program(derivation)
+    if prog is None or any(name not in values for name in prog.knowns):
+        return None
+    quantities = derivation.library.quantities
+    arrays = [np.asarray(values[n]) for n in prog.knowns]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    if not shape:
+        return None
+    size = math.prod(shape)
+    rows = max(1, CHUNK // max(1, size // shape[0]))
+    knowns = [(name, a, quantities[name].domain, quantities[name].whole is not None and name not in integral,
+               a.ndim == len(shape) and a.shape[0] == shape[0] > 1)
+              for name, a in zip(prog.knowns, arrays)]
+    checked = [(name, quantities[name].domain) for name in prog.checked if name != prog.target]
+    target_domain = quantities[prog.target].domain
+    # every step proven from its formula's structure: one fused expression (in the display
+    # unit), and only the knowns and the answer are checked
+    fused = prog.fused(factor) if prog.fused_expr is not None and not target_whole else None
+    if fused is not None:
+        target_domain = Interval(target_domain.lo / factor, target_domain.hi / factor,
+                                 target_domain.lo_open, target_domain.hi_open)
+    out = np.empty(shape)
+    mask = np.empty(shape, dtype=bool)
+    with np.errstate(all="ignore"):
+        for start in range(0, shape[0], rows):
+            stop = min(start + rows, shape[0])
+            piece = (stop - start, *shape[1:])
+            ok = True           # an array only once some value of the chunk fails
+            env = dict(prog.constants)
+            args = []
+            for name, a, domain, whole, sliced in knowns:
+                v = (a[start:stop] if sliced else a).astype(np.float64, copy=False)
+                ok = _and(ok, _inside(v, domain, whole))
+                env[name] = v
+                args.append(v)
+            if fused is not None:
+                value = np.broadcast_to(np.asarray(fused(*args), dtype=float), piece)
+                ok = _and(ok, _inside(value, target_domain, False))
+                out[start:stop] = value
+            else:
+                for fn, inputs, name in prog.steps:
+                    env[name] = fn(*[env[x] for x in inputs])
+                for name, domain in checked:
+                    ok = _and(ok, _inside(env[name], domain, False))
+                value = np.broadcast_to(np.asarray(env[prog.target], dtype=float), piece)
+                if target_whole:
+                    value = _rounded(value, target_whole)
+                ok = _and(ok, _inside(value, target_domain, False))
+                np.divide(value, factor, out=out[start:stop])
+            mask[start:stop] = ok
+    return out, mask
+
+
+def _and(ok, more):
+    """``ok & more`` where either may be True (all of the chunk) or a mask."""
+    if more is True:
+        return ok
+    if ok is True:
+        return more
+    return np.logical_and(ok, more, out=ok) if np.shape(ok) == np.shape(more) else ok & more
+
+
+def _inside(a, domain: Interval, whole: bool):
+    """Where ``a`` is finite, inside ``domain`` and (``whole``) a whole number: True for all
+    of it when one minimum and one maximum say so, else an elementwise mask."""
+    a = np.asarray(a, dtype=float)
+    if a.size:
+        lo, hi = _MIN(a, axis=None), _MAX(a, axis=None)
+        if ((lo > domain.lo if domain.lo_open else lo >= domain.lo)
+                and (hi < domain.hi if domain.hi_open else hi <= domain.hi)
+                and _NEG_INF < lo and hi < _INF and not (whole and _NOT_EQUAL(_FLOOR(a), a).any())):
+            return True
+    # two comparisons (NaN fails both; an infinite bound is compared strictly, so inf fails)
+    lower = a > domain.lo if domain.lo_open or not math.isfinite(domain.lo) else a >= domain.lo
+    upper = a < domain.hi if domain.hi_open or not math.isfinite(domain.hi) else a <= domain.hi
+    ok = np.logical_and(lower, upper, out=lower)
+    if whole:
+        ok &= _FLOOR(a) == a
+    return ok

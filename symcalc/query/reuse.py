@@ -9,12 +9,14 @@ the question again through the solver, which reuses the cached derivation.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pint
 
 from symcalc import units
-from symcalc.engine.fastpath import MIN_SIZE, sweep
+from symcalc.engine.fastpath import MIN_SIZE, sweep, sweep_masked
+from symcalc.engine.rounding import round_whole
 from symcalc.query.values import read_value
 
 
@@ -47,6 +49,80 @@ def sweep_path(result, values: dict):
         return None
     if np.prod(shape) < MIN_SIZE:
         return None
+    read = _magnitudes(result, values, arrays)
+    if read is None:
+        return None
+    return sweep(result.derivation, read[0], result.rounding, result.factor, read[1])
+
+
+@dataclass(frozen=True)
+class Points:
+    """The answer at every point of a grid that may leave the bounds, with where it holds.
+
+    ``value``: the answer in ``unit`` (NaN where the formulas give none); ``inside``: every
+    given and computed value of the point lies in its quantity's bounds (whole where it must
+    be) and is finite; ``fits``: the answer is within its capacity (``fits_in``, when that is
+    known: per-GPU memory in gpu_memory), else all True; ``ok``: both."""
+
+    value: np.ndarray
+    unit: str
+    inside: np.ndarray
+    fits: np.ndarray
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.inside & self.fits
+
+
+def points(result, values: dict) -> Points:
+    """``result``'s derivation at every point of ``values`` (the knowns given to ``result``, as
+    arrays), never refusing a grid because some of its points leave their bounds: those are
+    marked in the masks instead. Raises TypeError when the values are not the ones given to
+    ``result``; DimensionError and the like for values that cannot be read at all."""
+    typed = {n for n, g in result.given.items() if not g.origin}
+    names = [result.library.quantity(n).name for n in values]
+    if set(names) != typed:
+        raise TypeError(f"points() takes exactly the values given to this result: {sorted(typed)}")
+    arrays = {n: _array_of(v) for n, v in values.items()}
+    read = _magnitudes(result, values, arrays, strict=True)
+    magnitudes, integral = read
+    swept = sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
+    if swept is None:
+        swept = _general_masked(result, magnitudes)
+    value, inside = swept
+    inside = np.broadcast_to(inside, value.shape)
+    fits = np.ones(value.shape, dtype=bool)
+    cap_name = result.quantity.fits_in
+    if cap_name and cap_name in magnitudes:
+        cap = np.asarray(magnitudes[cap_name], dtype=float) / result.factor
+        with np.errstate(invalid="ignore"):
+            fits = np.broadcast_to(value <= cap * (1 + 1e-12), value.shape)
+    return Points(value=value, unit=result.unit, inside=inside, fits=fits)
+
+
+def _general_masked(result, magnitudes: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The general evaluator for a derivation the sweep path cannot take (numeric steps),
+    with the same mask: every computed value inside its bounds."""
+    derivation = result.derivation
+    env = {**{k: d["magnitude"] for k, d in result.defaults_used.items() if "magnitude" in d}, **magnitudes}
+    with np.errstate(all="ignore"):
+        ev = derivation.evaluate(env)
+        value = np.asarray(ev.values[result.target], dtype=float)
+        if result.quantity.whole:
+            value = np.asarray(round_whole(value, result.rounding), dtype=float)
+        inside = np.ones(value.shape, dtype=bool)
+        for s in derivation.steps:
+            for name in s.unknowns:
+                q = result.library.quantities[name]
+                if q.kind != "text":
+                    v = np.asarray(ev.values[name], dtype=float)
+                    inside = inside & np.broadcast_to(q.domain.contains(v) & np.isfinite(v), value.shape)
+    return value / result.factor, inside
+
+
+def _magnitudes(result, values: dict, arrays: dict, strict: bool = False):
+    """(base-unit magnitudes of the knowns, the names that came as integer arrays), or None
+    when a value cannot be read here (``strict``: raise instead, as solve() would)."""
     magnitudes = {n: g.magnitude for n, g in result.given.items() if g.origin}
     integral = set()
     for raw_name, raw in values.items():
@@ -59,6 +135,8 @@ def sweep_path(result, values: dict):
             try:
                 read_value(q, a[(slice(0, 1),) * a.ndim], check_bounds=False)
             except Exception:
+                if strict:
+                    raise
                 return None
             magnitudes[q.name] = a
             integral.add(q.name)
@@ -66,8 +144,10 @@ def sweep_path(result, values: dict):
         try:
             magnitudes[q.name] = read_value(q, raw, check_bounds=False).magnitude
         except Exception:     # solve() raises it, after the checks that come first there
+            if strict:
+                raise
             return None
-    return sweep(result.derivation, magnitudes, result.rounding, result.factor, integral)
+    return magnitudes, integral
 
 
 def _array_of(value) -> np.ndarray | None:

@@ -1,0 +1,53 @@
+"""Result.points: the derivation over a grid some of whose points leave their bounds (what a
+layout planner or a what-if grid produces), every point kept and marked, never refused."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import symcalc
+
+DAY = 86400.0
+
+
+def test_a_fifth_of_the_points_out_of_bounds_are_marked_not_refused():
+    # train_time = 6 N D / (n x mfu x peak): MFU above 100 % is outside mfu's bounds (0, 1]
+    r = symcalc.solve("train_time", n_params=7e9, n_tokens="1e12 token", n_gpus=64, mfu=0.4,
+                      peak_flops="989 TFLOP/s")
+    rng = np.random.default_rng(0)
+    n = 50_000
+    gpus = rng.integers(8, 4097, n).astype(float)
+    mfu = rng.uniform(0.2, 0.6, n)
+    bad = rng.random(n) < 0.2
+    mfu[bad] = rng.uniform(1.0001, 1.5, bad.sum())
+    p = r.points(n_params=np.full(n, 7e9), n_tokens=(np.full(n, 1e12), "token"), n_gpus=gpus, mfu=mfu,
+                 peak_flops=(np.full(n, 989e12), "FLOP/s"))
+    assert p.unit == "day"
+    np.testing.assert_allclose(p.value, 6 * 7e9 * 1e12 / (gpus * mfu * 989e12) / DAY, rtol=1e-12)
+    assert (p.inside == ~bad).all() and (p.ok == ~bad).all() and p.fits.all()
+
+
+def test_memory_points_say_where_the_answer_does_not_fit_its_capacity():
+    # Llama 2 7B, H100 (80 GB), ZeRO-1 over 8, full recomputation with flash attention:
+    # 37.06 GB of states + 1.6442 GB per sequence (32 stored layer inputs of 2 x 4096^2 bytes
+    # and the recomputed layer's 34 x 4096^2): b <= 26.1 fits, 27 does not
+    r = symcalc.solve("total_memory_per_gpu", micro_batch_size=1, dp=8, model="llama2-7b", hardware="h100",
+                      options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"})
+    b = np.arange(1, 65)
+    p = r.points(micro_batch_size=b, dp=np.full(64, 8))
+    expected = (6_738_415_616 * 5.5 + b * (32 * 2 * 4096 ** 2 + 34 * 4096 ** 2)) / 1e9
+    np.testing.assert_allclose(p.value, expected, rtol=1e-9)
+    assert p.inside.all() and (p.fits == (b <= 26)).all() and (p.ok == (b <= 26)).all()
+
+
+def test_a_whole_number_answer_and_a_known_outside_its_bounds():
+    # n_gpus for a 30-day deadline rounds up (the deadline is a limit): 6 x 30e9 x 600e9 /
+    # (0.45 x 989e12 x 30 days) = 93.6 -> 94; a negative token count is outside its bounds
+    r = symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
+                      peak_flops="989 TFLOP/s")
+    tokens = np.array([600e9, 1200e9, -1.0])
+    p = r.points(n_params=np.full(3, 30e9), n_tokens=(tokens, "token"), train_time=(np.full(3, 30.0), "day"),
+                 mfu=np.full(3, 0.45), peak_flops=(np.full(3, 989e12), "FLOP/s"))
+    exact = 6 * 30e9 * tokens[:2] / (0.45 * 989e12 * 30 * DAY)
+    assert p.value[:2].tolist() == np.ceil(exact).tolist() == [94.0, 188.0]
+    assert p.inside.tolist() == [True, True, False]
