@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "symcalc"
 
 # lowest first: a module may import from its own layer and the layers before it
 LAYERS = [
-    ("support", {"errors", "budget", "cache", "outfile", "escape"}),
+    ("support", {"errors", "findings", "budget", "cache", "outfile", "escape"}),
     ("units", {"units"}),
     ("library", {"library"}),
     ("engine", {"engine"}),

@@ -38,6 +38,7 @@ from symcalc.engine.method import Method
 from symcalc.engine.routing import Plan, Step
 from symcalc.engine.tearing import TEAR_FROM, Tearing, tear_block
 from symcalc.errors import NoSolutionError
+from symcalc.findings import Finding
 from symcalc.library.algorithms import REGISTRY
 from symcalc.library.exprparse import UnitSymbol
 from symcalc.library.records import FormulaSpec, Interval
@@ -221,7 +222,7 @@ class Evaluation:
     values: dict[str, object]
     choices: dict[int, int]           # step index -> candidate used (-1: numeric)
     numeric_steps: set[int]
-    warnings: list[str]
+    findings: list[Finding]           # several admissible roots (the first taken)
     # quantity -> where numeric root finding found the equations flat (every value a root):
     # these values do not determine it (as opposed to: no value satisfies them)
     undetermined: dict[str, object] = field(default_factory=dict)
@@ -407,7 +408,7 @@ class Derivation:
                for k, v in values.items()}
         choices: dict[int, int] = {}
         numeric_steps: set[int] = set()
-        warnings: list[str] = []
+        findings: list[Finding] = []
         undetermined: dict[str, object] = {}
         with np.errstate(all="ignore"):
             for i, s in enumerate(self.steps):
@@ -415,7 +416,7 @@ class Derivation:
                 # numpy gives inf, which the checks after evaluation then word
                 args = [np.float64(env[q]) if type(env[q]) is float else env[q] for q in s.inputs]
                 try:
-                    out, choice, used_numeric = self._evaluate_step(s, args, warnings, undetermined)
+                    out, choice, used_numeric = self._evaluate_step(s, args, findings, undetermined)
                 except (OverflowError, ZeroDivisionError) as e:
                     raise NoSolutionError(f"{', '.join(s.unknowns)} cannot be computed "
                                           f"({', '.join(f.id for f in s.formulas)}): the values are beyond the "
@@ -425,10 +426,10 @@ class Derivation:
                 choices[i] = choice
                 if used_numeric:
                     numeric_steps.add(i)
-        return Evaluation(values=env, choices=choices, numeric_steps=numeric_steps, warnings=warnings,
+        return Evaluation(values=env, choices=choices, numeric_steps=numeric_steps, findings=findings,
                           undetermined=undetermined)
 
-    def _evaluate_step(self, s: SolvedStep, args: list, warnings: list[str], undetermined: dict):
+    def _evaluate_step(self, s: SolvedStep, args: list, findings: list[Finding], undetermined: dict):
         """Values of one step's unknowns. Per element: the first root inside the unknowns'
         domains; else the first finite root (the bounds check reports it); else a numeric root."""
         names = s.unknowns
@@ -458,8 +459,8 @@ class Derivation:
         if len(results) > 1:
             several = sum(np.broadcast_to(m, shape).astype(int) for m in inside) > 1
             if np.any(several):
-                warnings.append(f"{', '.join(names)}: more than one root lies in the admissible "
-                                f"range ({s.formulas[0].id}); the first was taken")
+                findings.append(Finding("several_roots", names[0], related=tuple(names),
+                                        formulas=(s.formulas[0].id,), mask=several if several.ndim else None))
         used_numeric = False
         if not np.all(taken):
             used_numeric = True

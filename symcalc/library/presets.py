@@ -20,6 +20,7 @@ from symcalc.errors import (
     UnknownNameError,
     closest_names,
 )
+from symcalc.findings import Finding
 from symcalc.library.loading import formula_dir
 
 if sys.version_info >= (3, 11):
@@ -46,7 +47,7 @@ class Preset:
     peak_flops: dict[str, tuple[str, str]] = field(default_factory=dict)  # compute dtype -> (value, source)
     options: dict[str, str] = field(default_factory=dict)
     published: tuple[str, ...] = ()     # values kept even when asked for (the shapes do not model them)
-    warnings: tuple[str, ...] = ()      # what a reader of this preset should know (config.json caveats)
+    findings: tuple[Finding, ...] = ()  # what a reader of this preset should know (config.json caveats)
 
     def resolve(self, options: dict[str, str], compute_dtype: str | None) -> dict[str, tuple[str, str]]:
         """Values this preset gives under ``options``: its values, plus the dense peak for the
@@ -165,7 +166,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
                     raise MalformedValueError(f"{where}: '{key}' must be a positive number, got {value!r}")
                 values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}{_NOTES.get(quantity, '')}")
                 break
-    warnings: list[str] = []
+    findings: list[Finding] = []
     experts = _hf_experts(cfg, values, p.name)
     required = {"n_layers", "d_model", "n_heads"}
     missing = sorted(required - set(values))
@@ -196,11 +197,10 @@ def model_from_hf_config(path: str | Path) -> Preset:
         if "moe_intermediate_size" not in cfg:          # Mixtral: every layer's FFN is the experts
             values["d_ffn_expert"] = values.pop("d_ffn")
     if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
-        warnings.append(f"{p.name}: multi-head latent attention (kv_lora_rank) is not modelled: attention "
-                        "parameters and counts from the shapes are approximate")
+        findings.append(Finding("preset", values={"file": p.name, "what": "latent_attention"}))
     if cfg.get("first_k_dense_replace"):
-        warnings.append(f"{p.name}: the first {_label(cfg['first_k_dense_replace'])} layers are dense, which the uniform "
-                        "MoE formulas do not model: counts from the shapes are approximate")
+        findings.append(Finding("preset", values={"file": p.name, "what": "dense_layers",
+                                                  "layers": _label(cfg["first_k_dense_replace"])}))
     if "tie_word_embeddings" in cfg:
         options["tied_embeddings"] = "true" if cfg["tie_word_embeddings"] else "false"
     elif "n_embd" in cfg:      # GPT-2 style configs tie the LM head to the embedding
@@ -209,7 +209,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
         options["tied_embeddings"] = "true"      # Gemma ties its embeddings by default
     name = _label(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
     return Preset(kind="model", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
-                  options=options, warnings=tuple(warnings))
+                  options=options, findings=tuple(findings))
 
 
 def _read_config(p: Path, where: str) -> dict:

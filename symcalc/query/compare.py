@@ -169,6 +169,11 @@ class Comparison:
         return [("A", w) for w in self.a.warnings] + [("B", w) for w in self.b.warnings]
 
     @property
+    def findings(self) -> list[tuple[str, object]]:
+        """(side, finding) for both sides: the records behind the warnings and violations."""
+        return [("A", f) for f in self.a.findings] + [("B", f) for f in self.b.findings]
+
+    @property
     def violations(self) -> list[tuple[str, str]]:
         """(side, out-of-bounds message): computed values outside their quantity's bounds."""
         return [("A", v) for v in self.a.violations] + [("B", v) for v in self.b.violations]

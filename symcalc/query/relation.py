@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from symcalc.findings import Finding
 from symcalc.query.results import Result
 from symcalc.units.format import fmt, with_unit
 
@@ -42,21 +43,22 @@ class Relation:
                 f"{verdict} ({_percent(self.rel_error)} off)")
 
     def conflict(self, rtol: float) -> dict:
-        """This disagreement as an overdetermined solve reports it (``result.conflicts``)."""
+        """This disagreement as an overdetermined solve reports it (``result.conflicts``), with
+        the record of its warning under "finding" (which the solver takes out)."""
         via = ", ".join(self.inputs)
         assumed = sorted(self.result.defaults_used) if self.result is not None else []
         presets = sorted(g for g in self.result.derivation.plan.given if self.result.given[g].origin) \
             if self.result is not None else []
-        leaning = ", ".join(f"{k} = {self.defaults[k]}" for k in assumed + presets if k in self.defaults)
+        leaning = [(k, self.defaults[k]) for k in assumed + presets if k in self.defaults]
         return {"quantity": self.quantity, "given": self.claimed / self.factor,
                 "computed": self.computed / self.factor, "unit": self.unit,
                 "rel_error": self.rel_error if np.isfinite(self.rel_error) else None, "from": via,
                 "formulas": list(self.formulas), "assumed": assumed, "presets": presets,
-                "warning": (f"conflict: {self.quantity} = {with_unit(self.claimed / self.factor, self.unit)} is given, "
-                            f"but {via}{f' (with {leaning})' if leaning else ''} give "
-                            f"{with_unit(self.computed / self.factor, self.unit)} "
-                            f"({fmt(100 * self.rel_error, 3)} % off, beyond {fmt(100 * rtol, 3)} %); "
-                            f"the answer does not use the given {self.quantity}")}
+                "finding": Finding("conflict", self.quantity,
+                                   {"given": self.claimed / self.factor, "computed": self.computed / self.factor,
+                                    "unit": self.unit, "rel_error": self.rel_error, "rtol": rtol,
+                                    "from": list(self.inputs), "leaning": leaning},
+                                   related=tuple(self.inputs), formulas=tuple(self.formulas))}
 
     def as_dict(self) -> dict:
         return {"quantity": self.quantity, "claimed": self.claimed / self.factor,

@@ -17,6 +17,7 @@ import sympy
 from symcalc import units
 from symcalc.engine.derivation import Derivation
 from symcalc.engine.method import Method
+from symcalc.findings import Finding
 from symcalc.library.records import FormulaSpec, QuantitySpec
 from symcalc.query.values import GivenValue
 from symcalc.render.formats import render
@@ -57,8 +58,9 @@ class Result:
     derivation: Derivation
     closed_form: sympy.Expr
     unused: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
+    # what to tell the reader, as records (symcalc.findings): warnings and bound violations,
+    # in the order found; .warnings and .violations are their sentences
+    findings: list[Finding] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
     rounding: str | None = None            # how a whole-number answer was rounded: up | down | nearest (| mixed)
     # the solver's re-evaluation for new values (symcalc.query.reuse.function, bound to solve)
@@ -72,6 +74,17 @@ class Result:
     looked_up: str | None = None           # the preset the answer was looked up in (nothing derives it)
     on_bounds: str = "raise"
     preset_args: dict = field(default_factory=dict)   # hardware=/model= as given to solve
+
+    # -- findings -------------------------------------------------------------------------
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings as sentences (the findings that are not bound violations)."""
+        return sentences(f for f in self.findings if not f.violation)
+
+    @property
+    def violations(self) -> list[str]:
+        """Computed values outside their bounds, as sentences (on_bounds="flag")."""
+        return sentences(f for f in self.findings if f.violation)
 
     # -- the value ----------------------------------------------------------------------
     @property
@@ -198,6 +211,11 @@ class Result:
 
     def __repr__(self) -> str:
         return f"<Result {self}>"
+
+
+def sentences(findings) -> list[str]:
+    """Findings as sentences, through the render registry (the query layer writes no words)."""
+    return [render("finding", f) for f in findings]
 
 
 def _scale(base, factor: float):

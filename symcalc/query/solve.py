@@ -33,6 +33,7 @@ from symcalc.errors import (
     SymcalcError,
     UnderdeterminedError,
 )
+from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.presets import all_presets, find_preset
 from symcalc.query import reuse
@@ -40,10 +41,10 @@ from symcalc.query.implied import resolve_options
 from symcalc.query.limits import limit_rounding, round_with
 from symcalc.query.parts import parts_of, sum_parts
 from symcalc.query.relation import relation
-from symcalc.query.results import Result, StepView
+from symcalc.query.results import Result, StepView, sentences
 from symcalc.query.values import GivenValue, implausible, read_value
 from symcalc.units.dims import show
-from symcalc.units.format import fmt, with_unit
+from symcalc.units.format import with_unit
 
 
 def read_given(library: Library, values) -> dict[str, GivenValue]:
@@ -283,7 +284,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     if tq.name in knowns:
         result = _conversion(lib, tq, knowns, opts, to)
         if knowns[tq.name].origin:
-            result.warnings[:] = [f"{tq.name} is the published value from the preset ({knowns[tq.name].origin})"]
+            result.findings[:] = [Finding("published", tq.name, {"origin": knowns[tq.name].origin})]
         return result
     try:
         derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts, diagnose=diagnose)
@@ -292,8 +293,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         if looked_up is None:
             raise
         result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, opts, to)
-        result.warnings[:] = [f"{tq.name} is looked up, not derived: nothing given determines it "
-                              f"({looked_up.origin})"]
+        result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin})]
         result.looked_up = looked_up.origin
         return result
     ev = _evaluate(derivation, knowns, defaults_used)
@@ -309,9 +309,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                 derivation, defaults_used, ev, found, checked = better
         found = [c for c in found if _contradicts(c, _assumed(derivation, defaults_used, knowns))]
         if found and on_conflict == "raise":
-            raise ConflictError("; ".join(c["warning"] for c in found)
+            raise ConflictError("; ".join(sentences(c["finding"] for c in found))
                                 + " (check these values; conflicts='warn' answers anyway)",
-                                [{k: v for k, v in c.items() if k != "warning"} for c in found])
+                                [{k: v for k, v in c.items() if k != "finding"} for c in found])
 
     unit, factor = _output_unit(tq, to)
     exact = ev.values[tq.name]
@@ -321,14 +321,16 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                                                 hardware, model)
     else:
         rounded = round_whole(exact, how)
-    warnings, violations = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
-    warnings += [c["warning"] for c in found]
-    warnings += [w for p in presets for w in p.warnings]
-    warnings += [w for w in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if w]
+    findings = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
+    findings += [c["finding"] for c in found]
+    findings += [f for p in presets for f in p.findings]
+    findings += [f for f in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if f]
     if reason and reason.get("clash"):
-        warnings.append(reason["clash"])
+        findings.append(reason["clash"])
+    violations = [f for f in findings if f.violation]
     if violations and on_bounds == "raise":
-        raise OutOfBoundsError(violations[0] + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
+        raise OutOfBoundsError(sentences(violations[:1])[0]
+                               + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
 
     steps = [StepView(number=i + 1, formulas=list(s.formulas), method=s.method,
                       solves_for=list(s.unknowns), inputs=list(s.inputs),
@@ -346,8 +348,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   assumptions=_assumptions(lib, derivation, defaults_used, ev.values, relevant, explicit_options,
                                            preset_options, implied),
                   notes=notes,
-                  unused=[u for u in derivation.plan.unused if u != tq.fits_in], warnings=warnings,
-                  violations=violations, conflicts=[{k: v for k, v in c.items() if k != "warning"} for c in found])
+                  unused=[u for u in derivation.plan.unused if u != tq.fits_in],
+                  findings=[f for f in findings if not f.violation] + violations,
+                  conflicts=[{k: v for k, v in c.items() if k != "finding"} for c in found])
 
 
 def _contradicts(conflict: dict, assumed: set[str]) -> bool:
@@ -466,8 +469,8 @@ def _round_to_limits(lib, derivation: Derivation, ev, knowns: dict, defaults_use
     direction = decided.direction
     reason: dict = {}
     if np.any(decided.clash):
-        reason["clash"] = (f"the given limits pull {tq.name} both up and down; rounded {tq.whole} "
-                           "(no whole value may keep them all)")
+        reason["clash"] = Finding("limits_clash", tq.name, {"rounded": tq.whole},
+                                  mask=decided.clash if np.ndim(decided.clash) else None)
     if direction is None:
         return rounded, tq.whole, reason or None
     if direction == "mixed":
@@ -553,49 +556,49 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
 
 
 def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
-              checked: set = frozenset(), how: str | None = None) -> tuple[list[str], list[str]]:
-    """What to tell the user about an evaluated derivation: (warnings, bound violations).
+              checked: set = frozenset(), how: str | None = None) -> list[Finding]:
+    """What to tell the user about an evaluated derivation: bound violations, then warnings.
 
     Raises NoSolutionError when a step has no finite value at all.
     """
     _check_solvable(lib, derivation, ev)
-    violations = _violations(lib, derivation, ev.values)
-    if tq.whole and not violations and not np.all(tq.domain.contains(rounded)):
-        violations.append(f"{tq.name} = {with_unit(np.min(exact) / tq.factor, tq.display_unit)} rounds "
-                          f"{how} to {with_unit(np.min(rounded) / tq.factor, tq.display_unit)}, outside "
-                          f"{_bounds_text(tq)}: a whole number this small makes no sense here")
-    warnings = list(ev.warnings) + _whole_number_notes(lib, derivation, ev.values)
+    findings = _violations(lib, derivation, ev.values)
+    if tq.whole and not findings and not np.all(tq.domain.contains(rounded)):
+        findings.append(Finding("rounds_outside", tq.name,
+                                {"value": np.min(exact) / tq.factor, "rounded": np.min(rounded) / tq.factor,
+                                 "unit": tq.display_unit, "how": how, "bounds": _bounds(tq)}))
+    findings += list(ev.findings) + _whole_number_notes(lib, derivation, ev.values)
     if how == "nearest" and _far_from_whole(exact):
-        warnings.append(f"{tq.name} = {fmt(np.min(exact) / tq.factor, 6)} is not a whole number; rounded to the "
-                        "nearest: the given values do not fit whole numbers exactly (round up or down to choose: "
-                        "--round, or rounding= in Python)")
+        findings.append(Finding("rounded_nearest", tq.name, {"value": np.min(exact) / tq.factor}))
     capacity = over_capacity(lib, tq, exact, given)
     if capacity is not None:
         name, cap, over = capacity
         if np.any(over):
-            where = "" if np.ndim(over) == 0 else f" at {int(np.sum(over))} of {np.size(over)} points"
             worst = float(np.max(np.asarray(exact, dtype=float)))
             split = parts_of(lib, derivation, ev.values, tq.name) if np.ndim(over) == 0 else None
-            largest = (f"; the largest part is {split.largest[0]} = "
-                       f"{with_unit(split.largest[1] / tq.factor, tq.display_unit)}") if split and split.largest else ""
-            warnings.append(f"{tq.name} = {with_unit(worst / tq.factor, tq.display_unit)} exceeds {name} = "
-                            f"{with_unit(float(np.min(cap)) / tq.factor, tq.display_unit)}{where} by "
-                            f"{with_unit((worst - float(np.min(cap))) / tq.factor, tq.display_unit)}: it does not fit"
-                            f"{largest}")
+            largest = (split.largest[0], split.largest[1] / tq.factor) if split and split.largest else None
+            findings.append(Finding(
+                "over_capacity", tq.name,
+                {"value": worst / tq.factor, "capacity": float(np.min(cap)) / tq.factor,
+                 "excess": (worst - float(np.min(cap))) / tq.factor, "unit": tq.display_unit,
+                 "points": None if np.ndim(over) == 0 else int(np.sum(over)),
+                 "of": None if np.ndim(over) == 0 else int(np.size(over)), "largest": largest},
+                related=(name,), mask=over if np.ndim(over) else None))
     typed = [q for q in derivation.plan.unused
              if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
              and q not in checked]
     if typed:
-        warnings.append(f"not used by this derivation: {', '.join(typed)} "
-                        "(no formula on the route needs it; check the options if it should matter)")
+        findings.append(Finding("not_used", related=tuple(typed)))
     for i in sorted(ev.numeric_steps):
         s = derivation.steps[i]
         if s.tearing is not None:     # a forward model run backwards: one search, the rest follows
-            warnings.append(f"{s.tearing.tear} found numerically: a block of {len(s.formulas)} equations "
-                            f"solved by searching it (the other {len(s.unknowns) - 1} follow from it)")
+            findings.append(Finding("found_numerically", s.tearing.tear,
+                                    {"torn": True, "equations": len(s.formulas), "follow": len(s.unknowns) - 1},
+                                    related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
         else:
-            warnings.append(f"{', '.join(s.unknowns)} found numerically ({', '.join(f.id for f in s.formulas)})")
-    return warnings, violations
+            findings.append(Finding("found_numerically", s.unknowns[0], {"torn": False},
+                                    related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
+    return findings
 
 
 def over_capacity(lib, q, value, given: Mapping) -> tuple[str, object, object] | None:
@@ -654,7 +657,7 @@ def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: 
                   rounded_base=round_whole(value, q.whole), rounding=q.whole, given=knowns, presets={}, options={}, all_options=opts,
                   defaults_used={}, values={k: v.magnitude for k, v in knowns.items()}, steps=[],
                   derivation=derivation, closed_form=q.symbol, unused=list(plan.unused),
-                  warnings=[f"{q.name} is given: the answer is that value converted"])
+                  findings=[Finding("given_target", q.name)])
 
 
 def _output_unit(q, to: str | None) -> tuple[str, float]:
@@ -763,16 +766,15 @@ def out_of_bounds(lib, steps: list, values: dict):
                 yield s, name, q, sample, int(bad.sum()), (v.size if v.ndim else 0), bad
 
 
-def _violations(lib, derivation: Derivation, values: dict) -> list[str]:
-    """Computed values outside their quantity's bounds, each said in one sentence."""
+def _violations(lib, derivation: Derivation, values: dict) -> list[Finding]:
+    """Computed values outside their quantity's bounds, one finding each."""
     out = []
-    for s, name, q, sample, n_bad, size, _ in out_of_bounds(lib, derivation.steps, values):
-        shown = with_unit(sample / q.factor, q.display_unit) if np.isfinite(sample) else "undefined (NaN)"
-        where = f" at {n_bad} of {size} points" if size else ""
-        ids = ", ".join(f.id for f in s.formulas)
-        sources = ", ".join(_given_ancestors(derivation, s))
-        out.append(f"{name} = {shown}{where} is outside its bounds {_bounds_text(q)}: the values of "
-                   f"{sources} are inconsistent, or outside the range of {ids}")
+    for s, name, q, sample, n_bad, size, bad in out_of_bounds(lib, derivation.steps, values):
+        out.append(Finding("out_of_bounds", name,
+                           {"value": sample / q.factor if np.isfinite(sample) else None, "unit": q.display_unit,
+                            "points": n_bad if size else None, "of": size or None, "bounds": _bounds(q)},
+                           related=tuple(_given_ancestors(derivation, s)), formulas=tuple(f.id for f in s.formulas),
+                           mask=bad if size else None))
     return out
 
 
@@ -792,6 +794,13 @@ def _given_ancestors(derivation: Derivation, step) -> list[str]:
     return sorted(out)
 
 
+def _bounds(q) -> dict:
+    """A quantity's bounds in display terms, for a finding (x 100 for a percentage)."""
+    d, percent = q.domain, q.display_unit == "%"
+    scale = 100 if percent else 1
+    return {"lo": d.lo * scale, "hi": d.hi * scale, "lo_open": d.lo_open, "hi_open": d.hi_open, "percent": percent}
+
+
 def _bounds_text(q) -> str:
     d = q.domain
     if q.display_unit == "%":
@@ -806,7 +815,7 @@ def _far_from_whole(value) -> bool:
     return bool(np.any(np.abs(v - np.round(v)) > 1e-6 * np.maximum(np.abs(v), 1)))
 
 
-def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[str]:
+def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[Finding]:
     notes = []
     for s in derivation.steps:
         for name in s.unknowns:
@@ -816,7 +825,7 @@ def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[str]:
             v = np.asarray(values[name], dtype=float)
             if _far_from_whole(v):
                 sample = float(v.flat[0]) if v.ndim else float(v)
-                notes.append(f"{name} = {fmt(sample, 6)} is not a whole number")
+                notes.append(Finding("not_whole", name, {"value": sample}))   # base units, as computed
     return notes
 
 

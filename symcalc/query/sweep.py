@@ -30,11 +30,12 @@ import numpy as np
 
 from symcalc.engine.fastpath import MIN_SIZE
 from symcalc.errors import QueryError, SymcalcError
+from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.outfile import write_file
 from symcalc.query import reuse
-from symcalc.query.results import Result
+from symcalc.query.results import Result, sentences
 from symcalc.query.solve import out_of_bounds, over_capacity, solve
 from symcalc.query.values import read_value
 from symcalc.render.formats import render
@@ -77,7 +78,13 @@ class Sweep:
     reasons: list[str]            # why points are infeasible, one sentence each
     capacity: tuple[str, float] | None   # (quantity, value in ``unit``) the target must not exceed
     result: Result
-    warnings: list[str] = field(default_factory=list)
+    # the solve's warnings as records (symcalc.findings), less what ``capacity`` already says
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """The findings as sentences."""
+        return sentences(self.findings)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -130,6 +137,7 @@ class Sweep:
                          if self.capacity else None),
             "options": dict(self.result.options), "presets": dict(self.result.presets),
             "reasons": list(self.reasons), "warnings": list(self.warnings),
+            "findings": [render("finding_json", f) for f in self.findings],
         }
         if self.exact is not None:
             out["exact"] = _nulls(clean(self.exact))
@@ -205,9 +213,10 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         if over.any():
             reasons.append(f"{tq.name} exceeds {name} = {with_unit(capacity[1], r.unit)} at {int(over.sum())} points")
             feasible &= ~over
-    warnings = [w for w in r.warnings if "exceeds" not in w or not capacity]
+    # the capacity mask and its reason say where the target does not fit: not also a warning
+    findings = [f for f in r.findings if not f.violation and not (capacity and f.kind == "over_capacity")]
     return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
-                 feasible=feasible, reasons=reasons, capacity=capacity, result=r, warnings=warnings)
+                 feasible=feasible, reasons=reasons, capacity=capacity, result=r, findings=findings)
 
 
 def _fast(target: str, fixed: dict, grid: dict, axes: list[Axis], shape: tuple, kw: dict):

@@ -16,6 +16,7 @@ import pint
 
 from symcalc import units
 from symcalc.errors import DimensionError, DomainError, MalformedValueError
+from symcalc.findings import Finding
 from symcalc.library.records import QuantitySpec
 from symcalc.units.dims import show
 from symcalc.units.format import fmt, with_unit
@@ -240,8 +241,8 @@ def _domain_text(q: QuantitySpec) -> str:
     return str(d)
 
 
-def implausible(q: QuantitySpec, given: GivenValue) -> str | None:
-    """A warning when a given value lies far outside what any real hardware or model has
+def implausible(q: QuantitySpec, given: GivenValue) -> Finding | None:
+    """A finding when a given value lies far outside what any real hardware or model has
     (``plausible`` in the quantity's data), naming the likely slip: bits for bytes (a NIC at
     400 GB/s is 400 Gb/s), or a unit prefix off by 1000. None when it is plausible."""
     if q.plausible is None or isinstance(given.magnitude, str):
@@ -253,18 +254,16 @@ def implausible(q: QuantitySpec, given: GivenValue) -> str | None:
     value = float(np.max(arr)) if float(np.max(arr)) > hi else float(np.min(arr))
     if lo <= value <= hi:
         return None
-    side = f"above {with_unit(hi / q.factor, q.display_unit)}" if value > hi else \
-        f"below {with_unit(lo / q.factor, q.display_unit)}"
     text = given.text
     unit = text.lstrip("+-.0123456789eE ")
-    slips = []
+    slips = []      # (the value as it was likely meant to be written, or None for a prefix; its value)
     if "B" in unit and lo <= value / 8 <= hi:
-        slips.append(f"{text.replace('B', 'b', 1)} ({with_unit(value / 8 / q.factor, q.display_unit)})")
+        slips.append((text.replace('B', 'b', 1), value / 8 / q.factor))
     elif "b" in unit and "byte" not in unit and lo <= value * 8 <= hi:
-        slips.append(f"{text.replace('b', 'B', 1)} ({with_unit(value * 8 / q.factor, q.display_unit)})")
+        slips.append((text.replace('b', 'B', 1), value * 8 / q.factor))
     for factor in (1e3, 1e-3):
         if not slips and lo <= value / factor <= hi:
-            slips.append(f"{with_unit(value / factor / q.factor, q.display_unit)} (a unit prefix off by 1000)")
-    hint = f": did you mean {' or '.join(slips)}?" if slips else ": check the unit and the exponent"
-    return (f"{q.name} = {with_unit(value / q.factor, q.display_unit)} is far {side}, the range of real "
-            f"hardware and models{hint}")
+            slips.append((None, value / factor / q.factor))
+    return Finding("implausible", q.name, {"value": value / q.factor, "unit": q.display_unit,
+                                           "side": "above" if value > hi else "below",
+                                           "limit": (hi if value > hi else lo) / q.factor, "slips": slips})

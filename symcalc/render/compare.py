@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from symcalc.render.common import was_rounded
+from symcalc.render.findings import finding_dict
 from symcalc.render.jsonout import _plain, result_dict
 from symcalc.units.format import fmt, with_unit
 
@@ -56,7 +57,7 @@ def comparison_text(cmp) -> str:
 
 def comparison_dict(cmp) -> dict:
     """target, unit, a/b (label, value, exact, result), difference, ratio, percent_change,
-    differs, same, notes, warnings, out_of_bounds: plain types only."""
+    differs, same, notes, warnings, out_of_bounds, findings (the records behind both): plain types only."""
     def side(result, label: str) -> dict:
         return {"label": label, "value": _plain(result.value),
                 "exact": _plain(result.exact) if result.exact is not None else None,
@@ -76,4 +77,5 @@ def comparison_dict(cmp) -> dict:
         "notes": list(cmp.notes),
         "warnings": {"a": list(cmp.a.warnings), "b": list(cmp.b.warnings)},
         "out_of_bounds": {"a": list(cmp.a.violations), "b": list(cmp.b.violations)},
+        "findings": {"a": [finding_dict(f) for f in cmp.a.findings], "b": [finding_dict(f) for f in cmp.b.findings]},
     }

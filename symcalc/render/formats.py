@@ -22,6 +22,8 @@ FORMATS = {
     "comparison_json": "symcalc.render.compare:comparison_dict",
     "comparison_headline": "symcalc.render.compare:headline",
     "sweep_plot": "symcalc.render.plot:plot_sweep",
+    "finding": "symcalc.render.findings:sentence",
+    "finding_json": "symcalc.render.findings:finding_dict",
 }
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from symcalc.engine.method import Method
 from symcalc.render.common import latex_symbols, text_symbols
 from symcalc.render.expressions import latex, text
+from symcalc.render.findings import finding_dict
 
 
 def _plain(v):
@@ -74,6 +75,8 @@ def result_dict(result) -> dict:
         "warnings": list(result.warnings),
         "conflicts": [dict(c) for c in result.conflicts],
         "out_of_bounds": list(result.violations),
+        # the records behind warnings and out_of_bounds: {kind, quantity, values, ...}
+        "findings": [finding_dict(f) for f in result.findings],
     }
 
 

@@ -1,0 +1,150 @@
+"""Findings (symcalc.findings.Finding) as sentences, and as plain data for JSON.
+
+The one place the words of a warning or a bound violation are written: :func:`sentence`
+dispatches on the finding's kind. Records reach it through the ``finding`` format of
+:mod:`symcalc.render.formats` (``Result.warnings``, ``Result.violations``, ``Sweep.warnings``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from symcalc.findings import Finding
+from symcalc.units.format import fmt, with_unit
+
+
+def sentence(f: Finding) -> str:
+    """``f`` in one English sentence."""
+    return _SENTENCES[f.kind](f, f.values)
+
+
+def finding_dict(f: Finding) -> dict:
+    """``f`` in plain types: {kind, quantity, values, related, formulas, mask}; NaN and inf
+    become null, a mask a nested list of booleans (None when it has none)."""
+    return {"kind": f.kind, "quantity": f.quantity, "values": _plain(f.values), "related": list(f.related),
+            "formulas": list(f.formulas),
+            "mask": None if f.mask is None else np.asarray(f.mask, dtype=bool).tolist()}
+
+
+def _plain(v):
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    return v
+
+
+def _bounds(b: dict) -> str:
+    """[0, inf), (0 %, 100 %]: an interval in display terms."""
+    unit = " %" if b["percent"] else ""
+    return (f"{'(' if b['lo_open'] else '['}{b['lo']:g}{unit}, {b['hi']:g}{unit}"
+            f"{')' if b['hi_open'] else ']'}")
+
+
+def _where(v: dict) -> str:
+    return f" at {v['points']} of {v['of']} points" if v.get("of") else ""
+
+
+def _several_roots(f, v):
+    return (f"{', '.join(f.related)}: more than one root lies in the admissible range ({f.formulas[0]}); "
+            "the first was taken")
+
+
+def _not_whole(f, v):
+    return f"{f.quantity} = {fmt(v['value'], 6)} is not a whole number"
+
+
+def _rounded_nearest(f, v):
+    return (f"{f.quantity} = {fmt(v['value'], 6)} is not a whole number; rounded to the nearest: the given "
+            "values do not fit whole numbers exactly (round up or down to choose: --round, or rounding= in Python)")
+
+
+def _over_capacity(f, v):
+    u = v["unit"]
+    largest = f"; the largest part is {v['largest'][0]} = {with_unit(v['largest'][1], u)}" if v.get("largest") else ""
+    return (f"{f.quantity} = {with_unit(v['value'], u)} exceeds {f.related[0]} = {with_unit(v['capacity'], u)}"
+            f"{_where(v)} by {with_unit(v['excess'], u)}: it does not fit{largest}")
+
+
+def _not_used(f, v):
+    return (f"not used by this derivation: {', '.join(f.related)} "
+            "(no formula on the route needs it; check the options if it should matter)")
+
+
+def _found_numerically(f, v):
+    if v.get("torn"):
+        return (f"{f.quantity} found numerically: a block of {v['equations']} equations solved by searching "
+                f"it (the other {v['follow']} follow from it)")
+    return f"{', '.join(f.related)} found numerically ({', '.join(f.formulas)})"
+
+
+def _conflict(f, v):
+    u = v["unit"]
+    leaning = ", ".join(f"{k} = {x}" for k, x in v["leaning"])
+    return (f"conflict: {f.quantity} = {with_unit(v['given'], u)} is given, but {', '.join(v['from'])}"
+            f"{f' (with {leaning})' if leaning else ''} give {with_unit(v['computed'], u)} "
+            f"({fmt(100 * v['rel_error'], 3)} % off, beyond {fmt(100 * v['rtol'], 3)} %); "
+            f"the answer does not use the given {f.quantity}")
+
+
+def _preset(f, v):
+    if v["what"] == "latent_attention":
+        return (f"{v['file']}: multi-head latent attention (kv_lora_rank) is not modelled: attention "
+                "parameters and counts from the shapes are approximate")
+    return (f"{v['file']}: the first {v['layers']} layers are dense, which the uniform MoE formulas do not "
+            "model: counts from the shapes are approximate")
+
+
+def _implausible(f, v):
+    u = v["unit"]
+    slips = [f"{with_unit(x, u)} (a unit prefix off by 1000)" if written is None else f"{written} ({with_unit(x, u)})"
+             for written, x in v["slips"]]
+    hint = f": did you mean {' or '.join(slips)}?" if slips else ": check the unit and the exponent"
+    return (f"{f.quantity} = {with_unit(v['value'], u)} is far {v['side']} {with_unit(v['limit'], u)}, the range "
+            f"of real hardware and models{hint}")
+
+
+def _limits_clash(f, v):
+    return (f"the given limits pull {f.quantity} both up and down; rounded {v['rounded']} "
+            "(no whole value may keep them all)")
+
+
+def _published(f, v):
+    return f"{f.quantity} is the published value from the preset ({v['origin']})"
+
+
+def _looked_up(f, v):
+    return f"{f.quantity} is looked up, not derived: nothing given determines it ({v['origin']})"
+
+
+def _given_target(f, v):
+    return f"{f.quantity} is given: the answer is that value converted"
+
+
+def _out_of_bounds(f, v):
+    shown = with_unit(v["value"], v["unit"]) if v["value"] is not None else "undefined (NaN)"
+    return (f"{f.quantity} = {shown}{_where(v)} is outside its bounds {_bounds(v['bounds'])}: the values of "
+            f"{', '.join(f.related)} are inconsistent, or outside the range of {', '.join(f.formulas)}")
+
+
+def _rounds_outside(f, v):
+    u = v["unit"]
+    return (f"{f.quantity} = {with_unit(v['value'], u)} rounds {v['how']} to {with_unit(v['rounded'], u)}, "
+            f"outside {_bounds(v['bounds'])}: a whole number this small makes no sense here")
+
+
+_SENTENCES = {
+    "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
+    "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
+    "conflict": _conflict, "preset": _preset, "implausible": _implausible, "limits_clash": _limits_clash,
+    "published": _published, "looked_up": _looked_up, "given_target": _given_target,
+    "out_of_bounds": _out_of_bounds, "rounds_outside": _rounds_outside,
+}

@@ -1,0 +1,142 @@
+"""Warnings and bound violations are records (symcalc.findings.Finding); sentences are the renderers'.
+
+Each test asserts a record's kind, quantity and values, and that its rendered sentence is the
+text the solver has always given. Expectations are hand computations written next to them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import symcalc
+from symcalc.errors import ConflictError
+from symcalc.findings import KINDS, Finding
+from symcalc.query.sweep import sweep
+from symcalc.render.findings import _SENTENCES, finding_dict, sentence
+
+# Llama 2 7B on H100s (80 GB), dp = 8, ZeRO-1, full recomputation, flash attention.
+# Model states: (2 + 2 + 12/8) = 5.5 bytes x 6,738,415,616 parameters = 37,061,285,888 bytes.
+# Per sequence of the micro-batch: each layer's input, 32 x 2 x 4096 x 4096 = 1,073,741,824 bytes,
+# and the layer being recomputed, 34 x 4096 x 4096 = 570,425,344 bytes: 1,644,167,168 bytes.
+# micro_batch_size = 64: 37,061,285,888 + 64 x 1,644,167,168 = 142,287,984,640 bytes = 142.29 GB,
+# 62.29 GB over 80 GB; the largest part is activation_memory = 64 x 1,073,741,824 = 68.72 GB.
+MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
+                  options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"})
+STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 32 * 2 * 4096 * 4096 + 34 * 4096 * 4096
+MFU_QUESTION = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
+
+
+def test_every_kind_has_a_sentence():
+    assert set(_SENTENCES) == set(KINDS)
+    with pytest.raises(ValueError):
+        Finding("exceeds")                 # kinds are declared, not made up on the way
+
+
+def test_an_answer_over_the_gpu_memory_is_an_over_capacity_record():
+    r = symcalc.solve("total_memory_per_gpu", micro_batch_size=64, **MEMORY_JOB)
+    total = STATES + 64 * PER_SEQUENCE
+    assert total == 142_287_984_640
+    assert r.base_value == pytest.approx(total, rel=1e-12)
+    [f] = r.findings
+    assert (f.kind, f.quantity, f.related, f.mask) == ("over_capacity", "total_memory_per_gpu", ("gpu_memory",), None)
+    v = f.values
+    assert v["unit"] == "GB" and v["capacity"] == pytest.approx(80.0)
+    assert v["value"] == pytest.approx(total / 1e9, rel=1e-12)
+    assert v["excess"] == pytest.approx(total / 1e9 - 80, rel=1e-12)
+    assert v["points"] is None and v["of"] is None
+    assert v["largest"][0] == "activation_memory" and v["largest"][1] == pytest.approx(64 * 1_073_741_824 / 1e9)
+    assert sentence(f) == ("total_memory_per_gpu = 142.3 GB exceeds gpu_memory = 80 GB by 62.29 GB: it does not "
+                           "fit; the largest part is activation_memory = 68.72 GB")
+    assert r.warnings == [sentence(f)] and r.violations == []
+
+
+def test_over_capacity_on_an_array_carries_where_it_holds():
+    # 37.06 + 1.6442 b GB: b = 16 -> 63.37 GB fits; 32 -> 89.67 and 64 -> 142.29 do not
+    r = symcalc.solve("total_memory_per_gpu", micro_batch_size=np.array([16, 32, 64]), **MEMORY_JOB)
+    [f] = r.findings
+    assert f.kind == "over_capacity" and f.mask.tolist() == [False, True, True]
+    assert (f.values["points"], f.values["of"], f.values["largest"]) == (2, 3, None)
+    assert sentence(f) == ("total_memory_per_gpu = 142.3 GB exceeds gpu_memory = 80 GB at 2 of 3 points by "
+                           "62.29 GB: it does not fit")
+
+
+def test_a_value_nothing_needs_is_a_not_used_record():
+    r = symcalc.solve("mfu", mtbf="24h", **MFU_QUESTION)
+    [f] = r.findings
+    assert (f.kind, f.quantity, f.related, f.values) == ("not_used", None, ("mtbf",), {})
+    assert sentence(f) == ("not used by this derivation: mtbf (no formula on the route needs it; check the "
+                           "options if it should matter)")
+
+
+def test_a_conflict_is_a_record_with_both_values():
+    # 150,000 token/s x 30 days x 86,400 s = 3.888e11 tokens, not the 1e12 given: 1 - 0.3888 = 61.12 % off
+    r = symcalc.solve("mfu", train_time="30 day", n_tokens="1e12 token", conflicts="warn", **MFU_QUESTION)
+    tokens, days = r.findings
+    assert (tokens.kind, tokens.quantity, days.kind, days.quantity) == ("conflict", "n_tokens", "conflict", "train_time")
+    v = tokens.values
+    assert v["unit"] == "token" and v["given"] == 1e12 and v["computed"] == pytest.approx(3.888e11)
+    assert v["rel_error"] == pytest.approx(0.6112) and v["rtol"] == 0.02
+    assert v["from"] == ["tokens_per_second", "train_time"] and v["leaning"] == []
+    assert sentence(tokens) == ("conflict: n_tokens = 1e12 token is given, but tokens_per_second, train_time give "
+                                "3.888e11 token (61.1 % off, beyond 2 %); the answer does not use the given n_tokens")
+    # 1e12 / 150,000 token/s = 6.667e6 s = 77.16 days, not 30
+    assert days.values["computed"] == pytest.approx(1e12 / 150e3 / 86400)
+    assert sentence(days) == ("conflict: train_time = 30 day is given, but n_tokens, tokens_per_second give "
+                              "77.16 day (61.1 % off, beyond 2 %); the answer does not use the given train_time")
+    # the conflict dicts stay as they were: no sentence, no record inside
+    assert all("finding" not in c and "warning" not in c for c in r.conflicts)
+    with pytest.raises(ConflictError) as e:
+        symcalc.solve("mfu", train_time="30 day", n_tokens="1e12 token", **MFU_QUESTION)
+    assert e.value.message.startswith(sentence(tokens) + "; ")
+
+
+def test_a_value_outside_its_bounds_is_a_violation_record():
+    # 6 x 7e9 x 150,000 / (2 x 1979e12) = 1.592: MFU 159.2 %, outside (0 %, 100 %]
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=2,
+                      peak_flops="1979 TFLOP/s", on_bounds="flag")
+    [f] = r.findings
+    assert f.violation and (f.kind, f.quantity, f.formulas) == ("out_of_bounds", "mfu", ("mfu_definition",))
+    assert f.values["value"] == pytest.approx(100 * 6 * 7e9 * 150e3 / (2 * 1979e12))
+    assert f.values["bounds"] == {"lo": 0, "hi": 100, "lo_open": True, "hi_open": False, "percent": True}
+    assert r.warnings == [] and r.violations == [sentence(f)] == [
+        "mfu = 159.2 % is outside its bounds (0 %, 100 %]: the values of flops_per_param_per_token, n_gpus, "
+        "n_params, peak_flops, tokens_per_second are inconsistent, or outside the range of mfu_definition"]
+
+
+def test_an_implausible_value_records_the_likely_slip():
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 PFLOP/s")
+    [f] = r.findings
+    assert (f.kind, f.quantity) == ("implausible", "peak_flops")
+    assert f.values == {"value": pytest.approx(1.979e6), "unit": "TFLOP/s", "side": "above",
+                        "limit": pytest.approx(4e4), "slips": [(None, pytest.approx(1979.0))]}
+    assert sentence(f) == ("peak_flops = 1979000 TFLOP/s is far above 40000 TFLOP/s, the range of real hardware "
+                           "and models: did you mean 1979 TFLOP/s (a unit prefix off by 1000)?")
+
+
+def test_json_carries_the_sentences_and_the_records():
+    d = json.loads(symcalc.solve("total_memory_per_gpu", micro_batch_size=np.array([16, 32, 64]), **MEMORY_JOB).json())
+    [f] = d["findings"]
+    assert f["kind"] == "over_capacity" and f["quantity"] == "total_memory_per_gpu"
+    assert f["related"] == ["gpu_memory"] and f["mask"] == [False, True, True]
+    assert f["values"]["points"] == 2 and f["values"]["capacity"] == pytest.approx(80.0)
+    assert d["warnings"] == [sentence(Finding(f["kind"], f["quantity"], f["values"], tuple(f["related"])))]
+    inf = finding_dict(Finding("out_of_bounds", "x", {"value": float("nan"), "bounds": {"hi": float("inf")}}))
+    assert inf["values"] == {"value": None, "bounds": {"hi": None}}     # plain JSON: no NaN, no Infinity
+
+
+def test_a_sweep_drops_the_over_capacity_warning_by_its_kind():
+    # 37.06 + 1.6442 b <= 80 GB  <=>  b <= 26.12: 38 of b = 1..64 do not fit, and the worst, b = 64,
+    # is the 142.29 GB above. The capacity (mask and reason) says so; the warning would repeat it.
+    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64"}, **MEMORY_JOB)
+    [over] = [f for f in s.result.findings if f.kind == "over_capacity"]
+    assert over.values["points"] == 38 and over.values["of"] == 64
+    assert over.mask.tolist() == (np.arange(1, 65) > 26).tolist()
+    assert sentence(over) == ("total_memory_per_gpu = 142.3 GB exceeds gpu_memory = 80 GB at 38 of 64 points by "
+                              "62.29 GB: it does not fit")
+    assert s.capacity == ("gpu_memory", 80.0) and s.feasible.tolist() == (~over.mask).tolist()
+    assert not any(f.kind == "over_capacity" for f in s.findings) and s.warnings == []
+    assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 80 GB at 38 points"]
+    assert s.as_dict()["findings"] == []
