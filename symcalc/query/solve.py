@@ -567,7 +567,12 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
         findings.append(Finding("rounds_outside", tq.name,
                                 {"value": np.min(exact) / tq.factor, "rounded": np.min(rounded) / tq.factor,
                                  "unit": tq.display_unit, "how": how, "bounds": _bounds(tq)}))
-    findings += list(ev.findings) + _whole_number_notes(lib, derivation, ev.values)
+    findings += list(ev.findings)
+    # a rounded whole-number answer already says its exact value: the counts it was derived
+    # through are as far from whole as it is (dp = 16.85 from data_parallel_group_size = 16.85),
+    # and rounding it settles them too; otherwise a count the chain makes fractional is said
+    if not (tq.whole and _far_from_whole(exact)):
+        findings += _whole_number_notes(lib, derivation, ev.values)
     if how == "nearest" and _far_from_whole(exact):
         findings.append(Finding("rounded_nearest", tq.name, {"value": np.min(exact) / tq.factor}))
     capacity = over_capacity(lib, tq, exact, given)
