@@ -161,7 +161,7 @@ def test_random_multi_step_questions_solve_back():
             fwd = symcalc.solve(target, values, options=options, conflicts=False, diagnose=False)
         except SymcalcError:
             continue
-        used = [g for g in fwd.derivation.plan.given if not fwd.given[g].origin]
+        used = [g for g in fwd.derivation.route.given if not fwd.given[g].origin]
         if not used:
             continue
         x = rng.choice(used)

@@ -1,6 +1,6 @@
-"""Derivations: a plan made concrete. Each step inverted by sympy, compiled once, evaluated fast.
+"""Derivations: a route made concrete. Each step inverted by sympy, compiled once, evaluated fast.
 
-A :class:`Derivation` holds, for every plan step, its candidate closed forms (one per root
+A :class:`Derivation` holds, for every route step, its candidate closed forms (one per root
 sympy could not rule out), each compiled to a numpy function of the step's inputs, plus the
 composed closed form of the target in the knowns. Evaluation works on base-unit magnitudes
 (floats or arrays; "units at the boundary, floats inside") and walks the steps in order, so
@@ -35,7 +35,7 @@ from symcalc.engine.invert import (
     solve_for,
 )
 from symcalc.engine.method import Method
-from symcalc.engine.routing import Plan, Step
+from symcalc.engine.routing import Route, Step
 from symcalc.engine.tearing import TEAR_FROM, Tearing, tear_block
 from symcalc.errors import NoSolutionError
 from symcalc.findings import Finding
@@ -140,7 +140,7 @@ def compile_expr(expr: sympy.Expr, args: list[sympy.Symbol]) -> Callable:
 
 @dataclass
 class SolvedStep:
-    """One plan step with its symbolic solution(s) and compiled functions.
+    """One route step with its symbolic solution(s) and compiled functions.
 
     The symbolic part is plain data (it is what the on-disk cache keeps); the compiled
     functions are rebuilt from it by :meth:`compile`, and the residuals used only by numeric
@@ -231,10 +231,10 @@ class Evaluation:
 class Derivation:
     """The solved, compiled route from a set of known quantities to a target."""
 
-    def __init__(self, library, plan: Plan, options: dict[str, str], constants: dict[str, float]):
+    def __init__(self, library, route: Route, options: dict[str, str], constants: dict[str, float]):
         self.library = library
-        self.plan = plan
-        self.target = plan.target
+        self.route = route
+        self.target = route.target
         self.options = dict(options)
         self.constants = dict(constants)   # defaults fixed at 0: their terms are dropped
         zero = {library.quantities[q].symbol: sympy.Integer(0) for q, v in constants.items() if v == 0}
@@ -243,7 +243,7 @@ class Derivation:
         self._in_knowns: dict | None = {}
         self.steps = []
         before = budget.expirations
-        for step in plan.steps:
+        for step in route.steps:
             solved = self._solve_step(step, zero)
             self.steps.append(solved)
             if solved.candidates and solved.method != Method.ALGORITHM and self._in_knowns is not None:

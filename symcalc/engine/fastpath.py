@@ -102,9 +102,9 @@ def _build(derivation: Derivation) -> Program | None:
     if not derivation.steps:
         return None
     lib = derivation.library
-    symbols = {name: lib.quantities[name].symbol for name in [*derivation.plan.given, *derivation.constants]}
+    symbols = {name: lib.quantities[name].symbol for name in [*derivation.route.given, *derivation.constants]}
     facts: dict[sympy.Symbol, str] = {}
-    for name in derivation.plan.given:
+    for name in derivation.route.given:
         fact = domain_sign(lib.quantities[name].domain)     # inputs are checked against it
         if fact:
             facts[symbols[name]] = fact
@@ -140,7 +140,7 @@ def _build(derivation: Derivation) -> Program | None:
             exprs.append((q.symbol, expr))
             in_knowns[q.symbol] = expr.xreplace(in_knowns)
     fused = all_proven and lib.quantities[derivation.target].whole is None
-    return Program(target=derivation.target, knowns=tuple(derivation.plan.given),
+    return Program(target=derivation.target, knowns=tuple(derivation.route.given),
                    constants={k: np.float64(v) for k, v in derivation.constants.items()},
                    steps=tuple(steps), checked=tuple(checked),
                    exprs=tuple(exprs) if fused else None,

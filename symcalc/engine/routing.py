@@ -53,7 +53,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Route:
     """The steps that take the knowns to the target, and which knowns they use."""
 
     target: str
@@ -227,11 +227,11 @@ def _without_dangling(formulas: list[FormulaSpec], settled) -> list[FormulaSpec]
     return [f for f, keep in zip(formulas, alive) if keep]
 
 
-def make_plan(formulas: list[FormulaSpec], target: str, given: Iterable[str],
+def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
               defaults: Iterable[str] = (), zero: Iterable[str] = (), diagnose: bool = True,
               limits: Mapping[str, str] | None = None, exclude: Iterable[str] = (),
-              hints: DiagnosisHints | None = None) -> Plan:
-    """Plan the derivation of ``target`` from ``given`` (and, only if needed, ``defaults``).
+              hints: DiagnosisHints | None = None) -> Route:
+    """Route the derivation of ``target`` from ``given`` (and, only if needed, ``defaults``).
 
     Coefficient defaults are admitted only when the given values alone cannot reach the
     target, and default rules among ``formulas`` (``d_ffn = 4 d_model`` unless given) only when
@@ -282,8 +282,8 @@ def _stages(formulas: list[FormulaSpec], target: str) -> list[tuple[list[Formula
 MAX_ALTERNATIVES = 24
 
 
-def alternatives(formulas: list[FormulaSpec], plan: Plan, given: Iterable[str], defaults: Iterable[str],
-                 typed: Iterable[str]) -> list[tuple[frozenset, Plan]]:
+def alternatives(formulas: list[FormulaSpec], plan: Route, given: Iterable[str], defaults: Iterable[str],
+                 typed: Iterable[str]) -> list[tuple[frozenset, Route]]:
     """Derivations that use given values where ``plan`` uses defaults: (excluded defaults and
     rules, plan) pairs, those leaving the fewest ``typed`` values unused first, then those with
     the fewest defaults. Empty when ``plan`` leaves no typed value unused or none does better.
@@ -298,20 +298,20 @@ def alternatives(formulas: list[FormulaSpec], plan: Plan, given: Iterable[str], 
     given, typed = set(given), set(typed)
     defaults = set(defaults) - given - {plan.target}
 
-    def unused(p: Plan) -> int:
+    def unused(p: Route) -> int:
         return sum(q in typed for q in p.unused)
 
     if unused(plan) == 0:
         return []
     queue = deque([frozenset([x]) for x in (*plan.defaults, *plan.default_rules)])
     seen = set(queue)
-    found: dict[tuple, tuple[frozenset, Plan]] = {}
+    found: dict[tuple, tuple[frozenset, Route]] = {}
     tried = 0
     while queue and tried < MAX_ALTERNATIVES:
         excluded = queue.popleft()
         tried += 1
         try:
-            p = make_plan(formulas, plan.target, given, defaults, diagnose=False, exclude=excluded)
+            p = find_route(formulas, plan.target, given, defaults, diagnose=False, exclude=excluded)
         except UnderdeterminedError:
             continue
         if unused(p) < unused(plan):
@@ -324,7 +324,7 @@ def alternatives(formulas: list[FormulaSpec], plan: Plan, given: Iterable[str], 
     return sorted(found.values(), key=lambda e: (unused(e[1]), len(e[1].defaults) + len(e[1].default_rules)))
 
 
-def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: set = frozenset()) -> Plan:
+def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: set = frozenset()) -> Route:
     needed: set[str] = set()
     steps: dict[Step, int] = {}
     queue = deque([target])
@@ -342,7 +342,7 @@ def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: s
     used_defaults = tuple(sorted(q for q in needed if q in defaults and settled.producer.get(q) is None))
     unused = tuple(sorted(given - needed))
     used_rules = tuple(fid for s in ordered for fid in s.formulas if fid in rules)
-    return Plan(target=target, steps=ordered, given=used_given, defaults=used_defaults, unused=unused,
+    return Route(target=target, steps=ordered, given=used_given, defaults=used_defaults, unused=unused,
                 default_rules=used_rules)
 
 
@@ -436,7 +436,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
     indexes = [_index(live) for _, live in systems]
     system = systems[0]
 
-    def settles(extra) -> Plan | None:
+    def settles(extra) -> Route | None:
         settled, live = system
         s = propagate(live, settled | set(extra), (), stop_at=target, index=indexes[systems.index(system)])
         if target not in s.cost:
@@ -506,7 +506,7 @@ def _cheapest(pool: list[str], target: str, system, index, settles) -> list[str]
     return chosen if settles(chosen) is not None else None
 
 
-def _divides_by_zero(plan: Plan, by_id: dict, zero: set[str]) -> bool:
+def _divides_by_zero(plan: Route, by_id: dict, zero: set[str]) -> bool:
     """True if a step solves a formula backwards through a zero-valued default: with the zero
     substituted, the formula no longer holds the quantity it is solved for (latency = steps x 0
     says nothing of the steps) or divides by zero. A zero term of a sum is harmless."""

@@ -69,7 +69,7 @@ def limit_rounding(library, derivation, env: dict, exact) -> LimitRounding:
     target = derivation.target
     exact = np.asarray(exact, dtype=float)
     votes = []                    # (priority, name, +1 / -1 / 0 per element)
-    for name in derivation.plan.given:
+    for name in derivation.route.given:
         q = library.quantities[name]
         if not q.given_is:
             continue

@@ -47,7 +47,7 @@ class Relation:
         the record of its warning under "finding" (which the solver takes out)."""
         via = ", ".join(self.inputs)
         assumed = sorted(self.result.defaults_used) if self.result is not None else []
-        presets = sorted(g for g in self.result.derivation.plan.given if self.result.given[g].origin) \
+        presets = sorted(g for g in self.result.derivation.route.given if self.result.given[g].origin) \
             if self.result is not None else []
         leaning = [(k, self.defaults[k]) for k in assumed + presets if k in self.defaults]
         return {"quantity": self.quantity, "given": self.claimed / self.factor,
@@ -74,8 +74,8 @@ def relation(r: Result, name: str, claimed: float, rtol: float) -> Relation:
     computed = float(r.rounded_base)
     scale = max(abs(claimed), abs(computed), 1e-300)
     error = abs(computed - claimed) / scale if np.isfinite(computed) else np.inf
-    inputs = [g for g in r.derivation.plan.given if not r.given[g].origin]
-    presets = [g for g in r.derivation.plan.given if r.given[g].origin]
+    inputs = [g for g in r.derivation.route.given if not r.given[g].origin]
+    presets = [g for g in r.derivation.route.given if r.given[g].origin]
     formulas = [f.id for s in r.steps for f in s.formulas]
     defaults = {k: d["value"] for k, d in r.defaults_used.items()}
     defaults.update({k: f"{r.given[k].text} ({r.given[k].origin})" for k in presets})

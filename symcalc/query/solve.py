@@ -20,7 +20,7 @@ from symcalc import cache, units
 from symcalc.budget import diagnosis_limit
 from symcalc.engine.derivation import Derivation, SingularBlock
 from symcalc.engine.rounding import round_whole
-from symcalc.engine.routing import DiagnosisHints, Plan, alternatives, make_plan
+from symcalc.engine.routing import DiagnosisHints, Route, alternatives, find_route
 from symcalc.errors import (
     ConflictError,
     DimensionError,
@@ -92,7 +92,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     formulas = library.active_formulas(options)
     for _ in range(len(formulas)):
         try:
-            plan = make_plan(formulas, target, known, defaults, zero, diagnose=diagnose,
+            plan = find_route(formulas, target, known, defaults, zero, diagnose=diagnose,
                              limits=_limits(library) if not library.quantities[target].fits_in else {},
                              exclude=exclude, hints=_hints(library, target, known, options) if diagnose else None)
         except UnderdeterminedError as e:
@@ -113,7 +113,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
             # The block's equations share a fact (C = 6ND, F = 6NR, T = D/R, C = FT): one of them
             # adds nothing for this question. Plan again without it.
             formulas = [f for f in formulas if f.id != singular.formula]
-    else:  # pragma: no cover - every round removes a formula, so make_plan fails first
+    else:  # pragma: no cover - every round removes a formula, so find_route fails first
         raise NoSolutionError(f"the equations for {target} are not independent")
     library.derivation_cache[key] = (derivation, used)
     _store_derivation(library, key, derivation, used)
@@ -300,9 +300,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     found, checked = [], set()
     if on_conflict != "off":
         check_options = {**{imp.option: imp.value for imp in implied}, **explicit_options}
-        found, checked = cross_check(lib, derivation.plan.unused, knowns, options=check_options, rtol=rtol,
+        found, checked = cross_check(lib, derivation.route.unused, knowns, options=check_options, rtol=rtol,
                                      hardware=hardware, model=model)
-        if found and (derivation.plan.defaults or derivation.plan.default_rules):
+        if found and (derivation.route.defaults or derivation.route.default_rules):
             better = _without_contradicted_defaults(lib, tq.name, knowns, opts, derivation, defaults_used, found,
                                                     check_options, rtol, hardware, model)
             if better is not None:
@@ -348,7 +348,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   assumptions=_assumptions(lib, derivation, defaults_used, ev.values, relevant, explicit_options,
                                            preset_options, implied),
                   notes=notes,
-                  unused=[u for u in derivation.plan.unused if u != tq.fits_in],
+                  unused=[u for u in derivation.route.unused if u != tq.fits_in],
                   findings=[f for f in findings if not f.violation] + violations,
                   conflicts=[{k: v for k, v in c.items() if k != "finding"} for c in found])
 
@@ -366,7 +366,7 @@ def _contradicts(conflict: dict, assumed: set[str]) -> bool:
 
 def _assumed(derivation: Derivation, defaults_used: Mapping, knowns: Mapping[str, GivenValue]) -> set[str]:
     """What an answer leans on besides the values typed: its defaults and the preset values it uses."""
-    return set(defaults_used) | {g for g in derivation.plan.given if knowns[g].origin}
+    return set(defaults_used) | {g for g in derivation.route.given if knowns[g].origin}
 
 
 # the same solve, for the questions an answer asks of itself (what the limit would be at the
@@ -419,13 +419,13 @@ def _without_contradicted_defaults(lib, target: str, knowns: dict, opts: dict, d
     """
     typed = {k for k, v in knowns.items() if not v.origin}
     defaults = {name for name in lib.coefficient_defaults(opts) if name not in knowns}
-    candidates = alternatives(lib.active_formulas(opts), derivation.plan, knowns, defaults, typed)
+    candidates = alternatives(lib.active_formulas(opts), derivation.route, knowns, defaults, typed)
     kept = []
     for excluded, _ in candidates[:MAX_ALTERNATIVE_DERIVATIONS]:
         try:
             d, used = _derivation(lib, target, frozenset(knowns), opts, diagnose=False, exclude=excluded)
             ev = _evaluate(d, knowns, used)
-            conflicts, checked = cross_check(lib, d.plan.unused, knowns, options=check_options, rtol=rtol,
+            conflicts, checked = cross_check(lib, d.route.unused, knowns, options=check_options, rtol=rtol,
                                              hardware=hardware, model=model)
         except SymcalcError:
             continue
@@ -434,8 +434,8 @@ def _without_contradicted_defaults(lib, target: str, knowns: dict, opts: dict, d
             kept.append((excluded, (d, used, ev, conflicts, checked)))
     if not kept:
         return None
-    fewest = min(sum(q in typed for q in k[1][0].plan.unused) for k in kept)
-    kept = [k for k in kept if sum(q in typed for q in k[1][0].plan.unused) == fewest]
+    fewest = min(sum(q in typed for q in k[1][0].route.unused) for k in kept)
+    kept = [k for k in kept if sum(q in typed for q in k[1][0].route.unused) == fewest]
     answers = [np.asarray(k[1][2].values[target], dtype=float) for k in kept]
     if any(not np.allclose(a, answers[0], rtol=1e-9) for a in answers[1:]):
         q = lib.quantities[target]
@@ -589,7 +589,7 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
                  "points": None if np.ndim(over) == 0 else int(np.sum(over)),
                  "of": None if np.ndim(over) == 0 else int(np.size(over)), "largest": largest},
                 related=(name,), mask=over if np.ndim(over) else None))
-    typed = [q for q in derivation.plan.unused
+    typed = [q for q in derivation.route.unused
              if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
              and q not in checked]
     if typed:
@@ -656,7 +656,7 @@ def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: 
     """The target is itself given: the answer is that value, in the unit asked for."""
     unit, factor = _output_unit(q, to)
     value = knowns[q.name].magnitude
-    plan = Plan(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
+    plan = Route(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
     derivation = Derivation(lib, plan, opts, {})
     return Result(again=_again, library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
                   rounded_base=round_whole(value, q.whole), rounding=q.whole, given=knowns, presets={}, options={}, all_options=opts,
@@ -746,7 +746,7 @@ def _origin(lib, derivation: Derivation, name: str, values: dict) -> str:
     came straight from given values; '' otherwise."""
     for s in derivation.steps:
         if name in s.unknowns:
-            if all(x in derivation.plan.given for x in s.inputs) and len(s.inputs) <= 3:
+            if all(x in derivation.route.given for x in s.inputs) and len(s.inputs) <= 3:
                 shown = ", ".join(f"{x} = {with_unit(float(np.asarray(values[x]).flat[0]) / lib.quantities[x].factor, lib.quantities[x].display_unit)}"
                                   for x in s.inputs)
                 return f" (from {shown})"

@@ -7,14 +7,14 @@ import pytest
 
 import symcalc
 from symcalc.errors import UnderdeterminedError
-from symcalc.engine.routing import make_plan
+from symcalc.engine.routing import find_route
 
 
 def plan(target, given, options=None):
     lib = symcalc.default_library()
     opts = lib.option_values(options)
     defaults = {k for k in lib.coefficient_defaults(opts) if k not in given}
-    return make_plan(lib.active_formulas(opts), target, set(given), defaults, {"link_latency"})
+    return find_route(lib.active_formulas(opts), target, set(given), defaults, {"link_latency"})
 
 
 def test_mfu_from_throughput_is_three_steps_with_the_6_flop_default():
