@@ -4,8 +4,10 @@ layout planner or a what-if grid produces), every point kept and marked, never r
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import symcalc
+from symcalc.errors import QueryError
 
 DAY = 86400.0
 
@@ -51,3 +53,12 @@ def test_a_whole_number_answer_and_a_known_outside_its_bounds():
     exact = 6 * 30e9 * tokens[:2] / (0.45 * 989e12 * 30 * DAY)
     assert p.value[:2].tolist() == np.ceil(exact).tolist() == [94.0, 188.0]
     assert p.inside.tolist() == [True, True, False]
+
+
+def test_arrays_that_do_not_make_one_grid_are_refused_naming_them():
+    r = symcalc.solve("train_time", n_params=7e9, n_tokens="1e12 token", n_gpus=64, mfu=0.4,
+                      peak_flops="989 TFLOP/s")
+    with pytest.raises(QueryError) as e:
+        r.points(n_params=np.full(3, 7e9), n_tokens=(np.full(4, 1e12), "token"), n_gpus=64, mfu=0.4,
+                 peak_flops=(989e12, "FLOP/s"))
+    assert "n_params (3,)" in str(e.value) and "n_tokens (4,)" in str(e.value)

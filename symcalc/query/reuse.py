@@ -17,6 +17,7 @@ import pint
 from symcalc import units
 from symcalc.engine.fastpath import MIN_SIZE, sweep, sweep_masked
 from symcalc.engine.rounding import round_whole
+from symcalc.errors import QueryError
 from symcalc.query.values import read_value
 
 
@@ -84,6 +85,11 @@ def points(result, values: dict) -> Points:
     if set(names) != typed:
         raise TypeError(f"points() takes exactly the values given to this result: {sorted(typed)}")
     arrays = {n: _array_of(v) for n, v in values.items()}
+    try:
+        np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
+    except ValueError:
+        shapes = ", ".join(f"{n} {a.shape}" for n, a in arrays.items() if a is not None)
+        raise QueryError(f"the arrays do not broadcast to one grid: {shapes}") from None
     read = _magnitudes(result, values, arrays, strict=True)
     magnitudes, integral = read
     swept = sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
