@@ -309,7 +309,7 @@ class Derivation:
                     candidates, method = tuple({name: r} for r in roots), Method.REARRANGED
                 else:
                     method = Method.NUMERIC
-        elif len(formulas) >= TEAR_FROM and tearing is not None:
+        elif tearing is not None:
             method = Method.NUMERIC
         else:
             xs = tuple(self._sym(u) for u in step.solves_for)

@@ -68,12 +68,9 @@ def tear_block(formulas: tuple[FormulaSpec, ...], unknowns: tuple[str, ...],
     if len(formulas) != len(unknowns) or len(formulas) < 2:
         return None
     members = set(unknowns)
-    order = [u for u in prefer if u in members] + [u for u in unknowns if u not in set(prefer)]
-    seen: set[str] = set()
+    # preferred tears first, each unknown once (dict keys keep the order)
+    order = dict.fromkeys([*(u for u in prefer if u in members), *unknowns])
     for tear in order:
-        if tear in seen:
-            continue
-        seen.add(tear)
         torn = _chain_from(tear, formulas, members, symbol, clean)
         if torn is not None:
             return torn

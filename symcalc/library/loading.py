@@ -163,21 +163,23 @@ class Library:
         for q in self.quantities.values():
             if q.default is not None:
                 out[q.name] = (q.default, q.default_source or q.source)
-        for name, opt in self.options.items():
-            value = options.get(name, opt.default)
-            for qname, text in opt.sets.get(value, {}).items():
-                src = opt.sources.get(value, "")
-                out[qname] = (text, f"option {name}={value}" + (f"; {src}" if src else ""))
+        for name, value, qname, text in self._option_sets(options):
+            src = self.options[name].sources.get(value, "")
+            out[qname] = (text, f"option {name}={value}" + (f"; {src}" if src else ""))
         return out
 
     def set_by_option(self, options: Mapping[str, str]) -> dict[str, str]:
         """Quantity -> the option whose value (under ``options``) sets its default, for the
         defaults :meth:`coefficient_defaults` takes from option values."""
-        out: dict[str, str] = {}
+        return {qname: name for name, _, qname, _ in self._option_sets(options)}
+
+    def _option_sets(self, options: Mapping[str, str]):
+        """(option, its value under ``options``, quantity, value text) for every default an
+        option value sets, in the options' order (a later one overrides an earlier)."""
         for name, opt in self.options.items():
-            for qname in opt.sets.get(options.get(name, opt.default), {}):
-                out[qname] = name
-        return out
+            value = options.get(name, opt.default)
+            for qname, text in opt.sets.get(value, {}).items():
+                yield name, value, qname, text
 
 
 def _option_text(raw: object) -> str:
