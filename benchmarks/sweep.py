@@ -75,7 +75,7 @@ def by_pint(x: dict[str, np.ndarray], i: int) -> float:
 def sympy_point(result):
     """One point the naive way with sympy: substitute into the closed form and evaluate."""
     lib = result.library
-    expr = result.closed_form.subs({lib.quantities[k].symbol: v["magnitude"]
+    expr = result.closed_form.expr.subs({lib.quantities[k].symbol: v["magnitude"]
                                     for k, v in result.defaults_used.items() if "magnitude" in v})
     symbols = {name: lib.quantities[name].symbol for name in SCALARS}
 

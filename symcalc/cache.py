@@ -94,9 +94,8 @@ def code_fingerprint() -> str:
     pickled). Hashing the source rather than trusting the version number means a changed
     loader never meets a library cached by the old one, in a checkout as much as a release."""
     import pint
-    import sympy
     h = hashlib.sha256()
-    h.update(f"{sys.version_info[:2]} sympy {sympy.__version__} pint {pint.__version__}".encode())
+    h.update(f"{sys.version_info[:2]} sympy {_sympy_release()} pint {pint.__version__}".encode())
     package = Path(__file__).resolve().parent
     for path in sorted([*package.rglob("*.py"), package / "units" / "units.txt"]):
         h.update(path.relative_to(package).as_posix().encode() + b"\0")
@@ -105,6 +104,19 @@ def code_fingerprint() -> str:
         except OSError:
             h.update(b"unreadable")
     return h.hexdigest()
+
+
+def _sympy_release() -> str:
+    """sympy's release file (it holds the version), read without importing sympy: a cached
+    answer never needs sympy itself (importing it is 0.25 s)."""
+    import importlib.util
+    spec = importlib.util.find_spec("sympy")
+    if spec is None or not spec.origin:
+        return "none"
+    try:
+        return (Path(spec.origin).parent / "release.py").read_text()
+    except OSError:
+        return "unreadable"
 
 
 def key_of(*parts: str | bytes) -> str:
@@ -273,19 +285,13 @@ def _verified(data: bytes, secret: bytes, kind: str, key: str) -> bytes | None:
 
 
 def _unpickle(payload: bytes):
-    """Unpickle with sympy's evaluation off and the garbage collector paused.
-
-    sympy objects are rebuilt by calling their constructors. With evaluation on, an expression
-    kept as written (``4 * d_model^2``, shown "as cited") would come back reordered and
-    simplified; with it off every expression comes back exactly as stored, and 4x faster. The
-    collector is paused because building ~10,000 small objects in a process that already holds
-    sympy triggers full collections that cost more than the unpickling itself."""
-    from sympy.core.parameters import evaluate
+    """Unpickle with the garbage collector paused: building ~10,000 small objects in a process
+    that already holds sympy triggers full collections that cost more than the unpickling
+    itself. (sympy objects inside are thawed later, with sympy's evaluation off: symcalc.lazy.)"""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with evaluate(False):
-            return pickle.loads(payload)
+        return pickle.loads(payload)
     finally:
         if was_enabled:
             gc.enable()

@@ -14,8 +14,8 @@ import sympy
 
 import symcalc
 from symcalc import cache
-from symcalc.library import loading as library_module
-from symcalc.engine.derivation import Derivation
+from symcalc.library import build as library_module
+from symcalc.engine import derive
 from symcalc.library.loading import formula_dir, load_library
 
 EXTRA = """
@@ -189,7 +189,7 @@ def test_a_cached_derivation_is_used_without_solving_again(cache_dir, formulas, 
 
     def no_solving(*args, **kwargs):
         raise AssertionError("a cached derivation must not be solved again")
-    monkeypatch.setattr(Derivation, "_solve_step", no_solving)
+    monkeypatch.setattr(derive, "_Builder", no_solving)
     hits = cache.stats["hits"]
     warm = symcalc.solve(target, library=load_library([formulas]), **values, **kwargs)
     assert cache.stats["hits"] == hits + 2        # the library and the derivation
@@ -409,3 +409,35 @@ def test_processes_racing_on_a_cold_cache_share_one_key_and_agree(tmp_path, monk
     entries_written = [p.name for p in (tmp_path / "cache").iterdir() if p.name.endswith(".pickle")]
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
     assert len(entries_written) >= 2 and cache.clear() == len(entries_written)     # all authenticate
+
+
+SYMPY_PROBE = """
+import sys
+from symcalc import cli
+sys.argv = ["symcalc", *sys.argv[1:]]
+try:
+    cli.main()
+except SystemExit:
+    pass
+print("sympy imported:", "sympy" in sys.modules, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("question", [
+    ("solve", "n_gpus", "n_params=30e9", "n_tokens=600e9 token", "train_time=30day", "mfu=45%",
+     "peak_flops=989 TFLOP/s"),
+    ("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64", "--hardware", "h100-sxm",
+     "--json"),
+])
+def test_a_cached_question_answers_without_importing_sympy(cache_dir, question):
+    # the first run builds the library and the derivation (sympy); the second reads them frozen
+    # (symcalc.lazy), runs their compiled source (symcalc.compiled) and shows their printed forms
+    import subprocess
+    import sys
+    env = {**os.environ, cache.ENV_DIR: str(cache_dir)}
+    env.pop(cache.ENV_OFF, None)
+    runs = [subprocess.run([sys.executable, "-c", SYMPY_PROBE, *question], env=env, capture_output=True, text=True)
+            for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and runs[1].stdout.strip()
+    assert runs[0].stderr.strip().endswith("sympy imported: True")
+    assert runs[1].stderr.strip().endswith("sympy imported: False")

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "symcalc"
 
 # lowest first: a module may import from its own layer and the layers before it
 LAYERS = [
-    ("support", {"errors", "findings", "budget", "cache", "outfile", "escape"}),
+    ("support", {"errors", "findings", "budget", "cache", "outfile", "escape", "lazy", "compiled"}),
     ("units", {"units"}),
     ("library", {"library"}),
     ("engine", {"engine"}),

@@ -43,7 +43,8 @@ import sympy
 
 from symcalc import budget
 from symcalc.budget import bounded
-from symcalc.engine.derivation import Derivation, compile_expr, unit_factors
+from symcalc.engine.derivation import Derivation
+from symcalc.library.compiling import compile_expr, unit_factors
 from symcalc.engine.method import Method
 from symcalc.engine.rounding import round_whole
 from symcalc.engine.signs import NONNEG, POS, domain_sign, interval, sign

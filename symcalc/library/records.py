@@ -2,7 +2,8 @@
 
 These hold what the TOML files say plus what loading derived from it (dimensions, sympy
 symbols, parsed sides). They carry no algorithms: planning, solving and rendering are
-functions elsewhere that read them.
+functions elsewhere that read them. Their sympy fields are lazy (symcalc.lazy): a cached
+library is read, and most questions answered, without importing sympy.
 """
 
 from __future__ import annotations
@@ -11,8 +12,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy
+
+from symcalc.compiled import CompiledFunction
+from symcalc.lazy import LazyField, LazyFields
+
+if TYPE_CHECKING:   # pragma: no cover
+    import sympy
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ class Interval:
 
 
 @dataclass
-class QuantitySpec:
+class QuantitySpec(LazyFields):
     """A named quantity of the public vocabulary (``n_params``, ``peak_flops``...)."""
 
     name: str
@@ -122,7 +130,7 @@ class QuantitySpec:
     # derived at load
     dim: object = None         # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units
-    symbol: sympy.Symbol | None = None
+    symbol: sympy.Symbol | None = LazyField()  # type: ignore[assignment]
 
 
 @dataclass
@@ -143,32 +151,33 @@ class OptionSpec:
 
 
 @dataclass(frozen=True)
-class Condition:
-    """``lhs op rhs`` over quantities (sympy expressions), e.g. ``n_kv_heads < n_heads``."""
+class Condition(LazyFields):
+    """``lhs op rhs`` over quantities (sympy expressions), e.g. ``n_kv_heads < n_heads``.
+
+    ``names`` are the quantities it reads and ``sides`` its two sides compiled (functions of
+    ``names`` in that order), so that checking it needs no sympy."""
 
     text: str
-    lhs: sympy.Expr
     op: str
-    rhs: sympy.Expr
+    lhs: sympy.Expr = LazyField()  # type: ignore[assignment]
+    rhs: sympy.Expr = LazyField()  # type: ignore[assignment]
     compatible: tuple[str, ...] = ()    # option values that also hold when it does (implied_by)
-
-    @property
-    def names(self) -> set[str]:
-        return {s.name for s in (self.lhs - self.rhs).free_symbols}
+    names: tuple[str, ...] = ()
+    sides: tuple[CompiledFunction, ...] = ()
 
     def holds(self, values: dict[str, float]) -> bool | None:
         """Whether it holds for these base-unit values; None if a quantity in it is missing."""
-        if not self.names <= set(values):
+        if not set(self.names) <= set(values):
             return None
-        subs = {s: values[s.name] for s in (self.lhs - self.rhs).free_symbols}
-        a, b = float(self.lhs.subs(subs)), float(self.rhs.subs(subs))
+        args = [values[n] for n in self.names]
+        a, b = (float(side(*args)) for side in self.sides)
         tol = 1e-9 * max(abs(a), abs(b), 1e-300)
         return {"<": a < b - tol, "<=": a <= b + tol, ">": a > b + tol, ">=": a >= b - tol,
                 "==": abs(a - b) <= tol, "!=": abs(a - b) > tol}[self.op]
 
 
 @dataclass
-class FormulaSpec:
+class FormulaSpec(LazyFields):
     """An equation between quantities, with where it comes from and when it applies."""
 
     id: str
@@ -185,10 +194,12 @@ class FormulaSpec:
     consequence: bool = False          # follows from other laws: a single step, only when they fall short
     breakdown: tuple[str, ...] = ()    # lhs = the sum of these named parts, shown with their shares when derived
     # derived at load
-    lhs: sympy.Expr | None = None
-    rhs: sympy.Expr | None = None
-    display_lhs: sympy.Expr | None = None   # as written, for "the formula as cited"
-    display_rhs: sympy.Expr | None = None
+    lhs: sympy.Expr | None = LazyField()  # type: ignore[assignment]
+    rhs: sympy.Expr | None = LazyField()  # type: ignore[assignment]
+    display_lhs: sympy.Expr | None = LazyField()  # type: ignore[assignment]  # as written, for "the formula as cited"
+    display_rhs: sympy.Expr | None = LazyField()  # type: ignore[assignment]
+    latex: str = ""                          # the formula as cited, in LaTeX
+    lhs_name: str | None = None              # the quantity the left side is, when it is one
     quantities: tuple[str, ...] = ()
     solvability: dict[str, str] = field(default_factory=dict)  # quantity -> explicit|symbolic|numeric|none
 

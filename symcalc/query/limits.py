@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from symcalc.engine.derivation import ceil_tol, floor_tol
+from symcalc.compiled import ceil_tol, floor_tol
 
 NUDGE = 1e-6      # relative change of a limit used to see which way the answer moves
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
-
-from symcalc.engine.derivation import unit_factors
 
 
 @dataclass(frozen=True)
@@ -35,6 +32,9 @@ def sum_parts(library, formula, values: dict, leave_out: str | None = None) -> P
     each term, evaluated at ``values`` (scalars; the first element of arrays); ``leave_out``
     names a part not to list (the one a backwards solve was after). None for any other shape.
     O(size of the formula)."""
+    import sympy  # start-up: only a message about what does not fit reads a sum
+
+    from symcalc.library.compiling import unit_factors  # (sympy's, as above)
     sides = [(formula.lhs, formula.rhs), (formula.rhs, formula.lhs)]
     for total, other in sides:
         if not (isinstance(total, sympy.Symbol) and isinstance(other, sympy.Add)):

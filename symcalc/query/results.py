@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pint
-import sympy
 
 from symcalc import units
 from symcalc.engine.derivation import Derivation
 from symcalc.engine.method import Method
 from symcalc.findings import Finding
+from symcalc.library.printed import Printed
 from symcalc.library.records import FormulaSpec, QuantitySpec
 from symcalc.query.values import GivenValue
 from symcalc.render.formats import render
@@ -33,7 +33,7 @@ class StepView:
     method: Method                   # how the step was solved
     solves_for: list[str]
     inputs: list[str]
-    solution: dict[str, sympy.Expr]  # the root used, per unknown (empty if numeric)
+    solution: dict[str, Printed]     # the root used, per unknown, printed (empty if numeric)
     numeric: bool                    # numeric root finding was used for some values
 
 
@@ -56,7 +56,7 @@ class Result:
     values: dict[str, object]              # every quantity of the derivation, base units
     steps: list[StepView]
     derivation: Derivation
-    closed_form: sympy.Expr
+    closed_form: Printed                   # the target in the knowns, printed
     unused: list[str] = field(default_factory=list)
     # what to tell the reader, as records (symcalc.findings): warnings and bound violations,
     # in the order found; .warnings and .violations are their sentences
@@ -160,7 +160,7 @@ class Result:
             f = step.formulas[0]
             if len(step.formulas) != 1 or not f.breakdown:
                 continue
-            total = self.library.symbols[f.lhs]
+            total = f.lhs_name
             if list(step.solves_for) != [total]:
                 continue    # solved backwards for one of its parts: not a breakdown of the total
             unit = self.unit if total == self.target else self.library.quantities[total].display_unit
@@ -179,13 +179,13 @@ class Result:
     @property
     def numeric_symbols(self) -> list[str]:
         """Quantities in the closed form that have no closed form themselves (found numerically)."""
-        names = {self.library.quantities[n].symbol: n for s in self.steps if not s.solution for n in s.solves_for}
-        return [names[x] for x in self.closed_form.free_symbols if x in names]
+        numeric = {n for s in self.steps if not s.solution for n in s.solves_for}
+        return sorted(numeric & self.closed_form.names)
 
     @property
     def has_closed_form(self) -> bool:
         """False when the target itself could only be found numerically (or was given)."""
-        return bool(self.steps) and self.closed_form != self.quantity.symbol
+        return bool(self.steps) and self.closed_form.symbol_of != self.target
 
     # -- renderers ----------------------------------------------------------------------
     def text(self) -> str:

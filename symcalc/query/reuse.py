@@ -15,7 +15,6 @@ import numpy as np
 import pint
 
 from symcalc import units
-from symcalc.engine.fastpath import MIN_SIZE, sweep, sweep_masked
 from symcalc.engine.rounding import round_whole
 from symcalc.errors import QueryError
 from symcalc.query.values import read_value
@@ -43,6 +42,7 @@ def function(result, values: dict, solve: Callable) -> pint.Quantity:
 
 def sweep_path(result, values: dict):
     """The answer from the sweep path, or None when it leaves the question to solve()."""
+    from symcalc.engine.fastpath import MIN_SIZE, sweep  # start-up: a single answer never sweeps (it fuses with sympy)
     arrays = {n: _array_of(v) for n, v in values.items()}
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
@@ -92,6 +92,7 @@ def points(result, values: dict) -> Points:
         raise QueryError(f"the arrays do not broadcast to one grid: {shapes}") from None
     read = _magnitudes(result, values, arrays, strict=True)
     magnitudes, integral = read
+    from symcalc.engine.fastpath import sweep_masked  # start-up: as in sweep_path
     swept = sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
     if swept is None:
         swept = _general_masked(result, magnitudes)

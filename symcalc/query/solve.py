@@ -35,6 +35,7 @@ from symcalc.errors import (
 )
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
+from symcalc.library.printed import Printed
 from symcalc.library.presets import all_presets, find_preset
 from symcalc.query import reuse
 from symcalc.query.implied import resolve_options
@@ -43,7 +44,7 @@ from symcalc.query.parts import parts_of, sum_parts
 from symcalc.query.relation import relation
 from symcalc.query.results import Result, StepView, sentences
 from symcalc.query.values import GivenValue, implausible, read_value
-from symcalc.units.dims import show
+from symcalc.units import describe_dimension as show
 from symcalc.units.format import with_unit
 
 
@@ -105,9 +106,10 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
                 e.args = (e.message,)
             raise e from None
         used = _defaults_used(library, plan, defaults, options)
+        from symcalc.engine.derive import derive  # start-up: a cached derivation is not built again (sympy)
         try:
-            derivation = Derivation(library, plan, options,
-                                    {k: d["magnitude"] for k, d in used.items() if "magnitude" in d})
+            derivation = derive(library, plan, options,
+                                {k: d["magnitude"] for k, d in used.items() if "magnitude" in d})
             break
         except SingularBlock as singular:
             # The block's equations share a fact (C = 6ND, F = 6NR, T = D/R, C = FT): one of them
@@ -147,11 +149,17 @@ def _store_derivation(library: Library, key: tuple, derivation: Derivation, used
     disk_key = _disk_key(library, key)
     if not disk_key:
         return
-    try:
-        derivation.closed_form(derivation.usual_choices())   # kept with it: sympy's subs is slow
-    except Exception:
-        return
     cache.store("derivation", disk_key, (derivation, used))
+
+
+def closed_form(derivation: Derivation, choices: dict[int, int]) -> Printed:
+    """The derivation's closed form for these root choices, printed: as cached with it, else
+    composed now (with sympy)."""
+    hit = derivation.printed_closed_form(choices)
+    if hit is None:
+        from symcalc.engine.derive import closed_form as compose  # start-up: the usual one is cached with it
+        hit = compose(derivation, choices)
+    return hit
 
 
 def _hints(library: Library, target: str, known: frozenset, options: dict[str, str]) -> DiagnosisHints:
@@ -214,7 +222,7 @@ def _defaults_used(library: Library, plan, defaults: dict, options: Mapping[str,
             used[name]["option"] = set_by[name]
     for fid in plan.default_rules:
         f = library.formulas[fid]
-        lhs = library.symbols[f.lhs]
+        lhs = f.lhs_name
         used[lhs] = {"value": f.equation.split("=", 1)[1].strip(), "source": f"default rule {fid}: {f.source}",
                      "rule": fid}
     return used
@@ -334,7 +342,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
 
     steps = [StepView(number=i + 1, formulas=list(s.formulas), method=s.method,
                       solves_for=list(s.unknowns), inputs=list(s.inputs),
-                      solution=(s.candidates[ev.choices[i]] if s.candidates and ev.choices.get(i, -1) >= 0 else {}),
+                      solution=(s.printed[ev.choices[i]] if s.printed and ev.choices.get(i, -1) >= 0 else {}),
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
     relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
@@ -343,7 +351,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   preset_args={"hardware": hardware, "model": model},
                   options=relevant, all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
-                  derivation=derivation, closed_form=derivation.closed_form(ev.choices), rounding=how,
+                  derivation=derivation, closed_form=closed_form(derivation, ev.choices), rounding=how,
                   rounding_reason={k: v for k, v in (reason or {}).items() if k != "clash"} or None,
                   assumptions=_assumptions(lib, derivation, defaults_used, ev.values, relevant, explicit_options,
                                            preset_options, implied),
@@ -657,11 +665,11 @@ def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: 
     unit, factor = _output_unit(q, to)
     value = knowns[q.name].magnitude
     plan = Route(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
-    derivation = Derivation(lib, plan, opts, {})
+    derivation = Derivation(lib, plan, opts, {}, steps=[])
     return Result(again=_again, library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
                   rounded_base=round_whole(value, q.whole), rounding=q.whole, given=knowns, presets={}, options={}, all_options=opts,
                   defaults_used={}, values={k: v.magnitude for k, v in knowns.items()}, steps=[],
-                  derivation=derivation, closed_form=q.symbol, unused=list(plan.unused),
+                  derivation=derivation, closed_form=Printed.of_quantity(q.name, q.latex), unused=list(plan.unused),
                   findings=[Finding("given_target", q.name)])
 
 

@@ -18,7 +18,7 @@ from symcalc import units
 from symcalc.errors import DimensionError, DomainError, MalformedValueError
 from symcalc.findings import Finding
 from symcalc.library.records import QuantitySpec
-from symcalc.units.dims import show
+from symcalc.units import describe_dimension as show
 from symcalc.units.format import fmt, with_unit
 
 # Dimensions where a bare number has more than one plausible reading (s or h? GB or GiB?).

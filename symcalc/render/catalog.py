@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from symcalc.errors import UnknownNameError, closest_names
 from symcalc.library.presets import all_presets
-from symcalc.render.common import latex_symbols
-from symcalc.render.expressions import latex
 
 
 def _match(term: str | None, *texts: str) -> bool:
@@ -54,7 +52,6 @@ def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, 
 
 def describe(lib, name: str) -> dict:
     """Everything about one quantity (or alias), formula or option."""
-    names = latex_symbols(lib)
     if name in lib.quantities or name in lib.aliases:
         q = lib.quantity(name)
         used_in = [f.id for f in lib.formulas.values() if q.name in f.quantities]
@@ -85,7 +82,7 @@ def describe(lib, name: str) -> dict:
         variants = [g.id for g in lib.formulas.values()
                     if g.id != f.id and g.lhs == f.lhs and (g.when or f.when)]
         return {"kind": "formula", "id": f.id, "title": f.title, "equation": f.equation, "formula_kind": formula_kind(f),
-                "latex": f"{latex(f.display_lhs, names, as_written=True)} = {latex(f.display_rhs, names, as_written=True)}",
+                "latex": f.latex,
                 "source": f.source, "notes": f.notes, "when": {k: list(v) for k, v in f.when.items()},
                 "default_rule": f.default_rule, "quantities": list(f.quantities),
                 "solvable_for": {k: v for k, v in f.solvability.items()}, "variants": variants,

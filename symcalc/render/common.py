@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from symcalc.render.expressions import wrap
 from symcalc.units.format import fmt, fmt_latex, with_unit, with_unit_latex
 
 
+_PLAIN_NUMBER = re.compile(r"^\d+(\.\d+)?(e-?\d+)?$")
+
+
+def wrap(value_text: str, latex_mode: bool) -> str:
+    """Parenthesise a substituted value that is more than a plain number (a unit, a sign, a
+    power of ten in LaTeX), so that products and powers read unambiguously."""
+    if _PLAIN_NUMBER.match(value_text):
+        return value_text
+    return f"\\left({value_text}\\right)" if latex_mode else f"({value_text})"
+
+
 def latex_symbols(library) -> dict:
+    """Quantity symbol -> its LaTeX (for printing a sympy expression anew)."""
     return {q.symbol: q.latex for q in library.quantities.values()}
-
-
-def text_symbols(library) -> dict:
-    return {q.symbol: q.name for q in library.quantities.values()}
 
 
 def _values(result, latex_mode: bool) -> dict:
@@ -27,16 +36,19 @@ def _values(result, latex_mode: bool) -> dict:
             continue
         digits = 10 if name in result.given else 4   # given values as written, derived ones rounded
         shown = with_unit_latex(value, unit, digits) if latex_mode else with_unit(value, unit, digits)
-        out[lib.quantities[name].symbol] = wrap(shown, latex_mode)
+        out[name] = wrap(shown, latex_mode)
     return out
 
 
 def latex_values(result) -> dict:
-    """Quantity symbol -> its value with unit in LaTeX (scalars only)."""
-    return _values(result, True)
+    """Quantity symbol -> its value with unit in LaTeX (scalars only), for printing a sympy
+    expression with numbers."""
+    quantities = result.library.quantities
+    return {quantities[name].symbol: v for name, v in _values(result, True).items()}
 
 
 def text_values(result) -> dict:
+    """Quantity name -> its value with unit (scalars only), to fill a Printed text."""
     return _values(result, False)
 
 
@@ -87,5 +99,5 @@ def value_latex(result, name: str, digits: int = 4) -> str:
     return with_unit_latex(v, unit, digits)
 
 
-__all__ = ["latex_symbols", "text_symbols", "latex_values", "text_values", "has_arrays",
+__all__ = ["latex_symbols", "wrap", "latex_values", "text_values", "has_arrays",
            "value_text", "value_latex", "was_rounded", "fmt", "fmt_latex"]

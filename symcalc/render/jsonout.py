@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from symcalc.engine.method import Method
-from symcalc.render.common import latex_symbols, text_symbols
-from symcalc.render.expressions import latex, text
 from symcalc.render.findings import finding_dict
 
 
@@ -26,7 +24,6 @@ def _plain(v):
 def result_dict(result) -> dict:
     """target, value, unit, exact, given, options, defaults_used, steps, expression, latex, ..."""
     lib = result.library
-    lnames, tnames = latex_symbols(lib), text_symbols(lib)
     q = result.quantity
     steps = []
     for step in result.steps:
@@ -42,10 +39,9 @@ def result_dict(result) -> dict:
             "solves_for": step.solves_for[0] if len(step.solves_for) == 1 else step.solves_for,
             "method": str(Method.NUMERIC if step.numeric and step.method != Method.NUMERIC and not step.solution else step.method),
             "numeric_fallback": bool(step.numeric),
-            "expression": {n: text(e, tnames) for n, e in step.solution.items()},
-            "latex": "; ".join(f"{lib.quantities[n].latex} = {latex(e, lnames)}" for n, e in step.solution.items())
-            or "; ".join(f"{latex(f.display_lhs, lnames, as_written=True)} = "
-                         f"{latex(f.display_rhs, lnames, as_written=True)}" for f in step.formulas),
+            "expression": {n: e.text() for n, e in step.solution.items()},
+            "latex": "; ".join(f"{lib.quantities[n].latex} = {e.latex}" for n, e in step.solution.items())
+            or "; ".join(f.latex for f in step.formulas),
             "values": values,
         }
         steps.append(entry)
@@ -68,8 +64,8 @@ def result_dict(result) -> dict:
                           for name, d in result.defaults_used.items()},
         "steps": steps,
         "breakdown": _breakdown(result),
-        "expression": text(result.closed_form, tnames) if result.has_closed_form else None,
-        "latex": f"{q.latex} = {latex(result.closed_form, lnames)}" if result.has_closed_form else None,
+        "expression": result.closed_form.text() if result.has_closed_form else None,
+        "latex": f"{q.latex} = {result.closed_form.latex}" if result.has_closed_form else None,
         "found_numerically": result.numeric_symbols or ([result.target] if result.steps and not result.has_closed_form else []),
         "unused": list(result.unused),
         "warnings": list(result.warnings),

@@ -10,13 +10,12 @@ from symcalc.engine.method import Method
 from symcalc.escape import tex_escape
 from symcalc.render.common import (
     has_arrays,
-    latex_symbols,
     latex_values,
     step_value_latex,
     unknown_views,
     value_latex,
 )
-from symcalc.render.expressions import latex
+from symcalc.library.printing import latex
 from symcalc.render.text import was_rounded
 
 LONG = 140  # characters of LaTeX after which an equation is scaled to the line width
@@ -58,14 +57,12 @@ def result_equation(result) -> str:
     lhs = result.quantity.latex
     if not result.has_closed_form:
         return f"{lhs} = {value_latex(result, result.target)}"
-    closed = latex(result.closed_form, latex_symbols(result.library))
-    return f"{lhs} = {closed} = {value_latex(result, result.target)}"
+    return f"{lhs} = {result.closed_form.latex} = {value_latex(result, result.target)}"
 
 
 def render_latex(result, standalone: bool = False) -> str:
     """The derivation as LaTeX: given values, defaults, each step, the closed form, the answer."""
     lib = result.library
-    names = latex_symbols(lib)
     numbers = None if has_arrays(result) else latex_values(result)
     q = result.quantity
     out: list[str] = []
@@ -99,10 +96,10 @@ def render_latex(result, standalone: bool = False) -> str:
         out.append("\\end{itemize}")
     out.append("\\subsection*{Derivation}")
     for step in result.steps:
-        out.extend(_step(step, lib, names, numbers, result))
+        out.extend(_step(step, lib, numbers, result))
     out.append("\\subsection*{Closed form}")
     if result.has_closed_form:
-        out.append(display_math(f"{q.latex} = {latex(result.closed_form, names)}"))
+        out.append(display_math(f"{q.latex} = {result.closed_form.latex}"))
         if result.numeric_symbols:
             out.append(f"where {', '.join(tex_escape(n) for n in result.numeric_symbols)} is found numerically.")
     else:
@@ -119,7 +116,7 @@ def render_latex(result, standalone: bool = False) -> str:
 
 
 
-def _step(step, lib, names, numbers, result) -> list[str]:
+def _step(step, lib, numbers, result) -> list[str]:
     out = []
     f0 = step.formulas[0]
     if len(step.formulas) == 1:
@@ -131,8 +128,7 @@ def _step(step, lib, names, numbers, result) -> list[str]:
         out.append(f"\\paragraph{{Step {step.number}: {len(step.formulas)} equations solved together for "
                    f"{unknowns}.}} Formulas {ids}.")
     for f in step.formulas:
-        out.append(display_math(f"{latex(f.display_lhs, names, as_written=True)} = "
-                                f"{latex(f.display_rhs, names, as_written=True)}"))
+        out.append(display_math(f.latex))
     for name, kind in unknown_views(result, step):
         sym = lib.quantities[name].latex
         if kind == "numeric":
@@ -144,9 +140,9 @@ def _step(step, lib, names, numbers, result) -> list[str]:
         expr = step.solution[name]
         parts = [sym]
         if step.method.rearranges:
-            parts.append(latex(expr, names))
+            parts.append(expr.latex)
         if numbers is not None:
-            parts.append(latex(expr, numbers, numbers=True))
+            parts.append(latex(expr.expr, numbers, numbers=True))
         parts.extend(step_value_latex(result, name))
         if step.method == Method.REARRANGED:
             out.append(f"Rearranged for ${sym}$ and evaluated:")

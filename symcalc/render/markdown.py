@@ -10,13 +10,12 @@ from __future__ import annotations
 from symcalc.escape import md_escape
 from symcalc.render.common import (
     has_arrays,
-    latex_symbols,
     latex_values,
     step_value_latex,
     unknown_views,
     value_latex,
 )
-from symcalc.render.expressions import latex
+from symcalc.library.printing import latex
 from symcalc.render.latex import result_equation
 from symcalc.render.text import headline
 
@@ -28,7 +27,6 @@ def _code(text: str) -> str:
 
 def render_markdown(result) -> str:
     lib = result.library
-    names = latex_symbols(lib)
     numbers = None if has_arrays(result) else latex_values(result)
     out = [f"# {md_escape(result.target)}", "", f"**{md_escape(headline(result))}**", "",
            f"$$ {result_equation(result)} $$", ""]
@@ -50,8 +48,7 @@ def render_markdown(result) -> str:
         out += [f"### {step.number}. {md_escape(title)}", "",
                 f"Formula {ids}; source: {md_escape(step.formulas[0].source)}", ""]
         for f in step.formulas:
-            out += [f"$$ {latex(f.display_lhs, names, as_written=True)} = "
-                    f"{latex(f.display_rhs, names, as_written=True)} $$", ""]
+            out += [f"$$ {f.latex} $$", ""]
         for name, kind in unknown_views(result, step):
             sym = lib.quantities[name].latex
             if kind == "numeric":
@@ -61,9 +58,9 @@ def render_markdown(result) -> str:
                 out += [f"Also ${sym} = {value_latex(result, name)}$", ""]
                 continue
             expr = step.solution[name]
-            parts = [sym] + ([latex(expr, names)] if step.method.rearranges else [])
+            parts = [sym] + ([expr.latex] if step.method.rearranges else [])
             if numbers is not None:
-                parts.append(latex(expr, numbers, numbers=True))
+                parts.append(latex(expr.expr, numbers, numbers=True))
             parts.extend(step_value_latex(result, name))
             out += [f"$$ {' = '.join(parts)} $$", ""]
     if result.violations:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from symcalc.escape import tex_escape
 from symcalc.render.catalog import formula_kind
-from symcalc.render.common import latex_symbols
-from symcalc.render.expressions import latex
 from symcalc.render.latex import display_math
 
 PREAMBLE = r"""\documentclass[10pt]{article}
@@ -32,7 +30,6 @@ def _unit(q) -> str:
 
 def render_reference(library, presets: dict | None = None) -> str:
     """The library reference as a standalone LaTeX document."""
-    names = latex_symbols(library)
     out = [PREAMBLE, r"\begin{document}", r"\maketitle"]
     out.append(f"{len(library.formulas)} formulas and algorithms, {len(library.quantities)} quantities and "
                f"{len(library.options)} options. Every equation is a law in every direction: symcalc solves it for "
@@ -47,7 +44,7 @@ def render_reference(library, presets: dict | None = None) -> str:
         if meta.get("description"):
             out.append(tex_escape(meta["description"]) + f" (\\texttt{{{tex_escape(file)}}})")
         for f in by_file[file]:
-            out.extend(_formula(f, library, names))
+            out.extend(_formula(f, library))
     out.append(r"\section{Quantities}")
     out.append(r"\begin{longtable}{p{0.26\linewidth}p{0.14\linewidth}p{0.12\linewidth}p{0.4\linewidth}}")
     out.append(r"\textbf{name} & \textbf{symbol} & \textbf{unit} & \textbf{meaning} \\ \hline \endhead")
@@ -73,12 +70,11 @@ def render_reference(library, presets: dict | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _formula(f, library, names) -> list[str]:
+def _formula(f, library) -> list[str]:
     kind = {"law": "formula", "forward only": "formula, forward only"}.get(formula_kind(f), formula_kind(f))
     out = [f"\\subsection*{{{tex_escape(f.title)}}}",
            f"\\texttt{{{tex_escape(f.id)}}} ({kind})"]
-    out.append(display_math(f"{latex(f.display_lhs, names, as_written=True)} = "
-                            f"{latex(f.display_rhs, names, as_written=True)}"))
+    out.append(display_math(f.latex))
     solvable = [q for q, how in f.solvability.items() if how != "none"]
     facts = [f"Solvable for: {', '.join(tex_escape(q) for q in solvable)}."]
     if f.when:

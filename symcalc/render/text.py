@@ -7,20 +7,16 @@ import numpy as np
 from symcalc.engine.method import Method
 from symcalc.render.common import (
     has_arrays,
-    text_symbols,
     text_values,
     unknown_views,
     value_text,
     was_rounded,
 )
-from symcalc.render.expressions import text
 from symcalc.units.format import with_unit
 
 
 def render_text(result) -> str:
     """The answer, then each step: formula as cited, rearranged form, numbers, result."""
-    lib = result.library
-    names = text_symbols(lib)
     numbers = None if has_arrays(result) else text_values(result)
     lines = [headline(result)]
     lines += [f"  {line}" for line in first_lines(result)]
@@ -46,9 +42,9 @@ def render_text(result) -> str:
                 continue
             expr = step.solution[name]
             if step.method.rearranges:
-                lines.append(f"     -> {name} = {text(expr, names)}")
+                lines.append(f"     -> {name} = {expr.text()}")
             shown = step_value_text(result, name)
-            substituted = text(expr, numbers) if numbers is not None else shown
+            substituted = expr.text(numbers) if numbers is not None else shown
             # an identity (n_active_params = n_params) shows its value once
             lines.append(f"     = {substituted} = {shown}" if substituted != shown else f"     = {shown}")
         if step.numeric and step.method != Method.NUMERIC:
@@ -65,7 +61,7 @@ def render_text(result) -> str:
         for name, d in result.defaults_used.items():
             lines.append(f"  {name} = {d['value']}  ({d['source']})")
     lines.append("")
-    lines.append(closed_form_line(result, names))
+    lines.append(closed_form_line(result))
     if result.unused:
         lines.append(f"Not needed: {', '.join(result.unused)}")
     for w in result.violations:
@@ -90,12 +86,12 @@ def breakdown_lines(result) -> list[str]:
     return lines + [""]
 
 
-def closed_form_line(result, names) -> str:
+def closed_form_line(result) -> str:
     if not result.steps:
         return f"{result.target} is given (no derivation)"
     if not result.has_closed_form:
         return f"Closed form: none ({result.target} is found numerically)"
-    line = f"Closed form: {result.target} = {text(result.closed_form, names)}"
+    line = f"Closed form: {result.target} = {result.closed_form.text()}"
     if result.numeric_symbols:
         line += f"  (where {', '.join(result.numeric_symbols)} is found numerically)"
     partial = intermediates(result)
@@ -107,8 +103,8 @@ def closed_form_line(result, names) -> str:
 def intermediates(result) -> list[str]:
     """Quantities a step derived that the closed form still holds: it was composed only so far
     (symcalc.engine.derivation.Derivation.closed_form stops at the symbolic time limit)."""
-    symbols = {result.library.quantities[n].symbol: n for s in result.steps if s.solution for n in s.solution}
-    return sorted(symbols[x] for x in result.closed_form.free_symbols if x in symbols and symbols[x] != result.target)
+    solved = {n for s in result.steps if s.solution for n in s.solution}
+    return sorted(n for n in result.closed_form.names if n in solved and n != result.target)
 
 
 def headline(result) -> str:

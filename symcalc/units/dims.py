@@ -15,17 +15,14 @@ from collections.abc import Callable
 import sympy
 from pint.util import UnitsContainer
 
-from symcalc.units import describe_dimension
+from symcalc.units import describe_dimension as show
+
 
 DIMENSIONLESS = UnitsContainer({})
 
 
 class DimensionMismatch(ValueError):
     """The expression is not dimensionally consistent; the message names the offending part."""
-
-
-def show(dim: UnitsContainer) -> str:
-    return describe_dimension(dim)
 
 
 def dimension_of(expr: sympy.Basic, dim_of_symbol: Callable[[sympy.Symbol], UnitsContainer]) -> UnitsContainer:

@@ -3,12 +3,13 @@
 These are visitors over an expression tree that only decide how a symbol is written: as the
 quantity's symbol (``F_{\\mathrm{peak}}``), its name (``peak_flops``), a unit written in a
 formula (``\\mathrm{FLOP}``), or, for the "numbers substituted" line of a derivation, the
-quantity's value with its unit. Everything else is sympy's own printing.
+quantity's value with its unit. Everything else is sympy's own printing. :func:`printed`
+prints an expression once into a :class:`~symcalc.library.printed.Printed`, which renderers
+read without sympy.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import sympy
@@ -17,6 +18,7 @@ from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
 from symcalc.library.exprparse import UnitSymbol
+from symcalc.library.printed import Printed, slot
 from symcalc.units import unit_to_latex
 
 
@@ -70,12 +72,12 @@ def text(expr: sympy.Basic, names: Mapping[sympy.Symbol, str]) -> str:
     return _TextPrinter(names).doprint(expr)
 
 
-_PLAIN_NUMBER = re.compile(r"^\d+(\.\d+)?(e-?\d+)?$")
-
-
-def wrap(value_text: str, latex_mode: bool) -> str:
-    """Parenthesise a substituted value that is more than a plain number (a unit, a sign, a
-    power of ten in LaTeX), so that products and powers read unambiguously."""
-    if _PLAIN_NUMBER.match(value_text):
-        return value_text
-    return f"\\left({value_text}\\right)" if latex_mode else f"({value_text})"
+def printed(expr: sympy.Basic, library) -> Printed:
+    """``expr`` printed once: text with a slot per quantity, LaTeX with the quantities'
+    symbols, the quantities it reads. O(size of expr)."""
+    quantities = {q.symbol: q for q in library.quantities.values()}
+    read = [quantities[s] for s in expr.free_symbols if s in quantities]
+    bare = quantities[expr].name if isinstance(expr, sympy.Symbol) and expr in quantities else None
+    return Printed(template=text(expr, {q.symbol: slot(q.name) for q in read}),
+                   latex=latex(expr, {q.symbol: q.latex for q in read}),
+                   names=frozenset(q.name for q in read), expr=expr, symbol_of=bare)

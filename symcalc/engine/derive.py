@@ -1,0 +1,220 @@
+"""Building a derivation: each route step inverted by sympy, compiled once, printed once.
+
+:func:`derive` turns a Route into a :class:`~symcalc.engine.derivation.Derivation` (the record
+that evaluates); :func:`closed_form` composes and prints the target in the knowns. Everything
+here is sympy's work, bounded by the symbolic time limits (symcalc.budget) with numbers as the
+fallback; the results are kept on disk (symcalc.query.solve) so that a new process does not
+repeat it.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from symcalc import budget
+from symcalc.budget import bounded
+from symcalc.engine.derivation import Derivation, SingularBlock, SolvedStep, closed_key
+from symcalc.engine.invert import (
+    dependent_equation,
+    reduce_block,
+    solve_block,
+    solve_for,
+)
+from symcalc.engine.method import Method
+from symcalc.engine.routing import Route, Step
+from symcalc.engine.tearing import TEAR_FROM, tear_block
+from symcalc.library.compiling import compile_expr
+from symcalc.library.printed import Printed
+from symcalc.library.printing import printed
+
+# a step (its inversions, each with a limit of its own, substitutions and compiling) may take this
+# many times the symbolic limit
+STEP_LIMITS = 3
+
+# A composed expression of more nodes than this is not substituted into further: nobody reads a
+# closed form that long, and sympy's substitution through nested Max/Min slows with size (the
+# step-time model's 60 steps composed took 11 s, and ran into the time limit on a busy machine,
+# which made the derivation too uncertain to keep on disk). A size, not a time: the same on
+# every machine.
+CLOSED_FORM_NODES = 400
+
+
+def _small(expr: sympy.Expr, limit: int = CLOSED_FORM_NODES) -> bool:
+    """At most ``limit`` nodes (stops counting there: O(limit))."""
+    for i, _ in enumerate(sympy.preorder_traversal(expr)):
+        if i >= limit:
+            return False
+    return True
+
+
+class _Builder:
+    """The state of one derivation being built: the library, and each solved quantity's closed
+    form in the knowns so far (for the independence test of later blocks)."""
+
+    def __init__(self, library, route: Route, constants: dict[str, float]):
+        self.library = library
+        self.target = route.target
+        zero = {library.quantities[q].symbol: sympy.Integer(0) for q, v in constants.items() if v == 0}
+        # solved quantity -> its closed form in the knowns (first root); None once composing it
+        # took too long (blocks are then tested for independence in their own inputs)
+        self._in_knowns: dict | None = {}
+        self.steps: list[SolvedStep] = []
+        before = budget.expirations
+        for step in route.steps:
+            solved = self._solve_step(step, zero)
+            self.steps.append(solved)
+            if solved.candidates and solved.method != Method.ALGORITHM and self._in_knowns is not None:
+                with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
+                    for name, expr in solved.candidates[0].items():
+                        composed = expr.subs(self._in_knowns)
+                        if _small(composed):    # else it stays an intermediate for what follows
+                            self._in_knowns[self._sym(name)] = composed
+                if limit.expired:
+                    self._in_knowns = None
+        self.degraded = budget.expirations != before
+
+    # -- building -------------------------------------------------------------------------
+    def _sym(self, name: str) -> sympy.Symbol:
+        return self.library.quantities[name].symbol
+
+    def _solve_step(self, step: Step, zero: dict) -> SolvedStep:
+        """The step inverted and compiled; numeric when that takes longer than the symbolic limit
+        (each inversion has a limit of its own, in symcalc.engine.invert; this one also bounds the
+        substitutions and compiling around them)."""
+        with bounded(STEP_LIMITS * budget.DEFAULT_SYMBOLIC_LIMIT):
+            return self._invert_step(step, zero, symbolic=True)
+        return self._invert_step(step, zero, symbolic=False)
+
+    def _invert_step(self, step: Step, zero: dict, symbolic: bool) -> SolvedStep:
+        formulas = tuple(self.library.formulas[fid] for fid in step.formulas)
+        domains = tuple(self.library.quantities[u].domain for u in step.solves_for)
+
+        def clean(e):
+            if not zero:
+                return e
+            out = e.subs(zero)
+            return e if out.has(sympy.zoo, sympy.nan, sympy.oo) else out
+
+        candidates: tuple[dict, ...] = ()
+        tearing = None
+        if len(formulas) >= TEAR_FROM:
+            # a forward model run backwards: one unknown guessed, the rest a chain from it
+            # (before any block-wide symbolic work, which grows without bound on such blocks)
+            people_give = [u for u in step.solves_for if self.library.quantities[u].input]
+            tearing = tear_block(formulas, step.solves_for, self._sym, clean,
+                                 prefer=[self.target, *people_give])
+        if len(formulas) == 1 and formulas[0].algorithm:
+            # a registered procedure: its "solution" is the call itself, evaluated in Python
+            candidates = ({step.solves_for[0]: formulas[0].rhs},)
+            return SolvedStep(step=step, formulas=formulas, method=Method.ALGORITHM, candidates=candidates,
+                              domains=domains, printed=self._printed(candidates), n_candidates=1)
+        if not symbolic:
+            method = Method.NUMERIC
+        elif len(formulas) == 1:
+            f, name = formulas[0], step.solves_for[0]
+            x = self._sym(name)
+            how = f.solvability[name]
+            if how == "explicit":
+                expr = f.rhs if f.lhs == x else f.lhs
+                candidates, method = ({name: clean(expr)},), Method.EXPLICIT
+            else:
+                roots = solve_for(clean(f.lhs - f.rhs), x) if how == "symbolic" else None
+                if roots:
+                    candidates, method = tuple({name: r} for r in roots), Method.REARRANGED
+                else:
+                    method = Method.NUMERIC
+        elif tearing is not None:
+            method = Method.NUMERIC
+        else:
+            xs = tuple(self._sym(u) for u in step.solves_for)
+            equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
+            # Test independence in the knowns themselves: an input derived earlier (R = D/T) can
+            # make the block singular (C = fpt D, A = fpt R, C = A T) though it looks regular.
+            known = self._in_knowns or {}
+            in_knowns = tuple((lhs.subs(known), rhs.subs(known)) for lhs, rhs in equations)
+            dependent = dependent_equation(in_knowns, xs)
+            if dependent is not None:
+                raise SingularBlock(formulas[dependent].id, tuple(f.id for f in formulas))
+            sols = solve_block(equations, xs)
+            if sols:
+                names = {self._sym(u): u for u in step.solves_for}
+                candidates = tuple({names[s]: e for s, e in sol.items()} for sol in sols)
+                method = Method.BLOCK
+            else:
+                method = Method.NUMERIC
+        residuals: tuple = ()
+        reduced = None
+        if method != Method.EXPLICIT:
+            residuals = tuple(clean(f.lhs - f.rhs) for f in formulas)
+            if len(residuals) > 1 and symbolic and tearing is None:
+                reduced = reduce_block(tuple((clean(f.lhs), clean(f.rhs)) for f in formulas),
+                                       tuple(self._sym(u) for u in step.solves_for))
+                if reduced is not None and reduced.last is None:
+                    reduced = None      # reduced to no unknown (dependent in these inputs): no chain to evaluate
+        solved = SolvedStep(step=step, formulas=formulas, method=method, candidates=candidates,
+                            domains=domains, arg_symbols=tuple(self._sym(q) for q in step.inputs),
+                            unknown_symbols=tuple(self._sym(u) for u in step.solves_for),
+                            residuals=residuals, reduced=reduced, tearing=tearing,
+                            printed=self._printed(candidates), n_candidates=len(candidates))
+        args = list(solved.arg_symbols)
+        solved.functions = [{u: compile_expr(c[u], args) for u in solved.unknowns} for c in candidates]
+        if method == Method.NUMERIC:    # compiled now, so that the cached derivation keeps them
+            solved.compile_numeric()
+        return solved
+
+    def _printed(self, candidates: tuple[dict, ...]) -> tuple[dict[str, Printed], ...]:
+        return tuple({u: printed(e, self.library) for u, e in c.items()} for c in candidates)
+
+
+def derive(library, route: Route, options: dict[str, str], constants: dict[str, float]) -> Derivation:
+    """The Derivation of ``route``: every step inverted (symbolically within the time limits,
+    else left to numeric root finding), compiled and printed.
+
+    Parameters
+    ----------
+    library : the Library the route's formulas come from.
+    route : the route (symcalc.engine.routing.find_route).
+    options : the option values the formulas were chosen under.
+    constants : defaults the route uses -> their base-unit magnitude (those at 0 drop their terms).
+
+    Returns
+    -------
+    The Derivation, with the closed form for every step's first root composed and printed.
+
+    Raises
+    ------
+    SingularBlock when a block's equations are not independent in the knowns (route again
+    without the formula it names).
+    """
+    built = _Builder(library, route, constants)
+    derivation = Derivation(library, route, options, constants, built.steps, degraded=built.degraded)
+    closed_form(derivation, derivation.usual_choices())
+    return derivation
+
+
+def closed_form(derivation: Derivation, choices: dict[int, int] | None = None) -> Printed:
+    """The target as one expression in the knowns (numeric steps stay as their symbol).
+
+    Composed from the last step back; should that take longer than the symbolic limit (each
+    substitution can multiply the expression's size), or the expression grow beyond
+    CLOSED_FORM_NODES, it stops there: the expression is still the target, in terms of the
+    intermediate quantities not yet substituted."""
+    key = closed_key(derivation, choices)
+    if key not in derivation.closed:
+        quantities = derivation.library.quantities
+        expr = quantities[derivation.target].symbol
+        with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
+            for i in range(len(derivation.steps) - 1, -1, -1):
+                s = derivation.steps[i]
+                if not s.candidates:
+                    continue
+                k = (choices or {}).get(i, 0)
+                cand = s.candidates[k if 0 <= k < len(s.candidates) else 0]
+                composed = expr.subs({quantities[u].symbol: cand[u] for u in s.unknowns})
+                if not _small(composed):
+                    break           # long enough to read: the rest stay intermediates
+                expr = composed
+        if limit.expired:
+            derivation.degraded = True
+        derivation.closed[key] = printed(expr, derivation.library)
+    return derivation.closed[key]

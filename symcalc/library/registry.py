@@ -1,0 +1,136 @@
+"""The loaded formula library: quantities, options and formulas, and the lookups over them.
+
+A :class:`Library` is what :func:`symcalc.library.loading.load_library` returns: validated
+records (symcalc.library.records) and their indexes. It carries no algorithms (routing,
+derivation and rendering are functions elsewhere that read it) and imports no sympy: a library
+read from the on-disk cache answers lookups at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from symcalc.errors import (
+    BadOptionValueError,
+    UnknownNameError,
+    UnknownOptionError,
+    closest_names,
+    did_you_mean,
+)
+from symcalc.library.records import FormulaSpec, OptionSpec, QuantitySpec
+
+
+class Library:
+    """The loaded, validated formula library. Build it with :func:`symcalc.library.loading.load_library`."""
+
+    def __init__(self, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
+                 formulas: dict[str, FormulaSpec], files: list[Path], meta: dict[str, dict]):
+        self.quantities = quantities
+        self.options = options
+        self.formulas = formulas
+        self.files = files
+        self.meta = meta
+        self.aliases: dict[str, str] = {}
+        for q in quantities.values():
+            for a in q.aliases:
+                self.aliases[a] = q.name
+        self.derivation_cache: dict = {}
+        # content hash of what the library was loaded from (see load_library); None when it was
+        # built in memory. Derivations are cached on disk under it.
+        self.fingerprint: str | None = None
+
+    def __getstate__(self) -> dict:
+        # derivations hold compiled functions and are cached on their own; the symbol index
+        # is rebuilt on first use (it would import sympy with the library)
+        state = dict(self.__dict__)
+        state["derivation_cache"] = {}
+        state.pop("_symbols", None)
+        return state
+
+    @property
+    def symbols(self) -> dict:
+        """sympy Symbol -> quantity name (for work on expressions; imports sympy on first use)."""
+        if "_symbols" not in self.__dict__:
+            self._symbols = {q.symbol: q.name for q in self.quantities.values()}
+        return self._symbols
+
+    # -- lookups -----------------------------------------------------------------------
+    def quantity(self, name: str) -> QuantitySpec:
+        """The quantity called ``name`` (or one of its aliases); suggests close names if unknown."""
+        if name in self.quantities:
+            return self.quantities[name]
+        if name in self.aliases:
+            return self.quantities[self.aliases[name]]
+        raise UnknownNameError(f"unknown quantity '{name}'."
+                               f"{did_you_mean(name, self.all_names())}",
+                               closest_names(name, self.all_names()))
+
+    def all_names(self) -> list[str]:
+        return list(self.quantities) + list(self.aliases)
+
+    def formula(self, fid: str) -> FormulaSpec:
+        if fid in self.formulas:
+            return self.formulas[fid]
+        raise UnknownNameError(f"unknown formula '{fid}'.{did_you_mean(fid, self.formulas)}",
+                               closest_names(fid, self.formulas))
+
+    def option_values(self, given: Mapping[str, object] | None = None) -> dict[str, str]:
+        """All options with their effective values: the given ones (validated) and the defaults."""
+        values = {name: opt.default for name, opt in self.options.items()}
+        for key, raw in (given or {}).items():
+            if key not in self.options:
+                raise UnknownOptionError(
+                    f"unknown option '{key}'.{did_you_mean(key, self.options)} "
+                    f"Options: {', '.join(sorted(self.options))}", closest_names(key, self.options))
+            value = _option_text(raw)
+            opt = self.options[key]
+            if value not in opt.values:
+                raise BadOptionValueError(
+                    f"option {key}={value} is not allowed; choose one of: {', '.join(opt.values)}")
+            values[key] = value
+        return values
+
+    def compute_dtype(self, options: Mapping[str, str]) -> str | None:
+        """The dtype the options say the math runs in (picks a hardware preset's dense peak)."""
+        for name, opt in self.options.items():
+            value = options.get(name, opt.default)
+            if value in opt.compute_dtype:
+                return opt.compute_dtype[value]
+        return None
+
+    def active_formulas(self, options: Mapping[str, str]) -> list[FormulaSpec]:
+        return [f for f in self.formulas.values() if f.active(options)]
+
+    def coefficient_defaults(self, options: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+        """Default values in force under ``options``: quantity -> (value text, why/source).
+
+        An option value's ``sets`` override the quantity's own default.
+        """
+        out: dict[str, tuple[str, str]] = {}
+        for q in self.quantities.values():
+            if q.default is not None:
+                out[q.name] = (q.default, q.default_source or q.source)
+        for name, value, qname, text in self._option_sets(options):
+            src = self.options[name].sources.get(value, "")
+            out[qname] = (text, f"option {name}={value}" + (f"; {src}" if src else ""))
+        return out
+
+    def set_by_option(self, options: Mapping[str, str]) -> dict[str, str]:
+        """Quantity -> the option whose value (under ``options``) sets its default, for the
+        defaults :meth:`coefficient_defaults` takes from option values."""
+        return {qname: name for name, _, qname, _ in self._option_sets(options)}
+
+    def _option_sets(self, options: Mapping[str, str]):
+        """(option, its value under ``options``, quantity, value text) for every default an
+        option value sets, in the options' order (a later one overrides an earlier)."""
+        for name, opt in self.options.items():
+            value = options.get(name, opt.default)
+            for qname, text in opt.sets.get(value, {}).items():
+                yield name, value, qname, text
+
+
+def _option_text(raw: object) -> str:
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    return str(raw).strip()
