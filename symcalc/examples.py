@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 import click
 
 # (question, target, given, options, source[, presets])
-EXAMPLES = [
+EXAMPLES: list[tuple[Any, ...]] = [
     ("Seed 000's opening question: a 30B model on 128 H100s, time per step (1M-token batch, 45% MFU)?",
      "step_time", {"n_params": "30e9", "n_gpus": "128", "global_batch_tokens": "1e6 token", "mfu": "45%"}, {},
      "seed 000, with the H100 preset's dense BF16 peak", {"hardware": "h100"}),

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import Any
 
 import numpy as np
 import sympy
@@ -91,6 +92,10 @@ class SingularBlock(Exception):
 class _BroadcastMinMax:
     """Min/Max that broadcast scalars against arrays (sympy#21611 prints amin over a tuple), and
     floor/ceiling guarded against float noise."""
+
+    # the sympy printer it is mixed into supplies these (annotations only: nothing is shadowed)
+    _print: Callable[..., str]
+    _module_format: Callable[[str], str]
 
     def _print_floor(self, expr):
         return f"floor_tol({self._print(expr.args[0])})"
@@ -396,7 +401,7 @@ class Derivation:
         return self._closed[key]
 
     # -- evaluation -----------------------------------------------------------------------
-    def evaluate(self, values: dict[str, object]) -> Evaluation:
+    def evaluate(self, values: dict[str, Any]) -> Evaluation:
         """Run the steps on base-unit magnitudes (floats or arrays, broadcast together).
 
         ``values`` holds the knowns (given and defaults). Returns every quantity's value.
@@ -460,7 +465,7 @@ class Derivation:
             several = sum(np.broadcast_to(m, shape).astype(int) for m in inside) > 1
             if np.any(several):
                 findings.append(Finding("several_roots", names[0], related=tuple(names),
-                                        formulas=(s.formulas[0].id,), mask=several if several.ndim else None))
+                                        formulas=(s.formulas[0].id,), mask=several if np.ndim(several) else None))
         used_numeric = False
         if not np.all(taken):
             used_numeric = True
@@ -472,7 +477,7 @@ class Derivation:
 
     def _algorithm(self, s: SolvedStep, args: list):
         """Apply a registered algorithm, element by element over any arrays among its inputs."""
-        fn = REGISTRY[s.formulas[0].algorithm]
+        fn = REGISTRY[s.formulas[0].algorithm]  # type: ignore[index]  # an algorithm step names one
         text_out = self.library.quantities[s.unknowns[0]].kind == "text"
         if all(np.ndim(a) == 0 for a in args):
             return fn(*args)
@@ -522,7 +527,7 @@ class Derivation:
     def _numeric_torn(self, s: SolvedStep, args: list) -> tuple[list, object]:
         """A torn block: the tear's root of the leftover equation, then the chain from it.
         Returns (the unknowns' values, where the leftover equation is flat in the tear)."""
-        tear, residual, residual_inside, chain, inside = s.torn
+        tear, residual, residual_inside, chain, inside = s.torn  # type: ignore[misc]  # a torn step's
         domain = self.library.quantities[tear].domain
         root, flat = numeric.solve_scalar(residual, args, domain, with_status=True)
         with np.errstate(all="ignore"):
@@ -539,7 +544,7 @@ class Derivation:
     def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, object]:
         """A block's reduced equation solved numerically, then its substitutions evaluated.
         Returns (the unknowns' values, where the reduced equation is flat)."""
-        last, residual, chain = s.reduction
+        last, residual, chain = s.reduction  # type: ignore[misc]  # a reduced step's
         root, flat = numeric.solve_scalar(residual, args, self.library.quantities[last].domain, with_status=True)
         found = {last: root}
         for name, fn, later in reversed(chain):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -79,7 +79,7 @@ def _index(formulas: Iterable[FormulaSpec]) -> dict[str, list[FormulaSpec]]:
     return by_quantity
 
 
-def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = frozenset(),
+def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] = frozenset(),
               stop_at: str | None = None, index: dict[str, list[FormulaSpec]] | None = None) -> _Settled:
     """Settle every quantity the formulas determine from ``hard`` (cost 0) and ``soft`` knowns.
 
@@ -324,7 +324,7 @@ def alternatives(formulas: list[FormulaSpec], plan: Route, given: Iterable[str],
     return sorted(found.values(), key=lambda e: (unused(e[1]), len(e[1].defaults) + len(e[1].default_rules)))
 
 
-def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: set = frozenset()) -> Route:
+def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: Collection[str] = frozenset()) -> Route:
     needed: set[str] = set()
     steps: dict[Step, int] = {}
     queue = deque([target])
@@ -337,7 +337,7 @@ def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: s
         if step is not None and step not in steps:
             steps[step] = max(settled.order[c] for c in step.solves_for)
             queue.extend(step.inputs)
-    ordered = tuple(sorted(steps, key=steps.get))
+    ordered = tuple(sorted(steps, key=steps.__getitem__))
     used_given = tuple(sorted(q for q in needed if q in given))
     used_defaults = tuple(sorted(q for q in needed if q in defaults and settled.producer.get(q) is None))
     unused = tuple(sorted(given - needed))
@@ -386,7 +386,7 @@ class Diagnosis:
 
 
 def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defaults: set[str],
-                 zero: set[str] = frozenset(), preferred: Iterable[str] = (),
+                 zero: Iterable[str] = frozenset(), preferred: Iterable[str] = (),
                  hints: DiagnosisHints | None = None) -> Diagnosis:
     """Sets of extra quantities that would determine ``target``, best first.
 

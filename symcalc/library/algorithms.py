@@ -85,4 +85,4 @@ def roofline_bound(compute: float, memory: float, network: float) -> str:
     rates (seed 004). Ties go to the earlier of compute, memory, network."""
     rates = {"compute": compute, "memory": memory, "network": network}
     finite = {k: v for k, v in rates.items() if not math.isnan(v)}
-    return min(finite, key=finite.get)
+    return min(finite, key=finite.__getitem__)

@@ -25,6 +25,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -167,7 +168,7 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     tq = lib.quantity(target)
     fixed = {**(given or {}), **values}
     fixed_names = {lib.quantity(k).name for k in fixed}
-    axes = []
+    axes: list[Axis] = []
     for raw_name, spec in vary.items():
         q = lib.quantity(raw_name)
         if q.name == tq.name:
@@ -184,8 +185,9 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         dims = [1] * len(axes)
         dims[i] = -1
         grid[a.name] = (a.values.reshape(dims), a.unit)
-    kw = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
+    kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
     fast = _fast(tq.name, fixed, grid, axes, shape, kw)
+    reasons: list[str]
     if fast is not None:
         # the sweep path checked every step's bounds and found them all kept
         r, vals = fast

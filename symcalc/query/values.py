@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pint
@@ -31,7 +32,7 @@ class GivenValue:
 
     name: str
     text: str
-    magnitude: object      # float or numpy array, in base units
+    magnitude: Any         # float or numpy array, in base units
     origin: str = ""       # "" when the user gave it, else the preset it came from
 
 
@@ -256,7 +257,7 @@ def implausible(q: QuantitySpec, given: GivenValue) -> Finding | None:
         return None
     text = given.text
     unit = text.lstrip("+-.0123456789eE ")
-    slips = []      # (the value as it was likely meant to be written, or None for a prefix; its value)
+    slips: list[tuple[str | None, float]] = []      # (the value as it was likely meant to be written, or None for a prefix; its value)
     if "B" in unit and lo <= value / 8 <= hi:
         slips.append((text.replace('B', 'b', 1), value / 8 / q.factor))
     elif "b" in unit and "byte" not in unit and lo <= value * 8 <= hi:

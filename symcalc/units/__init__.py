@@ -36,7 +36,7 @@ _ALLOWED_CHARS = re.compile(r"^[\w\s.+\-*/^()%$µμ]*$")
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
     """The process-wide unit registry (built once; ~10 ms)."""
-    ureg = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
+    ureg: pint.UnitRegistry = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
     ureg.formatter.default_format = "~P"
     return ureg
 
@@ -143,7 +143,8 @@ def parse_unit(text: str, what: str = "unit", value_text: str | None = None) -> 
     if isinstance(q, pint.Quantity):
         if q.magnitude != 1:
             raise MalformedValueError(f"{what}: '{shown}' is not a unit")
-        return q.units
+        # pint's stubs call a quantity's units a PlainUnit (the base class); at run time it is a Unit
+        return q.units  # type: ignore[return-value]
     if q == 1:
         return ureg.dimensionless
     raise MalformedValueError(f"{what}: '{shown}' is a number, not a unit")
@@ -190,7 +191,8 @@ def describe_dimension(dim) -> str:
     """A dimensionality in base units people read: ``FLOP/s``, ``byte``, ``count``."""
     if not dim:
         return "count"
-    num, den = [], []
+    num: list[str] = []
+    den: list[str] = []
     for name, exp in sorted(dim.items(), key=lambda kv: list(BASE_UNITS).index(kv[0]) if kv[0] in BASE_UNITS else 99):
         unit = BASE_UNITS.get(name, name)
         e = abs(exp)
