@@ -11,6 +11,9 @@ from typing import Any
 
 import click
 
+from symcalc.query.solve import solve
+from symcalc.render.text import headline
+
 # (question, target, given, options, source[, presets])
 EXAMPLES: list[tuple[Any, ...]] = [
     ("Seed 000's opening question: a 30B model on 128 H100s, time per step (1M-token batch, 45% MFU)?",
@@ -51,12 +54,6 @@ def command_line(target: str, given: dict, options: dict, presets: dict | None =
 
 
 def run_examples(as_json: bool = False) -> None:
-    from symcalc.query.solve import (
-        solve,  # on use: the command line starts without it (start-up, Ctrl-C)
-    )
-    from symcalc.render.text import (
-        headline,  # on use: the command line starts without it (start-up, Ctrl-C)
-    )
     answers = []
     for question, target, given, options, source, *rest in EXAMPLES:
         presets = rest[0] if rest else {}

@@ -26,6 +26,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+import sympy
+
 from symcalc import budget
 from symcalc.budget import DEFAULT_DIAGNOSIS_LIMIT, bounded
 from symcalc.engine.structure import (
@@ -527,8 +529,6 @@ def _divides_by_zero(plan: Route, by_id: dict, zero: set[str]) -> bool:
 @lru_cache(maxsize=4096)
 def _degenerate(expr, zeros: frozenset, unknowns: tuple) -> bool:
     """Whether ``expr`` = 0 with the ``zeros`` set to 0 loses every unknown (or divides by 0)."""
-    import sympy
-
     symbols = {s.name: s for s in expr.free_symbols}
     with budget.bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
         reduced = expr.subs({symbols[z]: 0 for z in zeros if z in symbols})

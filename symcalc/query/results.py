@@ -103,10 +103,6 @@ class Result:
         return _scale(self.base_value, self.factor) if self.quantity.whole else None
 
     @property
-    def magnitude(self):
-        return self.value
-
-    @property
     def quantity_value(self):
         """The answer as a pint quantity of symcalc's registry (text answers stay text)."""
         if self.quantity.kind == "text":

@@ -21,6 +21,8 @@ spaced values rounded and deduplicated.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from collections.abc import Mapping
@@ -109,9 +111,6 @@ class Sweep:
     def to_csv(self, path) -> None:
         """Long format: one row per grid point; units in the header. Written atomically
         (symcalc.outfile): an existing file is replaced only by a complete one."""
-        import csv
-        import io
-
         head = [_column(a.name, a.unit) for a in self.axes] + [_column(self.target, self.unit), "feasible"]
 
         def rows(fh) -> None:

@@ -8,6 +8,8 @@ border drawn. Labels are the quantities' symbols and units.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from symcalc.errors import QueryError
@@ -62,7 +64,6 @@ def _drawable(tex: str) -> bool:
 
 
 def _title(sweep) -> str:
-    import textwrap
     names = " and ".join(a.name for a in sweep.axes)
     presets = ", ".join(sweep.result.presets[k] for k in ("model", "hardware") if k in sweep.result.presets)
     lib = sweep.result.library
