@@ -103,7 +103,20 @@ expirations = 0
 def parse_seconds(raw: object, what: str) -> float:
     """A limit given by a user: a positive number of seconds, or ``inf`` (or ``none``) for none.
 
-    Raises QueryError naming ``what`` (``--time-limit``, ``SYMCALC_TIME_LIMIT``) otherwise."""
+    Parameters
+    ----------
+    raw : the value as given (text or a number)
+    what : where it was given, for the message (``--time-limit``, ``SYMCALC_TIME_LIMIT``)
+
+    Returns
+    -------
+    The seconds, ``math.inf`` for no limit.
+
+    Raises
+    ------
+    QueryError
+        ``raw`` is not a positive number of seconds, ``inf`` or ``none``.
+    """
     if isinstance(raw, str) and raw.strip().lower() in ("inf", "none", "off"):
         return math.inf
     try:

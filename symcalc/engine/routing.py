@@ -241,10 +241,20 @@ def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     rules not to use (see :func:`alternatives`).
     ``zero`` names defaults whose value is 0 (a term that vanishes): the diagnosis never
     proposes a route that would have to divide by one.
-    Raises UnderdeterminedError naming the smallest sets of extra quantities that would do
-    (with ``diagnose=False``, a bare one: the search for those sets is the costly part).
     ``limits`` maps slack quantities to what their value at the limit asks (memory_headroom:
     "0 GB for the largest value that fits"): the diagnosis offers them first.
+
+    Returns
+    -------
+    Route
+        The steps from the knowns to ``target``, and the given values and defaults they use.
+
+    Raises
+    ------
+    UnderdeterminedError
+        ``target`` cannot be reached: it names the smallest sets of extra quantities that
+        would do (with ``diagnose=False``, a bare one: the search for those sets is the
+        costly part).
     """
     given = set(given)
     exclude = set(exclude)

@@ -213,6 +213,16 @@ def split_vs(library: Library, pairs: Mapping[str, str]) -> VsChanges:
     ``hardware`` and ``model`` switch a preset; an option key sets that option; a quantity
     name or alias sets a given value. Anything else is an error naming the closest names, so
     a typo cannot silently become an unused value.
+
+    Returns
+    -------
+    VsChanges
+        The presets, options and given values side B changes.
+
+    Raises
+    ------
+    UnknownNameError
+        A name is no preset kind, option or quantity.
     """
     out = VsChanges()
     for name, value in pairs.items():
@@ -246,6 +256,18 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     made to see which scenario breaks a bound (which one does not fit in memory), so an
     out-of-bounds side is kept and flagged (``comparison.violations``) instead of hiding
     the other side behind an error; ``"raise"`` restores solve's behaviour.
+
+    Returns
+    -------
+    Comparison
+        Both answers, with what differs between the sides and what they share.
+
+    Raises
+    ------
+    QueryError
+        The two sides are the same, the target is not a name or the given values no mapping.
+    SymcalcError
+        Any error of :func:`symcalc.solve` on either side, its message saying which side.
     """
     lib = library or default_library()
     if not isinstance(target, str):

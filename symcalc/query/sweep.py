@@ -158,8 +158,19 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     """Solve ``target`` over the grid of ``vary`` ({name: axis}) with the other values fixed.
 
     An axis is a spec string (see the module docstring), or an array, list or range of values
-    (numbers, or a ``(values, "unit")`` pair). Returns a :class:`Sweep`; raises the same errors
-    as :func:`symcalc.solve` for bad names, values and questions, and QueryError for a bad axis.
+    (numbers, or a ``(values, "unit")`` pair).
+
+    Returns
+    -------
+    Sweep
+
+    Raises
+    ------
+    QueryError
+        No axis, an axis that is the target or also given, an unreadable axis, or a grid of
+        more than ``MAX_POINTS`` points.
+    SymcalcError
+        The errors of :func:`symcalc.solve` for bad names, values and questions.
     """
     lib = library or default_library()
     if not vary:
@@ -240,7 +251,17 @@ def _fast(target: str, fixed: dict, grid: dict, axes: list[Axis], shape: tuple, 
 
 
 def read_axis(q: QuantitySpec, spec: object) -> Axis:
-    """The values of one axis, from a spec string or an array-like of values."""
+    """The values of one axis, from a spec string or an array-like of values.
+
+    Returns
+    -------
+    Axis
+
+    Raises
+    ------
+    QueryError
+        The spec cannot be read, or gives no values.
+    """
     if isinstance(spec, str) and ":" in spec:
         base, log = _range(q, spec)
     elif isinstance(spec, str) and "," in spec:

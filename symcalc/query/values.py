@@ -57,6 +57,21 @@ def read_value(q: QuantitySpec, raw: object, check_bounds: bool = True) -> Given
     base units is not copied. ``check_bounds=False`` leaves the bounds, finiteness and
     whole-number checks to the caller (the sweep path checks them chunk by chunk); units and
     dimensions are always checked.
+
+    Returns
+    -------
+    GivenValue
+        The text as written and the magnitude in base units.
+
+    Raises
+    ------
+    MalformedValueError
+        ``raw`` cannot be read as a value.
+    DimensionError
+        Its unit is of another dimension than ``q``'s, or it is missing where ambiguous.
+    DomainError
+        It is outside ``q``'s bounds, not finite, or not whole for a whole number (only with
+        ``check_bounds``).
     """
     ureg = units.registry()
     if q.kind == "text":

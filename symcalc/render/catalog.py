@@ -53,7 +53,18 @@ def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, 
 
 
 def describe(lib, name: str) -> dict:
-    """Everything about one quantity (or alias), formula or option."""
+    """Everything about one quantity (or alias), formula or option.
+
+    Returns
+    -------
+    dict
+        Its fields for ``symcalc show``, with ``kind`` saying which of the three it is.
+
+    Raises
+    ------
+    UnknownNameError
+        ``name`` is none of them (the closest names are suggested).
+    """
     names = latex_symbols(lib)
     if name in lib.quantities or name in lib.aliases:
         q = lib.quantity(name)

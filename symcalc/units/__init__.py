@@ -83,7 +83,17 @@ def parse_quantity(text: str, what: str = "value") -> pint.Quantity:
     """Read ``"1979 TFLOP/s"``, ``"24h"``, ``"45 %"``, ``"$2/hour"`` or ``"7e9"``.
 
     A value is a number followed by an optional unit; nothing is evaluated (``24h*2`` and
-    ``9**9**9 h`` are refused, not computed). Raises MalformedValueError naming ``what``.
+    ``9**9**9 h`` are refused, not computed).
+
+    Returns
+    -------
+    pint.Quantity
+        In the symcalc registry.
+
+    Raises
+    ------
+    MalformedValueError
+        The text is not a number with an optional known unit; the message names ``what``.
     """
     if not isinstance(text, str):
         raise MalformedValueError(f"{what}: expected text like '80 GB', got {type(text).__name__}")
@@ -125,6 +135,16 @@ def parse_unit(text: str, what: str = "unit", value_text: str | None = None) -> 
 
     Units may be multiplied, divided and raised to one-digit powers; any other arithmetic
     (numbers, chained powers) is refused before pint sees it.
+
+    Returns
+    -------
+    pint.Unit
+        In the symcalc registry.
+
+    Raises
+    ------
+    MalformedValueError
+        The text is not a unit expression (or is a number); the message names ``what``.
     """
     ureg = registry()
     if text is None or not str(text).strip() or str(text).strip() in {"1", "count"}:
