@@ -61,9 +61,9 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
 
 
 _BY_MODULE: dict[str, list[str]] = {}
-for _name, (_module, _, _) in _EXPORTS.items():
+for _name, (_module, _attribute, _timed) in _EXPORTS.items():
     _BY_MODULE.setdefault(_module, []).append(_name)
-del _name, _module
+del _name, _module, _attribute, _timed
 
 
 def _export(name: str, module: types.ModuleType):

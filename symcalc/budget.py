@@ -29,8 +29,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Literal, TypeVar
 
 from symcalc.errors import QueryError, TimeLimitError
 
@@ -44,6 +45,8 @@ DEFAULT_DIAGNOSIS_LIMIT = 1.0
 DEFAULT_SYMBOLIC_LIMIT = 5.0
 
 _SLACK = 0.005      # a timer may fire this much before time.monotonic() shows its deadline passed
+# what signal.signal takes and gives back: a function, SIG_DFL or SIG_IGN
+_Handler = Callable[[int, FrameType | None], Any] | int
 _REMINDER = 0.1     # an exception that may have been lost is raised again after this
 _FARTHEST = 86400.0  # the longest the timer is armed for at once (setitimer overflows near 1e9 s)
 
@@ -79,7 +82,7 @@ class _Outside:
 
     deadline: float
     interval: float
-    handler: object
+    handler: _Handler | None
 
 
 class _Deadlines(threading.local):
@@ -88,7 +91,7 @@ class _Deadlines(threading.local):
 
 
 _state = _Deadlines()
-_previous_handler: object = None
+_previous_handler: _Handler | None = None
 _outside: _Outside | None = None
 _busy = False       # True while the main thread's limits are being put in order
 #: How many attempts (:class:`bounded`) have run out in this process: work whose result depends on
@@ -100,7 +103,20 @@ expirations = 0
 def parse_seconds(raw: object, what: str) -> float:
     """A limit given by a user: a positive number of seconds, or ``inf`` (or ``none``) for none.
 
-    Raises QueryError naming ``what`` (``--time-limit``, ``SYMCALC_TIME_LIMIT``) otherwise."""
+    Parameters
+    ----------
+    raw : the value as given (text or a number)
+    what : where it was given, for the message (``--time-limit``, ``SYMCALC_TIME_LIMIT``)
+
+    Returns
+    -------
+    The seconds, ``math.inf`` for no limit.
+
+    Raises
+    ------
+    QueryError
+        ``raw`` is not a positive number of seconds, ``inf`` or ``none``.
+    """
     if isinstance(raw, str) and raw.strip().lower() in ("inf", "none", "off"):
         return math.inf
     try:
@@ -304,7 +320,8 @@ class time_limit:
                 _arm()
         return self.limit
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    # bool although it never swallows: its subclass bounded does (its own limit running out)
+    def __exit__(self, exc_type, exc, tb) -> bool:  # type: ignore[exit-return]
         if not self.own:
             return False
         with _Held(self.armed):
@@ -355,7 +372,7 @@ class question(time_limit):
         super().__init__(question_limit() if seconds is None else seconds)
         self.hint = hint
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         time_limit.__exit__(self, exc_type, exc, tb)
         if isinstance(exc, BudgetExceeded) and exc.limit is self.limit:
             raise TimeLimitError(f"no answer within the time limit of {self.limit.seconds:g} s; to allow more, "

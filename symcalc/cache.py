@@ -257,7 +257,7 @@ def load(kind: str, key: str) -> object | None:
         return None
     finally:
         os.close(dfd)
-    if data is None:
+    if data is None or secret is None:      # (no secret: data was not read)
         stats["misses"] += 1
         return None
     payload = _verified(data, secret, kind, key)
@@ -308,6 +308,9 @@ def store(kind: str, key: str, value: object) -> None:
         stats["rejected"] += 1
         return
     except Exception:   # unpicklable, read-only or full disk: no cache, same answers
+        stats["errors"] += 1
+        return
+    if dfd is None:     # removed between mkdir and open: os.close(None) below would raise
         stats["errors"] += 1
         return
     try:

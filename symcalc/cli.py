@@ -148,9 +148,5 @@ def _silence_stdout() -> None:
         pass
 
 
-def run() -> None:  # console-script target
-    sys.exit(main())
-
-
 if __name__ == "__main__":  # pragma: no cover
-    run()
+    sys.exit(main())

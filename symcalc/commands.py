@@ -16,6 +16,7 @@ import click
 
 from symcalc.budget import DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
 from symcalc.errors import SymcalcError
+from symcalc.outfile import check_target, write_file
 
 
 class CliError(SymcalcError):
@@ -53,9 +54,6 @@ def _library(formula_files: tuple[str, ...]):
 def _targets(**files: str | None) -> None:
     """Refuse output file names that cannot be written (empty, no such directory) before any
     work; ``files`` maps each option (``latex``) to its value (None: not given, '-': stdout)."""
-    from symcalc.outfile import (
-        check_target,  # on use: the command line starts without it (start-up, Ctrl-C)
-    )
     for option, path in files.items():
         if path is not None and path != "-":
             check_target(path, f"--{option}")
@@ -65,9 +63,6 @@ def _write(path: str, content: str, what: str) -> None:
     if path == "-":
         click.echo(content)
         return
-    from symcalc.outfile import (
-        write_file,  # on use: the command line starts without it (start-up, Ctrl-C)
-    )
     write_file(path, content, what)
 
 
@@ -351,11 +346,9 @@ def show(name, as_json, formula_files):
 def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, formula_files):
     """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
     --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
-    from symcalc.query.compare import (
-        compare as api_compare,  # on use: the command line starts without it (start-up, Ctrl-C)
-    )
-    from symcalc.query.compare import (
-        split_vs,  # on use: the command line starts without it (start-up, Ctrl-C)
+    from symcalc.query.compare import (  # on use: the command line starts without it (start-up, Ctrl-C)
+        compare as api_compare,
+        split_vs,
     )
     if not vs_items:
         raise CliError("say what side B changes with at least one --vs NAME=VALUE "

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 import click
 
+from symcalc.query.solve import solve
+from symcalc.render.text import headline
+
 # (question, target, given, options, source[, presets])
-EXAMPLES = [
+EXAMPLES: list[tuple[Any, ...]] = [
     ("Seed 000's opening question: a 30B model on 128 H100s, time per step (1M-token batch, 45% MFU)?",
      "step_time", {"n_params": "30e9", "n_gpus": "128", "global_batch_tokens": "1e6 token", "mfu": "45%"}, {},
      "seed 000, with the H100 preset's dense BF16 peak", {"hardware": "h100"}),
@@ -50,12 +54,6 @@ def command_line(target: str, given: dict, options: dict, presets: dict | None =
 
 
 def run_examples(as_json: bool = False) -> None:
-    from symcalc.query.solve import (
-        solve,  # on use: the command line starts without it (start-up, Ctrl-C)
-    )
-    from symcalc.render.text import (
-        headline,  # on use: the command line starts without it (start-up, Ctrl-C)
-    )
     answers = []
     for question, target, given, options, source, *rest in EXAMPLES:
         presets = rest[0] if rest else {}

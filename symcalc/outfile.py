@@ -27,7 +27,17 @@ def check_target(path: str | os.PathLike, what: str) -> Path:
     """The path as a writable file name, or OutputError saying why it cannot be one.
 
     ``what`` names the option in the message (``--latex``). Called before the work that
-    produces the content, so that a typo in a name does not cost a whole computation."""
+    produces the content, so that a typo in a name does not cost a whole computation.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    OutputError
+        The name is empty, a directory, in a directory that does not exist, or not writable.
+    """
     text = os.fspath(path)
     if not isinstance(text, str) or not text.strip():
         raise OutputError(f"{what} needs a file name (got an empty one)")
@@ -45,8 +55,25 @@ def check_target(path: str | os.PathLike, what: str) -> Path:
 
 def write_file(path: str | os.PathLike, content: Content, what: str = "the output") -> Path:
     """Write ``content`` (text, bytes, or a function that writes to a binary file) to ``path``
-    atomically; returns the path. Raises OutputError with the reason on failure, and the
-    target is then as it was (a temporary file is never left behind, not even on Ctrl-C)."""
+    atomically. On failure the target is as it was (a temporary file is never left behind,
+    not even on Ctrl-C).
+
+    Parameters
+    ----------
+    path : the file to write
+    content : text, bytes, or a function given the open binary file
+    what : what is written, for the message
+
+    Returns
+    -------
+    Path
+        The path written.
+
+    Raises
+    ------
+    OutputError
+        The file cannot be written; the message says why.
+    """
     p = check_target(path, what)
     try:
         st = os.stat(p)

@@ -53,3 +53,30 @@ def test_readme_command(cli, argv, shown, tmp_path, monkeypatch):
         assert run.code == 0, run.err
         if shown and not shown.startswith("..."):
             assert run.out.splitlines()[0] == shown
+
+
+def _module_map() -> set[str]:
+    """The modules "How it works" names, as paths under symcalc/. Each bullet's first path sets
+    the folder its bare ``name.py`` entries are in (``symcalc/engine/``: ``routing.py``, ...);
+    naming a package folder names its ``__init__.py``."""
+    text = README.read_text().split("## How it works", 1)[1].split("\n## ", 1)[0]
+    named = set()
+    for bullet in re.findall(r"^- (.*?)(?=^- |^\S|\Z)", text, flags=re.M | re.S):
+        folder = None
+        for path in re.findall(r"`([\w/.]+)`", bullet):
+            if path.startswith("symcalc/"):
+                if folder is None:
+                    folder = path if path.endswith("/") else path.rpartition("/")[0] + "/"
+                named.add(path + "__init__.py" if path.endswith("/") else path)
+            elif path.endswith(".py") and folder is not None:
+                named.add(folder + path)
+    return named
+
+
+def test_the_module_map_names_every_module_and_only_those():
+    package = README.parent / "symcalc"
+    modules = {p.relative_to(README.parent).as_posix() for p in package.rglob("*.py")
+               if "__pycache__" not in p.parts}
+    named = _module_map()
+    assert not modules - named, f"modules the README's module map leaves out: {sorted(modules - named)}"
+    assert not named - modules, f"modules the README's module map names but the code has not: {sorted(named - modules)}"

@@ -216,7 +216,7 @@ def test_largest_tp_whose_communication_stays_under_eight_percent():
     8 % and tp = 8 more (the forward derivation does not share the backward one's torn block)."""
     r = symcalc.solve("tp", {k: v for k, v in GIVEN.items() if k not in ("tp", "n_gpus")} | {"tp_comm_fraction": 0.08},
                       hardware="a100-80gb", options=OPTIONS)
-    assert r.magnitude == 7 and 7 < r.exact < 8 and r.rounding == "down"
+    assert r.value == 7 and 7 < r.exact < 8 and r.rounding == "down"
     at = {t: symcalc.solve("tp_comm_fraction", {**GIVEN, "tp": t, "n_gpus": t * 128}, hardware="a100-80gb",
                            options=OPTIONS).values["tp_comm_fraction"] for t in (7, 8)}
     assert at[7] <= 0.08 < at[8]
@@ -227,7 +227,7 @@ def test_micro_batches_for_a_small_bubble_by_hand():
     227 micro-batches (rounded up: 226 would leave 3.004 %)."""
     g = {k: v for k, v in GIVEN.items() if k != "global_batch_size"}
     r = symcalc.solve("n_microbatches", {**g, "bubble_fraction": 0.03}, hardware="a100-80gb", options=OPTIONS)
-    assert r.magnitude == 227 and r.rounding == "up"
+    assert r.value == 227 and r.rounding == "up"
 
 
 # -- memory that matches what runs --------------------------------------------------------------------
@@ -246,7 +246,7 @@ def test_full_recompute_counts_one_layers_working_set(kernel, fits):
     per_sequence = 32 * 2 * 4096 * 4096 + 34 * 4096 * 4096 + (5 * 32 * 4096 ** 2 if kernel == "eager" else 0)
     free = 80e9 - 6738415616 * (2 + 2 + 12 / 8)
     assert r.exact == pytest.approx(free / per_sequence, rel=1e-6)
-    assert r.magnitude == fits
+    assert r.value == fits
 
 
 def test_experts_shard_over_expert_parallelism():

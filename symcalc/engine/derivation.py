@@ -205,7 +205,7 @@ class Derivation:
         return self.closed.get(closed_key(self, choices))
 
     # -- evaluation -----------------------------------------------------------------------
-    def evaluate(self, values: dict[str, object]) -> Evaluation:
+    def evaluate(self, values: dict[str, Any]) -> Evaluation:
         """Run the steps on base-unit magnitudes (floats or arrays, broadcast together).
 
         ``values`` holds the knowns (given and defaults). Returns every quantity's value.
@@ -269,7 +269,7 @@ class Derivation:
             several = sum(np.broadcast_to(m, shape).astype(int) for m in inside) > 1
             if np.any(several):
                 findings.append(Finding("several_roots", names[0], related=tuple(names),
-                                        formulas=(s.formulas[0].id,), mask=several if several.ndim else None))
+                                        formulas=(s.formulas[0].id,), mask=several if np.ndim(several) else None))
         used_numeric = False
         if not np.all(taken):
             used_numeric = True
@@ -281,7 +281,7 @@ class Derivation:
 
     def _algorithm(self, s: SolvedStep, args: list):
         """Apply a registered algorithm, element by element over any arrays among its inputs."""
-        fn = REGISTRY[s.formulas[0].algorithm]
+        fn = REGISTRY[s.formulas[0].algorithm]  # type: ignore[index]  # an algorithm step names one
         text_out = self.library.quantities[s.unknowns[0]].kind == "text"
         if all(np.ndim(a) == 0 for a in args):
             return fn(*args)
@@ -332,6 +332,7 @@ class Derivation:
         """A torn block: the tear's root of the leftover equation, then the chain from it.
         Returns (the unknowns' values, where the leftover equation is flat in the tear)."""
         torn = s.torn
+        assert torn is not None       # a step is torn only with a tearing
         domain = self.library.quantities[torn.tear].domain
         root, flat = numeric.solve_scalar(torn.residual_of, args, domain, with_status=True)
         with np.errstate(all="ignore"):
@@ -348,7 +349,7 @@ class Derivation:
     def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, object]:
         """A block's reduced equation solved numerically, then its substitutions evaluated.
         Returns (the unknowns' values, where the reduced equation is flat)."""
-        last, residual, chain = s.reduction
+        last, residual, chain = s.reduction  # type: ignore[misc]  # a reduced step's
         root, flat = numeric.solve_scalar(residual, args, self.library.quantities[last].domain, with_status=True)
         found = {last: root}
         for name, fn, later in reversed(chain):

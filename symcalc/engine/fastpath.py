@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -223,7 +224,7 @@ def _run_steps(prog: Program, chunks: _Chunks, quantities, target_whole: str | N
         args = chunks.cut(start, stop)
         if args is None:
             return None
-        env = dict(prog.constants)
+        env: dict[str, Any] = dict(prog.constants)
         env.update(zip(prog.knowns, args))
         for fn, inputs, name in prog.steps:
             env[name] = fn(*[env[x] for x in inputs])
@@ -249,7 +250,7 @@ class _Chunks:
     general path converts them whole: the same numbers, without a new array of 8 bytes a
     point to fault in."""
 
-    def __init__(self, names: tuple[str, ...], values: Mapping[str, object], quantities, integral=frozenset()):
+    def __init__(self, names: tuple[str, ...], values: Mapping[str, Any], quantities, integral=frozenset()):
         arrays = [v if isinstance(v, np.ndarray) else np.float64(v) for v in (values[n] for n in names)]
         self.ok = False
         if any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
@@ -311,6 +312,7 @@ class _Chunks:
 def _in_range(prog: Program, ranges: dict[str, list[float]]) -> bool:
     """Whether, over the inputs' actual ranges, every step of the general path stays inside
     floating point's normal range (what the fused evaluation cannot see for itself)."""
+    assert prog.exprs is not None      # set with fused_expr, which the caller checked
     box = {prog.symbols[k]: (float(lo), float(hi)) for k, (lo, hi) in ranges.items()}
     for sym, expr in prog.exprs:
         got = interval(expr, box)
@@ -403,7 +405,7 @@ def sweep_masked(derivation: Derivation, values: Mapping[str, object], target_wh
             stop = min(start + rows, shape[0])
             piece = (stop - start, *shape[1:])
             ok = True           # an array only once some value of the chunk fails
-            env = dict(prog.constants)
+            env: dict[str, Any] = dict(prog.constants)
             args = []
             for name, a, domain, whole, sliced in knowns:
                 v = (a[start:stop] if sliced else a).astype(np.float64, copy=False)

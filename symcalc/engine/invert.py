@@ -15,10 +15,12 @@ handing the whole block to ``sympy.solve`` and gives tidier closed forms.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 
+import numpy as np
 import sympy
 
 from symcalc import budget
@@ -128,10 +130,6 @@ def dependent_equation(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
     random positive points, which catches linear dependence; the equation removed is the last
     one whose removal keeps the rank.
     """
-    import random
-
-    import numpy as np
-
     red = reduce_block(equations, unknowns)
     if red is not None:
         return red.dependent

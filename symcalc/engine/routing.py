@@ -22,9 +22,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+
 
 from symcalc import budget
 from symcalc.budget import DEFAULT_DIAGNOSIS_LIMIT, bounded
@@ -79,7 +80,7 @@ def _index(formulas: Iterable[FormulaSpec]) -> dict[str, list[FormulaSpec]]:
     return by_quantity
 
 
-def propagate(formulas: list[FormulaSpec], hard: set[str], soft: set[str] = frozenset(),
+def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] = frozenset(),
               stop_at: str | None = None, index: dict[str, list[FormulaSpec]] | None = None) -> _Settled:
     """Settle every quantity the formulas determine from ``hard`` (cost 0) and ``soft`` knowns.
 
@@ -239,10 +240,20 @@ def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     rules not to use (see :func:`alternatives`).
     ``zero`` names defaults whose value is 0 (a term that vanishes): the diagnosis never
     proposes a route that would have to divide by one.
-    Raises UnderdeterminedError naming the smallest sets of extra quantities that would do
-    (with ``diagnose=False``, a bare one: the search for those sets is the costly part).
     ``limits`` maps slack quantities to what their value at the limit asks (memory_headroom:
     "0 GB for the largest value that fits"): the diagnosis offers them first.
+
+    Returns
+    -------
+    Route
+        The steps from the knowns to ``target``, and the given values and defaults they use.
+
+    Raises
+    ------
+    UnderdeterminedError
+        ``target`` cannot be reached: it names the smallest sets of extra quantities that
+        would do (with ``diagnose=False``, a bare one: the search for those sets is the
+        costly part).
     """
     given = set(given)
     exclude = set(exclude)
@@ -324,7 +335,7 @@ def alternatives(formulas: list[FormulaSpec], plan: Route, given: Iterable[str],
     return sorted(found.values(), key=lambda e: (unused(e[1]), len(e[1].defaults) + len(e[1].default_rules)))
 
 
-def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: set = frozenset()) -> Route:
+def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: Collection[str] = frozenset()) -> Route:
     needed: set[str] = set()
     steps: dict[Step, int] = {}
     queue = deque([target])
@@ -337,7 +348,7 @@ def _extract(settled: _Settled, target: str, given: set, defaults: set, rules: s
         if step is not None and step not in steps:
             steps[step] = max(settled.order[c] for c in step.solves_for)
             queue.extend(step.inputs)
-    ordered = tuple(sorted(steps, key=steps.get))
+    ordered = tuple(sorted(steps, key=steps.__getitem__))
     used_given = tuple(sorted(q for q in needed if q in given))
     used_defaults = tuple(sorted(q for q in needed if q in defaults and settled.producer.get(q) is None))
     unused = tuple(sorted(given - needed))
@@ -386,7 +397,7 @@ class Diagnosis:
 
 
 def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defaults: set[str],
-                 zero: set[str] = frozenset(), preferred: Iterable[str] = (),
+                 zero: Iterable[str] = frozenset(), preferred: Iterable[str] = (),
                  hints: DiagnosisHints | None = None) -> Diagnosis:
     """Sets of extra quantities that would determine ``target``, best first.
 
@@ -527,8 +538,7 @@ def _divides_by_zero(plan: Route, by_id: dict, zero: set[str]) -> bool:
 @lru_cache(maxsize=4096)
 def _degenerate(expr, zeros: frozenset, unknowns: tuple) -> bool:
     """Whether ``expr`` = 0 with the ``zeros`` set to 0 loses every unknown (or divides by 0)."""
-    import sympy
-
+    import sympy  # start-up: only a route through a default of 0 gets here (a cached answer does not route)
     symbols = {s.name: s for s in expr.free_symbols}
     with budget.bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
         reduced = expr.subs({symbols[z]: 0 for z in zeros if z in symbols})

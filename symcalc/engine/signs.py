@@ -104,9 +104,10 @@ def _interval(expr: sympy.Expr, box) -> tuple[float, float] | None:
         lo, hi = (b[0] ** e, b[1] ** e) if e >= 0 else (b[1] ** e, b[0] ** e)
         return _checked(lo, hi, zero=b[0] == 0 and e > 0)
     parts = [_interval(a, box) for a in expr.args]
-    if None in parts:
+    known = [p for p in parts if p is not None]
+    if len(known) < len(parts):
         return None
-    los, his = [p[0] for p in parts], [p[1] for p in parts]
+    los, his = [p[0] for p in known], [p[1] for p in known]
     if expr.is_Add:                     # partial sums lie between the smallest term and the sum
         return _checked(math.fsum(los), math.fsum(his), zero=all(lo == 0 for lo in los))
     if expr.is_Mul:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable, Mapping
+from typing import Any
 
 
-def maximum_matching(rows: Mapping[Hashable, set], ) -> dict:
+def maximum_matching(rows: Mapping[Any, set], ) -> dict:
     """Maximum matching of rows to columns, both directions in one dict (``("r", row)`` ->
     ``("c", col)`` and back).
 
@@ -66,7 +67,7 @@ def maximum_matching(rows: Mapping[Hashable, set], ) -> dict:
     return out
 
 
-def dulmage_mendelsohn(rows: Mapping[Hashable, set], matching: dict | None = None) -> dict[str, set]:
+def dulmage_mendelsohn(rows: Mapping[Any, set], matching: dict | None = None) -> dict[str, Any]:
     """Coarse Dulmage-Mendelsohn partition of a bipartite system.
 
     Returns sets of row ids and column ids: ``under_rows/under_cols`` (more unknowns than

@@ -114,7 +114,8 @@ def _solution(f: FormulaSpec, name: str, symbol, clean) -> sympy.Expr | None:
     if how == "explicit":
         return clean(f.rhs if f.lhs == x else f.lhs)
     if how == "symbolic":
-        roots = solve_for(clean(f.lhs - f.rhs), x)
+        # lhs is None only before the library loads (records.FormulaSpec); these are loaded
+        roots = solve_for(clean(f.lhs - f.rhs), x)  # type: ignore[operator]
         if roots is not None and len(roots) == 1:
             return roots[0]
     return None

@@ -54,7 +54,17 @@ def dynamic_loss_scale(initial_loss_scale: float, growth_interval: float, overfl
     """Dynamic loss scaling (PyTorch GradScaler: growth 2, backoff 0.5): on an overflow the
     step is skipped, the scale halves and the good-step count resets; after
     ``growth_interval`` good steps in a row the scale doubles. ``overflow_pattern`` is runs
-    like "1000 ok, 1 overflow, 500 ok". Seed 001: 65536 -> 16384 with W = 2000."""
+    like "1000 ok, 1 overflow, 500 ok". Seed 001: 65536 -> 16384 with W = 2000.
+
+    Returns
+    -------
+    The loss scale after the pattern.
+
+    Raises
+    ------
+    MalformedValueError
+        ``growth_interval`` is below 1, or ``overflow_pattern`` is empty or unreadable.
+    """
     scale = float(initial_loss_scale)
     window = _whole(growth_interval, "growth_interval")
     if window < 1:
@@ -85,4 +95,4 @@ def roofline_bound(compute: float, memory: float, network: float) -> str:
     rates (seed 004). Ties go to the earlier of compute, memory, network."""
     rates = {"compute": compute, "memory": memory, "network": network}
     finite = {k: v for k, v in rates.items() if not math.isnan(v)}
-    return min(finite, key=finite.get)
+    return min(finite, key=finite.__getitem__)

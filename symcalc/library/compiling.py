@@ -8,7 +8,7 @@ noise (symcalc.compiled.floor_tol).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import reduce
 
 import numpy as np
@@ -23,6 +23,10 @@ from symcalc.library.exprparse import UnitSymbol
 class _BroadcastMinMax:
     """Min/Max that broadcast scalars against arrays (sympy#21611 prints amin over a tuple), and
     floor/ceiling guarded against float noise."""
+
+    # the sympy printer it is mixed into supplies these (annotations only: nothing is shadowed)
+    _print: Callable[..., str]
+    _module_format: Callable[[str], str]
 
     def _print_floor(self, expr):
         return f"floor_tol({self._print(expr.args[0])})"

@@ -65,7 +65,17 @@ def presets_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def all_presets() -> dict[str, dict[str, Preset]]:
-    """Every built-in preset, by kind and key (loaded once)."""
+    """Every built-in preset, by kind and key (loaded once).
+
+    Returns
+    -------
+    ``{kind: {key: Preset}}`` for the kinds of :data:`KINDS`.
+
+    Raises
+    ------
+    LibraryError
+        A preset file cannot be read, or a preset in it has unknown or incomplete keys.
+    """
     out: dict[str, dict[str, Preset]] = {}
     for kind, stem in KINDS.items():
         path = presets_dir() / f"{stem}.toml"
@@ -100,7 +110,24 @@ def _load(kind: str, key: str, table: dict, file: str) -> Preset:
 
 
 def find_preset(kind: str, name: str) -> Preset:
-    """A built-in preset by key or alias (case-insensitive), or a config.json for models."""
+    """A built-in preset by key or alias (case-insensitive), or a config.json for models.
+
+    Parameters
+    ----------
+    kind : "hardware" or "model"
+    name : a key, an alias, or (models) the path of a Hugging Face config.json
+
+    Returns
+    -------
+    Preset
+
+    Raises
+    ------
+    UnknownNameError
+        No preset of ``kind`` has that name (the closest names are suggested).
+    MalformedValueError
+        A config.json that cannot be read (see :func:`model_from_hf_config`).
+    """
     if kind == "model" and (name.endswith(".json") or _is_file(name)):
         return model_from_hf_config(name)
     table = all_presets()[kind]
@@ -151,7 +178,19 @@ _GATED_FAMILIES = ("llama", "mistral", "mixtral", "qwen", "gemma", "phi3", "deep
 
 def model_from_hf_config(path: str | Path) -> Preset:
     """Read a Hugging Face ``config.json`` (layers, widths, heads, vocabulary, experts, and the
-    options they imply). Missing optional keys are left out; unreadable files are a clear error."""
+    options they imply). Missing optional keys are left out; unreadable files are a clear error.
+
+    Returns
+    -------
+    Preset
+        A model preset keyed by the file's name.
+
+    Raises
+    ------
+    MalformedValueError
+        The file is missing or unreadable, lacks the shape keys, or has values that are not
+        positive numbers or do not fit together.
+    """
     p = Path(path)
     where = f"config.json '{p}'"
     cfg = _read_config(p, where)

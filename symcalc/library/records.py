@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from typing import TYPE_CHECKING
 
@@ -128,7 +130,7 @@ class QuantitySpec(LazyFields):
     # kept only to reproduce a source's wrong number (seed errors): never suggested as an input
     source_error: bool = False
     # derived at load
-    dim: object = None         # pint UnitsContainer
+    dim: Any = None            # pint UnitsContainer
     factor: float = 1.0        # size of one display unit in base units
     symbol: sympy.Symbol | None = LazyField()  # type: ignore[assignment]
 
@@ -203,5 +205,5 @@ class FormulaSpec(LazyFields):
     quantities: tuple[str, ...] = ()
     solvability: dict[str, str] = field(default_factory=dict)  # quantity -> explicit|symbolic|numeric|none
 
-    def active(self, options: dict[str, str]) -> bool:
+    def active(self, options: Mapping[str, str]) -> bool:
         return all(options.get(k) in allowed for k, allowed in self.when.items())

@@ -137,6 +137,19 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
     :func:`symcalc.solve`); a value no formula relates to the others is listed as unrelated.
     ``rtol`` is the relative tolerance (0.02: within 2 %); whole numbers are compared as
     rounded (the 70 micro-batches a source claims against the 71 a bubble target needs).
+
+    Returns
+    -------
+    Check
+        The relations found, and the values no formula relates to the others.
+
+    Raises
+    ------
+    QueryError
+        ``rtol`` is not between 0 and 1, fewer than two values are given, or one is an array.
+    SymcalcError
+        Names, values, options and presets are read as :func:`symcalc.solve` reads them, with
+        its errors.
     """
     lib = library or default_library()
     try:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pint
 
 from symcalc import units
 from symcalc.errors import SymcalcError, UnknownNameError, closest_names
+from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.query.results import Result
 from symcalc.query.solve import (
@@ -169,7 +171,7 @@ class Comparison:
         return [("A", w) for w in self.a.warnings] + [("B", w) for w in self.b.warnings]
 
     @property
-    def findings(self) -> list[tuple[str, object]]:
+    def findings(self) -> list[tuple[str, Finding]]:
         """(side, finding) for both sides: the records behind the warnings and violations."""
         return [("A", f) for f in self.a.findings] + [("B", f) for f in self.b.findings]
 
@@ -211,6 +213,16 @@ def split_vs(library: Library, pairs: Mapping[str, str]) -> VsChanges:
     ``hardware`` and ``model`` switch a preset; an option key sets that option; a quantity
     name or alias sets a given value. Anything else is an error naming the closest names, so
     a typo cannot silently become an unused value.
+
+    Returns
+    -------
+    VsChanges
+        The presets, options and given values side B changes.
+
+    Raises
+    ------
+    UnknownNameError
+        A name is no preset kind, option or quantity.
     """
     out = VsChanges()
     for name, value in pairs.items():
@@ -244,6 +256,18 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     made to see which scenario breaks a bound (which one does not fit in memory), so an
     out-of-bounds side is kept and flagged (``comparison.violations``) instead of hiding
     the other side behind an error; ``"raise"`` restores solve's behaviour.
+
+    Returns
+    -------
+    Comparison
+        Both answers, with what differs between the sides and what they share.
+
+    Raises
+    ------
+    QueryError
+        The two sides are the same, the target is not a name or the given values no mapping.
+    SymcalcError
+        Any error of :func:`symcalc.solve` on either side, its message saying which side.
     """
     lib = library or default_library()
     if not isinstance(target, str):
@@ -255,8 +279,8 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     given_b = {**given_a, **_canonical(lib, list((vs or {}).items()))}
     options_a = dict(_option_mapping(options) or {})
     options_b = {**options_a, **dict(_option_mapping(vs_options) or {})}
-    presets_a = {"hardware": hardware, "model": model}
-    presets_b = {"hardware": vs_hardware or hardware, "model": vs_model or model}
+    presets_a: dict[str, Any] = {"hardware": hardware, "model": model}
+    presets_b: dict[str, Any] = {"hardware": vs_hardware or hardware, "model": vs_model or model}
 
     differences, same = _differences(lib, (given_a, options_a, presets_a), (given_b, options_b, presets_b))
     if not differences:
@@ -274,7 +298,7 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     return Comparison(target=sides[0].target, a=sides[0], b=sides[1], differences=differences, same=same)
 
 
-def _canonical(lib: Library, items: list[tuple[object, object]]) -> dict[str, object]:
+def _canonical(lib: Library, items: list[tuple[str, object]]) -> dict[str, object]:
     """Given values keyed by canonical quantity name (so ``vs={"Psi": ...}`` replaces a
     given ``n_params``); a name given twice on one side is an error."""
     read_given(lib, items)            # validates names, values and duplicates, with the usual messages
@@ -292,10 +316,11 @@ def _differences(lib: Library, side_a: tuple, side_b: tuple) -> tuple[list[Input
     diffs: list[InputDifference] = []
     same: dict[str, str] = {}
     for kind in PRESET_KINDS:
-        if keys_a[kind] != keys_b[kind]:
-            diffs.append(InputDifference(kind, "preset", keys_a[kind], keys_b[kind]))
-        elif keys_a[kind]:
-            same[kind] = keys_a[kind]
+        key_a, key_b = keys_a[kind], keys_b[kind]
+        if key_a != key_b:
+            diffs.append(InputDifference(kind, "preset", key_a, key_b))
+        elif key_a:
+            same[kind] = key_a
     for name in dict.fromkeys([*read_a, *read_b]):
         va, vb = read_a.get(name), read_b.get(name)
         if va is not None and vb is not None and _equal(va.magnitude, vb.magnitude):

@@ -58,8 +58,17 @@ def resolve_options(library, explicit: Mapping[str, object], preset_options: Map
                     knowns: Mapping[str, GivenValue]) -> tuple[dict[str, str], list[Implication]]:
     """Every option's effective value, and the implications that decided one.
 
-    Raises BadOptionValueError when an explicit option contradicts what the user's own given
-    values imply (``--option attention=mha`` with ``n_kv_heads=8 n_heads=128``).
+    Returns
+    -------
+    (options, implications)
+        Every option's value by name, and the :class:`Implication` records behind the values
+        the given values implied.
+
+    Raises
+    ------
+    BadOptionValueError
+        An explicit option contradicts what the user's own given values imply
+        (``--option attention=mha`` with ``n_kv_heads=8 n_heads=128``).
     """
     given = library.option_values(explicit)          # validates the explicit ones
     explicit_keys = set(explicit)

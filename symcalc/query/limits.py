@@ -27,6 +27,7 @@ target); limits of equal priority that disagree leave the quantity's own roundin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,9 +44,9 @@ class LimitRounding:
     given quantity that decided (the first, when several agree); ``clash`` marks elements
     where two limits pull opposite ways."""
 
-    need: object            # int or int array
+    need: Any               # int or int array
     limit: str | None
-    clash: object           # bool or bool array
+    clash: Any              # bool or bool array
 
     @property
     def direction(self) -> str | None:

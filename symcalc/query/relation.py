@@ -45,6 +45,7 @@ class Relation:
     def conflict(self, rtol: float) -> dict:
         """This disagreement as an overdetermined solve reports it (``result.conflicts``), with
         the record of its warning under "finding" (which the solver takes out)."""
+        assert self.computed is not None    # a disagreement has a computed value (relation() made it)
         via = ", ".join(self.inputs)
         assumed = sorted(self.result.defaults_used) if self.result is not None else []
         presets = sorted(g for g in self.result.derivation.route.given if self.result.given[g].origin) \

@@ -8,7 +8,9 @@ values (or arrays of them) at numpy speed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pint
@@ -22,6 +24,9 @@ from symcalc.library.records import FormulaSpec, QuantitySpec
 from symcalc.query.values import GivenValue
 from symcalc.render.formats import render
 from symcalc.units.format import with_unit
+
+if TYPE_CHECKING:   # pragma: no cover - for type checkers only
+    from symcalc.library.loading import Library
 
 
 @dataclass
@@ -41,19 +46,19 @@ class StepView:
 class Result:
     """The value of ``target`` with its unit, how it was derived, and what it leaned on."""
 
-    library: object
+    library: Library
     target: str
     quantity: QuantitySpec
     unit: str                              # unit of ``value`` (--to, or the display unit)
     factor: float                          # base units per ``unit``
-    base_value: object                     # exact value in base units (float or array)
-    rounded_base: object                   # rounded for whole-number quantities, else base_value
+    base_value: Any                        # exact value in base units (float or array)
+    rounded_base: Any                      # rounded for whole-number quantities, else base_value
     given: dict[str, GivenValue]
     presets: dict[str, str]                # kind -> preset key that supplied values
     options: dict[str, str]                # options that shaped this derivation
     all_options: dict[str, str]
     defaults_used: dict[str, dict]
-    values: dict[str, object]              # every quantity of the derivation, base units
+    values: dict[str, Any]                 # every quantity of the derivation, base units
     steps: list[StepView]
     derivation: Derivation
     closed_form: Printed                   # the target in the knowns, printed
@@ -64,7 +69,7 @@ class Result:
     conflicts: list[dict] = field(default_factory=list)
     rounding: str | None = None            # how a whole-number answer was rounded: up | down | nearest (| mixed)
     # the solver's re-evaluation for new values (symcalc.query.reuse.function, bound to solve)
-    again: object = field(default=None, repr=False, compare=False)
+    again: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
     # why it rounded that way, when a given limit decided: {direction, limit, other (the whole
     # number on the other side, display units), value_there, given, unit, given_is}
     rounding_reason: dict | None = None
@@ -96,10 +101,6 @@ class Result:
     def exact(self):
         """The unrounded answer in ``unit`` for whole-number quantities, else None."""
         return _scale(self.base_value, self.factor) if self.quantity.whole else None
-
-    @property
-    def magnitude(self):
-        return self.value
 
     @property
     def quantity_value(self):
@@ -161,7 +162,7 @@ class Result:
             if len(step.formulas) != 1 or not f.breakdown:
                 continue
             total = f.lhs_name
-            if list(step.solves_for) != [total]:
+            if total is None or list(step.solves_for) != [total]:
                 continue    # solved backwards for one of its parts: not a breakdown of the total
             unit = self.unit if total == self.target else self.library.quantities[total].display_unit
             factor = self.factor if total == self.target else self.library.quantities[total].factor

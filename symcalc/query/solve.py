@@ -197,7 +197,7 @@ def people_know(library: Library) -> frozenset:
                   for name in [*p.values, *(["peak_flops"] if p.peak_flops else [])]}
         cached = frozenset(q.name for q in library.quantities.values()
                            if q.input or q.default is not None or q.limit or q.name in fields)
-        library._people_know = cached
+        library._people_know = cached  # type: ignore[attr-defined]  # a cache kept on the instance
     return cached
 
 
@@ -223,6 +223,7 @@ def _defaults_used(library: Library, plan, defaults: dict, options: Mapping[str,
     for fid in plan.default_rules:
         f = library.formulas[fid]
         lhs = f.lhs_name
+        assert lhs is not None      # a default rule reads 'quantity = expression' (library.build checks it)
         used[lhs] = {"value": f.equation.split("=", 1)[1].strip(), "source": f"default rule {fid}: {f.source}",
                      "rule": fid}
     return used
@@ -305,7 +306,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         result.looked_up = looked_up.origin
         return result
     ev = _evaluate(derivation, knowns, defaults_used)
-    found, checked = [], set()
+    found: list[dict] = []
+    checked: set[str] = set()
     if on_conflict != "off":
         check_options = {**{imp.option: imp.value for imp in implied}, **explicit_options}
         found, checked = cross_check(lib, derivation.route.unused, knowns, options=check_options, rtol=rtol,
@@ -487,7 +489,8 @@ def _round_to_limits(lib, derivation: Derivation, ev, knowns: dict, defaults_use
     if np.ndim(exact) == 0 and not _is_whole(exact):
         other = rounded - 1 if direction == "up" else rounded + 1
         reason["other"] = other / tq.factor
-        there = _limit_at(lib, tq, decided.limit, other, knowns, opts, hardware, model)
+        # a direction comes with the limit that decided it
+        there = _limit_at(lib, tq, decided.limit, other, knowns, opts, hardware, model)  # type: ignore[arg-type]
         if there is not None:
             q = lib.quantities[decided.limit]
             reason.update(value_there=there / q.factor, given=float(knowns[decided.limit].magnitude) / q.factor,
@@ -522,7 +525,7 @@ def _assumptions(lib, derivation: Derivation, defaults_used: dict, values: dict,
     for name, d in defaults_used.items():
         if lib.quantities[name].main_input:
             entry = {"name": name, "value": d["value"], "source": d["source"], "kind": "rule" if "rule" in d else "default"}
-            if "rule" in d and np.ndim(values.get(name)) == 0 and name in values:
+            if "rule" in d and name in values and np.ndim(values[name]) == 0:
                 q = lib.quantities[name]
                 entry["computed"] = with_unit(float(values[name]) / q.factor, q.display_unit)
             out.append(entry)
@@ -540,7 +543,8 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
     """Each of ``names`` (given values a derivation left out) solved for from the other given
     values and compared with its given value. Returns (the disagreements beyond ``rtol``, the
     names that could be checked at all). Preset values and arrays are not checked."""
-    conflicts, checked = [], set()
+    conflicts: list[dict] = []
+    checked: set[str] = set()
     if any(np.ndim(v.magnitude) for v in knowns.values()):
         return conflicts, checked
     typed = {k: v for k, v in knowns.items() if not v.origin}
@@ -564,7 +568,7 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
 
 
 def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
-              checked: set = frozenset(), how: str | None = None) -> list[Finding]:
+              checked: set | frozenset = frozenset(), how: str | None = None) -> list[Finding]:
     """What to tell the user about an evaluated derivation: bound violations, then warnings.
 
     Raises NoSolutionError when a step has no finite value at all.
@@ -614,7 +618,7 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
     return findings
 
 
-def over_capacity(lib, q, value, given: Mapping) -> tuple[str, object, object] | None:
+def over_capacity(lib, q, value, given: Mapping) -> tuple[str, np.ndarray | float, np.ndarray | bool] | None:
     """(capacity name, its value, where ``value`` exceeds it) when ``q`` must fit in a known
     capacity (``fits_in``: per-GPU memory in gpu_memory), else None. Base units throughout."""
     if not q.fits_in or q.fits_in not in given:

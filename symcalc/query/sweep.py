@@ -21,10 +21,13 @@ spaced values rounded and deduplicated.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -108,9 +111,6 @@ class Sweep:
     def to_csv(self, path) -> None:
         """Long format: one row per grid point; units in the header. Written atomically
         (symcalc.outfile): an existing file is replaced only by a complete one."""
-        import csv
-        import io
-
         head = [_column(a.name, a.unit) for a in self.axes] + [_column(self.target, self.unit), "feasible"]
 
         def rows(fh) -> None:
@@ -158,8 +158,19 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     """Solve ``target`` over the grid of ``vary`` ({name: axis}) with the other values fixed.
 
     An axis is a spec string (see the module docstring), or an array, list or range of values
-    (numbers, or a ``(values, "unit")`` pair). Returns a :class:`Sweep`; raises the same errors
-    as :func:`symcalc.solve` for bad names, values and questions, and QueryError for a bad axis.
+    (numbers, or a ``(values, "unit")`` pair).
+
+    Returns
+    -------
+    Sweep
+
+    Raises
+    ------
+    QueryError
+        No axis, an axis that is the target or also given, an unreadable axis, or a grid of
+        more than ``MAX_POINTS`` points.
+    SymcalcError
+        The errors of :func:`symcalc.solve` for bad names, values and questions.
     """
     lib = library or default_library()
     if not vary:
@@ -167,7 +178,7 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     tq = lib.quantity(target)
     fixed = {**(given or {}), **values}
     fixed_names = {lib.quantity(k).name for k in fixed}
-    axes = []
+    axes: list[Axis] = []
     for raw_name, spec in vary.items():
         q = lib.quantity(raw_name)
         if q.name == tq.name:
@@ -184,8 +195,9 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         dims = [1] * len(axes)
         dims[i] = -1
         grid[a.name] = (a.values.reshape(dims), a.unit)
-    kw = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
+    kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
     fast = _fast(tq.name, fixed, grid, axes, shape, kw)
+    reasons: list[str]
     if fast is not None:
         # the sweep path checked every step's bounds and found them all kept
         r, vals = fast
@@ -239,7 +251,17 @@ def _fast(target: str, fixed: dict, grid: dict, axes: list[Axis], shape: tuple, 
 
 
 def read_axis(q: QuantitySpec, spec: object) -> Axis:
-    """The values of one axis, from a spec string or an array-like of values."""
+    """The values of one axis, from a spec string or an array-like of values.
+
+    Returns
+    -------
+    Axis
+
+    Raises
+    ------
+    QueryError
+        The spec cannot be read, or gives no values.
+    """
     if isinstance(spec, str) and ":" in spec:
         base, log = _range(q, spec)
     elif isinstance(spec, str) and "," in spec:

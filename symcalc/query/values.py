@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pint
@@ -31,7 +32,7 @@ class GivenValue:
 
     name: str
     text: str
-    magnitude: object      # float or numpy array, in base units
+    magnitude: Any         # float or numpy array, in base units
     origin: str = ""       # "" when the user gave it, else the preset it came from
 
 
@@ -56,6 +57,21 @@ def read_value(q: QuantitySpec, raw: object, check_bounds: bool = True) -> Given
     base units is not copied. ``check_bounds=False`` leaves the bounds, finiteness and
     whole-number checks to the caller (the sweep path checks them chunk by chunk); units and
     dimensions are always checked.
+
+    Returns
+    -------
+    GivenValue
+        The text as written and the magnitude in base units.
+
+    Raises
+    ------
+    MalformedValueError
+        ``raw`` cannot be read as a value.
+    DimensionError
+        Its unit is of another dimension than ``q``'s, or it is missing where ambiguous.
+    DomainError
+        It is outside ``q``'s bounds, not finite, or not whole for a whole number (only with
+        ``check_bounds``).
     """
     ureg = units.registry()
     if q.kind == "text":
@@ -256,7 +272,7 @@ def implausible(q: QuantitySpec, given: GivenValue) -> Finding | None:
         return None
     text = given.text
     unit = text.lstrip("+-.0123456789eE ")
-    slips = []      # (the value as it was likely meant to be written, or None for a prefix; its value)
+    slips: list[tuple[str | None, float]] = []      # (the value as it was likely meant to be written, or None for a prefix; its value)
     if "B" in unit and lo <= value / 8 <= hi:
         slips.append((text.replace('B', 'b', 1), value / 8 / q.factor))
     elif "b" in unit and "byte" not in unit and lo <= value * 8 <= hi:

@@ -51,7 +51,18 @@ def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, 
 
 
 def describe(lib, name: str) -> dict:
-    """Everything about one quantity (or alias), formula or option."""
+    """Everything about one quantity (or alias), formula or option.
+
+    Returns
+    -------
+    dict
+        Its fields for ``symcalc show``, with ``kind`` saying which of the three it is.
+
+    Raises
+    ------
+    UnknownNameError
+        ``name`` is none of them (the closest names are suggested).
+    """
     if name in lib.quantities or name in lib.aliases:
         q = lib.quantity(name)
         used_in = [f.id for f in lib.formulas.values() if q.name in f.quantities]

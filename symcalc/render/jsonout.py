@@ -16,7 +16,8 @@ def _plain(v):
         return v.tolist()
     if np.ndim(v) > 0:
         arr = np.asarray(v, dtype=float)
-        return np.where(np.isfinite(arr), arr, None).tolist()
+        # numpy's stubs refuse None as a fill value; it makes an object array, whose tolist() has None (JSON null)
+        return np.where(np.isfinite(arr), arr, None).tolist()  # type: ignore[call-overload]
     v = float(v)
     return v if np.isfinite(v) else None
 

@@ -8,6 +8,8 @@ border drawn. Labels are the quantities' symbols and units.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from symcalc.errors import QueryError
@@ -21,7 +23,15 @@ CAPACITY = "#444444"
 
 def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120) -> None:
     """Draw ``sweep`` (one or two axes) into ``path``; the format follows the extension. The
-    file is written atomically (symcalc.outfile): a failed plot leaves an existing file as it was."""
+    file is written atomically (symcalc.outfile): a failed plot leaves an existing file as it was.
+
+    Raises
+    ------
+    QueryError
+        The extension is not an image format, or the sweep has more than two axes.
+    OutputError
+        The file cannot be written.
+    """
     path = check_target(path, "--plot")
     if path.suffix.lower() not in FORMATS:
         raise QueryError(f"cannot plot to {path.name}: the file must end in {', '.join(FORMATS)}")
@@ -62,7 +72,6 @@ def _drawable(tex: str) -> bool:
 
 
 def _title(sweep) -> str:
-    import textwrap
     names = " and ".join(a.name for a in sweep.axes)
     presets = ", ".join(sweep.result.presets[k] for k in ("model", "hardware") if k in sweep.result.presets)
     lib = sweep.result.library

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from symcalc.units.format import fmt
 
 
 def _console():
-    from rich.console import Console
     return Console(highlight=False, soft_wrap=False)
 
 
 def _cells(*values):
     """Cells as rich Text, so '[0, inf)' or '[FLOP]' is printed, not read as markup."""
-    from rich.text import Text
     return [Text(str(v)) for v in values]
 
 
 def print_catalog(entries: dict[str, list[dict]]) -> None:
-    from rich.table import Table
     console = _console()
     if entries.get("quantities"):
         t = Table(title=f"Quantities ({len(entries['quantities'])})", title_justify="left")
@@ -52,7 +53,6 @@ def print_catalog(entries: dict[str, list[dict]]) -> None:
 
 
 def print_description(info: dict) -> None:
-    from rich.table import Table
     console = _console()
     kind = info["kind"]
     title = info.get("name") or info.get("id")
@@ -102,7 +102,6 @@ def _short(value: str) -> str:
 
 def print_presets(entries: dict[str, list[dict]]) -> None:
     """One row per preset, one column per key figure (sources: `symcalc list KIND --json`)."""
-    from rich.table import Table
     console = _console()
     for kind, rows in entries.items():
         if not rows:

@@ -36,7 +36,7 @@ _ALLOWED_CHARS = re.compile(r"^[\w\s.+\-*/^()%$µμ]*$")
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
     """The process-wide unit registry (built once; ~10 ms)."""
-    ureg = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
+    ureg: pint.UnitRegistry = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
     ureg.formatter.default_format = "~P"
     return ureg
 
@@ -83,7 +83,17 @@ def parse_quantity(text: str, what: str = "value") -> pint.Quantity:
     """Read ``"1979 TFLOP/s"``, ``"24h"``, ``"45 %"``, ``"$2/hour"`` or ``"7e9"``.
 
     A value is a number followed by an optional unit; nothing is evaluated (``24h*2`` and
-    ``9**9**9 h`` are refused, not computed). Raises MalformedValueError naming ``what``.
+    ``9**9**9 h`` are refused, not computed).
+
+    Returns
+    -------
+    pint.Quantity
+        In the symcalc registry.
+
+    Raises
+    ------
+    MalformedValueError
+        The text is not a number with an optional known unit; the message names ``what``.
     """
     if not isinstance(text, str):
         raise MalformedValueError(f"{what}: expected text like '80 GB', got {type(text).__name__}")
@@ -125,6 +135,16 @@ def parse_unit(text: str, what: str = "unit", value_text: str | None = None) -> 
 
     Units may be multiplied, divided and raised to one-digit powers; any other arithmetic
     (numbers, chained powers) is refused before pint sees it.
+
+    Returns
+    -------
+    pint.Unit
+        In the symcalc registry.
+
+    Raises
+    ------
+    MalformedValueError
+        The text is not a unit expression (or is a number); the message names ``what``.
     """
     ureg = registry()
     if text is None or not str(text).strip() or str(text).strip() in {"1", "count"}:
@@ -143,7 +163,8 @@ def parse_unit(text: str, what: str = "unit", value_text: str | None = None) -> 
     if isinstance(q, pint.Quantity):
         if q.magnitude != 1:
             raise MalformedValueError(f"{what}: '{shown}' is not a unit")
-        return q.units
+        # pint's stubs call a quantity's units a PlainUnit (the base class); at run time it is a Unit
+        return q.units  # type: ignore[return-value]
     if q == 1:
         return ureg.dimensionless
     raise MalformedValueError(f"{what}: '{shown}' is a number, not a unit")
@@ -190,7 +211,8 @@ def describe_dimension(dim) -> str:
     """A dimensionality in base units people read: ``FLOP/s``, ``byte``, ``count``."""
     if not dim:
         return "count"
-    num, den = [], []
+    num: list[str] = []
+    den: list[str] = []
     for name, exp in sorted(dim.items(), key=lambda kv: list(BASE_UNITS).index(kv[0]) if kv[0] in BASE_UNITS else 99):
         unit = BASE_UNITS.get(name, name)
         e = abs(exp)
