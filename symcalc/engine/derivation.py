@@ -122,6 +122,24 @@ def unit_factors(expr: sympy.Expr) -> dict:
 
 
 def compile_expr(expr: sympy.Expr, args: list[sympy.Symbol]) -> Callable:
+    """``expr`` as a numpy function of ``args`` (units replaced by base-unit factors), compiled
+    once per process: derivations of one question under different options (a planner's ZeRO
+    stages, recompute modes, schedules) share most of their steps, and compiling a step (cse,
+    lambdify) is most of the time a cached derivation takes to bind."""
+    key = (expr, tuple(args))
+    fn = _COMPILED.get(key)
+    if fn is None:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        fn = _COMPILED[key] = _compile_expr(expr, args)
+    return fn
+
+
+_COMPILED: dict = {}
+_COMPILED_MAX = 8192
+
+
+def _compile_expr(expr: sympy.Expr, args: list[sympy.Symbol]) -> Callable:
     """``expr`` as a numpy function of ``args`` (units replaced by base-unit factors).
 
     The namespace is numpy itself plus the guards, not lambdify's "numpy" module string: that
