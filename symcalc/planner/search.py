@@ -308,7 +308,7 @@ def _fill_metrics(rows: list[PlanRow], q: Question, shape: Shape, values: dict) 
 
 
 def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, options, common) -> PlanResult:
-    q, facts = common["q"], common["facts"]
+    q = common["q"]
     rows = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(s.order[:top])]
     _fill_metrics(rows, q, s.shape, values)
     res = _base(s, rows, model, hardware, options, common, values)
@@ -321,7 +321,7 @@ def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, opti
 
 
 def _base(s: _Search, rows, model, hardware, options, common, values) -> PlanResult:
-    q, facts = common["q"], common["facts"]
+    facts = common["facts"]
     ok = int(np.count_nonzero(s.ev.inside))
     rejected = dict(s.space.reasons())
     out_of_bounds = s.space.size - ok
@@ -339,6 +339,7 @@ def _base(s: _Search, rows, model, hardware, options, common, values) -> PlanRes
                       memory_headroom=common["headroom"], global_batch_size=s.shape.global_batch_size,
                       seq_len=s.shape.seq_len,
                       given={"values": {k: str(v) for k, v in values.items()}, "options": dict(options),
+                             "extra": dict(common["q"].values),
                              "fixed": {k: list(v) for k, v in common["fixed"].items()}},
                       searched_options=searched, combos=s.ev.combos)
 
