@@ -80,7 +80,9 @@ class PlanResult:
     closest: list[PlanRow] = field(default_factory=list)
     scan: list[GpuScan] = field(default_factory=list)   # planning backwards
     goal: dict = field(default_factory=dict)            # {"kind": deadline|budget|throughput, "value", "unit", ...}
-    pareto: dict = field(default_factory=dict)          # arrays of the fitting layouts for plots
+    # every fitting layout as columns (tp, pp, ..., zero_stage/recompute/sequence_parallel as
+    # indices into space.SEARCHED_OPTIONS, step_time s, memory bytes): the Pareto plot's points
+    pareto: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property

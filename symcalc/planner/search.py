@@ -18,6 +18,7 @@ import numpy as np
 
 from symcalc.errors import QueryError, SymcalcError
 from symcalc.library.loading import default_library
+from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import MEMORY, MEMORY_PARTS, STEP_TIME, Evaluation, Question, evaluate, metrics
 from symcalc.planner.evaluate import row_given, row_options
 from symcalc.planner.result import GpuScan, PlanResult, PlanRow
@@ -107,8 +108,9 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     lib = library or default_library()
     if by not in BY:
         raise QueryError(f"--by must be one of {', '.join(BY)}; got '{by}'")
-    if model is None or hardware is None:
-        raise QueryError("a plan needs --model and --hardware (see `symcalc list models`, `symcalc list hardware`)")
+    if hardware is None:
+        raise QueryError("a plan needs --hardware (see `symcalc list hardware`) and a model: --model (see "
+                         "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
     options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
     values = dict(values)
     for key, val in (("n_tokens", tokens), ("gpu_hour_price", gpu_hour_price), ("memory_headroom", memory_headroom),
@@ -124,11 +126,17 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
         names[name] = values.pop(raw)
     values = names
     fixed, searched_opts = _fixed_dims(values, options)
+    find_preset("hardware", hardware)     # unknown names first, with the closest names
+
+    if model is not None:
+        find_preset("model", model)
     q0 = Question(model=model, hardware=hardware, values={}, options=options, library=lib)
     facts = _facts(q0, values, lib)
     moe = bool(facts.get("n_experts") and facts["n_experts"] > 1)
-    extra = {k: v for k, v in values.items() if k not in GOAL_VALUES and k not in facts and k not in fixed
-             and k != "n_gpus"}
+    # given values the layout question takes as they are (shapes, gpus_per_node, buffer_memory, ...);
+    # the planner gives seq_len, global_batch_size and n_gpus itself
+    extra = {k: v for k, v in values.items() if k not in GOAL_VALUES and k not in fixed
+             and k not in ("n_gpus", "seq_len", "global_batch_size")}
     q = Question(model=model, hardware=hardware, values=extra, options=options, moe=moe, library=lib)
     goal = _goal(values, lib)
     counts = parse_gpus(gpus if gpus is not None else values.get("n_gpus"), facts["gpus_per_node"]) \
@@ -288,7 +296,7 @@ def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail
 def command_line(q: Question, given: dict, opts: dict) -> str:
     """The `symcalc solve step_time ...` that gives this layout's step time (and, with the
     target changed, its memory): the same question the planner asked."""
-    parts = ["symcalc", "solve", STEP_TIME, "--model", q.model, "--hardware", q.hardware]
+    parts = ["symcalc", "solve", STEP_TIME] + (["--model", q.model] if q.model else []) + ["--hardware", q.hardware]
     parts += [f"{k}={v}" for k, v in {**q.values, **given}.items()]
     for k, v in {**q.options, **opts}.items():
         if k == "pipeline_schedule" and v == "interleaved":
@@ -345,8 +353,12 @@ def _base(s: _Search, rows, model, hardware, options, common, values) -> PlanRes
 
 
 def _pareto_arrays(s: _Search) -> dict:
+    """Every fitting layout as columns (layout quantities, option indices into
+    SEARCHED_OPTIONS, step_time in s, memory in bytes), in the order searched."""
     idx = np.flatnonzero(s.fitting)
-    return {"step_time": s.ev.step_time[idx], "memory": s.ev.memory[idx]}
+    out = {k: v[idx] for k, v in s.space.columns.items()}
+    out.update(step_time=s.ev.step_time[idx], memory=s.ev.memory[idx])
+    return out
 
 
 def _nothing_fits(s: _Search, common: dict, values: dict) -> tuple[list[PlanRow], str]:
