@@ -28,7 +28,8 @@ __version__ = "0.1.0"
 # public name -> (module, attribute, is a whole question with a time limit)
 _EXPORTS = {
     "solve": ("query.solve", "solve", True), "sweep": ("query.sweep", "sweep", True), "Sweep": ("query.sweep", "Sweep", False),
-    "compare": ("query.compare", "compare", True), "Comparison": ("query.compare", "Comparison", False),
+    "compare": ("query.compare", "compare", True), "plan": ("planner.search", "plan", True),
+    "PlanResult": ("planner.result", "PlanResult", False), "Comparison": ("query.compare", "Comparison", False),
     "Result": ("query.results", "Result", False), "Library": ("library.loading", "Library", False),
     "load_library": ("library.loading", "load_library", False), "default_library": ("library.loading", "default_library", False),
     "Q": ("units", "Q", False), "registry": ("units", "registry", False),
@@ -53,6 +54,8 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
         UnknownNameError,
     )
     from symcalc.library.loading import Library, default_library, load_library
+    from symcalc.planner.result import PlanResult
+    from symcalc.planner.search import plan
     from symcalc.query.compare import Comparison, compare
     from symcalc.query.results import Result
     from symcalc.query.solve import solve

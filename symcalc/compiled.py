@@ -115,7 +115,24 @@ def _loaded(module_name: str):
     return sys.modules.get(module_name)
 
 
+# source -> its function, in this process: derivations of one question under different options
+# (a planner's ZeRO stages, recompute modes, schedules) share most of their steps, and each
+# definition costs a compile (~0.7 ms)
+_DEFINED: dict[tuple, Callable] = {}
+_DEFINED_MAX = 16384
+
+
 def _define(source: str, names: dict[str, tuple[str, str | None]]) -> Callable:
+    key = (source, tuple(sorted(names.items())))
+    fn = _DEFINED.get(key)
+    if fn is None:
+        if len(_DEFINED) >= _DEFINED_MAX:
+            _DEFINED.clear()
+        fn = _DEFINED[key] = _define_anew(source, names)
+    return fn
+
+
+def _define_anew(source: str, names: dict[str, tuple[str, str | None]]) -> Callable:
     namespace: dict[str, Any] = {}
     for name, (module_name, attr) in names.items():
         if module_name not in _MODULES:

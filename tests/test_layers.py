@@ -25,6 +25,7 @@ LAYERS = [
     ("library", {"library"}),
     ("engine", {"engine"}),
     ("query", {"query"}),
+    ("planner", {"planner"}),
     ("render", {"render"}),
     ("commands", {"cli", "commands", "examples", "__init__", "__main__"}),
 ]
@@ -35,6 +36,7 @@ UPWARD = {
         "Result.text() / .latex() / .json() hand the record to the registry (renderers load on first use)",
     ("symcalc.query.compare", "symcalc.render.formats"): "Comparison.text() / .json(), the same way",
     ("symcalc.query.sweep", "symcalc.render.formats"): "Sweep.plot(), the same way (matplotlib only when drawn)",
+    ("symcalc.planner.result", "symcalc.render.formats"): "PlanResult.text() / .json() / .plot(), the same way",
 }
 
 

@@ -58,6 +58,24 @@ def unit_factors(expr: sympy.Expr) -> dict:
 
 
 def compile_expr(expr: sympy.Expr, args: Sequence[sympy.Symbol]) -> CompiledFunction:
+    """:func:`compile_anew`, once per process for each (expression, arguments): derivations of one
+    question under different options (a planner's ZeRO stages, recompute modes, schedules)
+    share most of their steps, and compiling a step (cse, lambdify) is most of what building
+    one costs once it is inverted."""
+    key = (expr, tuple(args))
+    fn = _COMPILED.get(key)
+    if fn is None:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        fn = _COMPILED[key] = compile_anew(expr, args)
+    return fn
+
+
+_COMPILED: dict = {}
+_COMPILED_MAX = 8192
+
+
+def compile_anew(expr: sympy.Expr, args: Sequence[sympy.Symbol]) -> CompiledFunction:
     """``expr`` as a numpy function of ``args`` (units replaced by base-unit factors).
 
     The namespace is numpy itself plus the guards, not lambdify's "numpy" module string: that

@@ -86,14 +86,18 @@ def points(result, values: dict) -> Points:
         raise TypeError(f"points() takes exactly the values given to this result: {sorted(typed)}")
     arrays = {n: _array_of(v) for n, v in values.items()}
     try:
-        np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
+        shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
     except ValueError:
         shapes = ", ".join(f"{n} {a.shape}" for n, a in arrays.items() if a is not None)
         raise QueryError(f"the arrays do not broadcast to one grid: {shapes}") from None
     read = _magnitudes(result, values, arrays, strict=True)
     magnitudes, integral = read
-    from symcalc.engine.fastpath import sweep_masked  # start-up: as in sweep_path
-    swept = sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
+    from symcalc.engine.fastpath import MIN_SIZE, sweep_masked  # start-up: as in sweep_path
+    # below MIN_SIZE points the general evaluator costs about the same as the sweep path, and
+    # it needs no sweep program (whose first build for a derivation, ~1 s for the step time,
+    # would dominate a planner's many small groups of layouts), as in function()
+    swept = None if np.prod(shape) < MIN_SIZE else \
+        sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
     if swept is None:
         swept = _general_masked(result, magnitudes)
     value, inside = swept

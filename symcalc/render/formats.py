@@ -24,6 +24,11 @@ FORMATS = {
     "sweep_plot": "symcalc.render.plot:plot_sweep",
     "finding": "symcalc.render.findings:sentence",
     "finding_json": "symcalc.render.findings:finding_dict",
+    "plan_text": "symcalc.render.plan:plan_text",
+    "plan_json": "symcalc.render.plan:plan_dict",
+    "plan_csv": "symcalc.render.plan:plan_csv",
+    "plan_html": "symcalc.render.plan:plan_html",
+    "plan_plot": "symcalc.render.plan:plan_plot",
 }
 
 

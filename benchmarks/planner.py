@@ -1,0 +1,92 @@
+"""symcalc plan (issue 13): layouts per second, and the whole search end to end.
+
+* Evaluation rate: the step time and memory of every valid layout of GPT-3 175B on 1024
+  A100s (one option combination: ZeRO-1, full recompute, sequence parallel, 1F1B), through the
+  planner's vectorised path (Result.points over the arrays of layouts), against a per-layout
+  Python loop of the same compiled derivations (Result.points of one layout at a time: the
+  formulas evaluated one layout after another, as a per-layout planner would). Target: the
+  vectorised path >= 1e6 layouts/s... over arrays as large as the planner's (tiled to 1e6).
+* End to end: ``symcalc.plan`` for Llama 3 405B on 16,384 H100s (batch 2048 x 8192, flash
+  attention), every option combination searched, with the derivations already on disk (the
+  first run of a model and hardware solves each combination symbolically once, ~2-3 s each).
+  Target < 2 s.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import symcalc
+from common import Row, fmt_time, median
+from symcalc.planner.evaluate import Question, evaluate
+from symcalc.planner.space import Shape, enumerate_space
+
+TARGET_RATE = 1e6
+TARGET_E2E = 2.0
+ONE = {"zero_stage": ("1",), "recompute": ("full",), "sequence_parallel": ("true",)}
+
+
+def _arrays(space, n):
+    c = space.columns
+    reps = -(-n // space.size)
+    names = ("tp", "pp", "cp", "dp", "n_gpus", "micro_batch_size")
+    out = {k: np.tile(c[k], reps)[:n] for k in names}
+    out["global_batch_size"] = np.full(n, 1536, dtype=np.int64)
+    out["seq_len"] = np.full(n, 2048, dtype=np.int64)
+    return out
+
+
+def run(quick: bool = False) -> list[Row]:
+    s = Shape(n_gpus=1024, gpus_per_node=8, n_heads=96, n_kv_heads=96, n_layers=96, seq_len=2048,
+              global_batch_size=1536)
+    space = enumerate_space(s, fixed={"virtual_stages": [1]}, options=ONE)
+    q = Question(model="gpt3-175b", hardware="a100-80gb", values={}, options={})
+    ev = evaluate(space, q, 1536, 2048)          # solves the two derivations once (cached on disk)
+    t_res, m_res = next(iter(ev.templates.values()))
+    n = 200_000 if quick else 1_000_000
+    x = _arrays(space, n)
+
+    def vectorised():
+        return t_res.points(**x).value, m_res.points(**x).value
+
+    def loop(k):
+        out = []
+        for i in range(k):
+            one = {name: v[i:i + 1] for name, v in x.items()}
+            out.append((t_res.points(**one).value[0], m_res.points(**one).value[0]))
+        return out
+
+    vec_t = [0.0] * (3 if quick else 5)
+    for j in range(len(vec_t)):
+        t0 = time.perf_counter()
+        st, mem = vectorised()
+        vec_t[j] = time.perf_counter() - t0
+    k = 200 if quick else 1000
+    t0 = time.perf_counter()
+    looped = loop(k)
+    loop_t = time.perf_counter() - t0
+    np.testing.assert_allclose([a for a, _ in looped], st[:k], rtol=1e-12)
+    rate = n / min(vec_t)
+    loop_rate = k / loop_t
+    rows = [Row("plan: step time + memory per layout, vectorised vs a per-layout loop",
+                f"{rate / 1e6:.2f}M vs {loop_rate:,.0f} layouts/s", f"{rate / loop_rate:,.0f}x",
+                f">= {TARGET_RATE:.0e} layouts/s", rate >= TARGET_RATE,
+                f"GPT-3 175B on 1024 A100s, ZeRO-1, full recompute, SP, 1F1B: {space.size} valid layouts tiled to "
+                f"{n:,}; both derivations (step_time 60+ steps, total_memory_per_gpu) through Result.points, over "
+                f"the arrays (best of {len(vec_t)}: {fmt_time(min(vec_t))}) vs one layout at a time ({k} layouts)")]
+    # end to end, warm: the first call fills the disk cache
+    kw = dict(global_batch_size=2048, options={"attention_kernel": "flash"}, top=10)
+    symcalc.plan("llama3-405b", "h100", 16384, **kw)
+    times = []
+    for _ in range(1 if quick else 3):
+        t0 = time.perf_counter()
+        p = symcalc.plan("llama3-405b", "h100", 16384, **kw)
+        times.append(time.perf_counter() - t0)
+    e2e = median(times)
+    rows.append(Row("plan: Llama 3 405B on 16,384 H100s, whole search (warm)", f"{fmt_time(e2e)}",
+                    f"{e2e:.2f} s", f"< {TARGET_E2E:g} s", e2e < TARGET_E2E,
+                    f"{p.searched:,} layouts in the space, {p.valid:,} valid, {p.fitting:,} fit, {p.combos} option "
+                    f"combinations; best {p.best.label() if p.best else '-'}; in-process, derivations on disk"))
+    return rows

@@ -1,0 +1,158 @@
+"""The step time and the memory per GPU of every layout: solved once, evaluated over arrays.
+
+For each combination of the discrete options a layout sets (ZeRO stage, recompute mode,
+sequence parallelism, pipeline schedule) the planner asks :func:`symcalc.solve` for
+``step_time`` and for ``total_memory_per_gpu`` once, for one layout of that combination, with
+the layout's quantities (tp, pp, cp, dp, n_gpus, micro_batch_size, global_batch_size,
+seq_len, virtual_stages, ep) given; ``Result.points`` then evaluates the same compiled
+derivations over the arrays of every layout of the combination at once, with the masks of
+where each layout's values stay inside their bounds. No Python loop runs per layout.
+
+The metrics that follow from the step time (tokens_per_second, mfu, train_time, gpu_hours,
+total_cost) are the library's formulas too: each is solved once with step_time given and
+evaluated over the arrays of the layouts that fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from symcalc.planner.space import SEARCHED_OPTIONS, Space
+from symcalc.query.solve import solve
+
+STEP_TIME = "step_time"
+MEMORY = "total_memory_per_gpu"
+# the parts of the memory total (memory.toml, total_training_memory), largest shown per layout
+MEMORY_PARTS = ("model_state_memory", "activation_memory", "recompute_working_set", "buffer_memory")
+# what follows from the step time, and the values each needs besides it
+METRICS = {
+    "tokens_per_second": (),
+    "mfu": (),
+    "train_time": ("n_tokens",),
+    "gpu_hours": ("n_tokens",),
+    "total_cost": ("n_tokens", "gpu_hour_price"),
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    """What every layout of a search shares: presets, fixed values and options."""
+
+    model: str | None
+    hardware: str | None
+    values: dict            # values given besides the layout (e.g. buffer_memory), as solve reads them
+    options: dict           # options given (attention_kernel, precision, ...) besides the searched ones
+    moe: bool = False
+    library: object = None
+
+    def solve(self, target: str, given: dict, options: dict, **kw):
+        return solve(target, {**self.values, **given}, options={**self.options, **options}, library=self.library,
+                     hardware=self.hardware, model=self.model, conflicts=False, diagnose=False, **kw)
+
+
+def layout_names(moe: bool, interleaved: bool) -> tuple[str, ...]:
+    """The layout quantities given to the step-time and memory questions."""
+    names = ("tp", "pp", "cp", "dp", "n_gpus", "micro_batch_size", "global_batch_size", "seq_len")
+    return names + (("virtual_stages",) if interleaved else ()) + (("ep",) if moe else ())
+
+
+def options_of(zero: int, recompute: int, sp: int, interleaved: bool) -> dict[str, str]:
+    """The options of one combination (indices into SEARCHED_OPTIONS)."""
+    z, r, s = (SEARCHED_OPTIONS[k][i] for k, i in zip(SEARCHED_OPTIONS, (zero, recompute, sp), strict=True))
+    return {"zero_stage": z, "recompute": r, "sequence_parallel": s,
+            "pipeline_schedule": "interleaved" if interleaved else "1f1b"}
+
+
+def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) -> dict:
+    """The layout of row ``i`` as given values (what `symcalc solve` is given for it)."""
+    interleaved = int(columns["virtual_stages"][i]) > 1
+    out = {}
+    for name in layout_names(moe, interleaved):
+        if name == "global_batch_size":
+            out[name] = shape_batch
+        elif name == "seq_len":
+            out[name] = f"{seq_len} token"
+        else:
+            out[name] = int(columns[name][i])
+    return out
+
+
+def row_options(columns: dict, i: int) -> dict[str, str]:
+    return options_of(int(columns["zero_stage"][i]), int(columns["recompute"][i]),
+                      int(columns["sequence_parallel"][i]), int(columns["virtual_stages"][i]) > 1)
+
+
+@dataclass
+class Evaluation:
+    """Per layout (the rows of ``space.columns``): step time in s, memory per GPU in bytes,
+    and whether the model's values stay inside their bounds (``inside``)."""
+
+    step_time: np.ndarray
+    memory: np.ndarray
+    inside: np.ndarray
+    combos: int = 0                       # option combinations solved
+    templates: dict = field(default_factory=dict)   # combination -> (step Result, memory Result)
+
+
+def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int) -> Evaluation:
+    c = space.columns
+    n = space.size
+    step = np.full(n, np.nan)
+    mem = np.full(n, np.nan)
+    inside = np.zeros(n, dtype=bool)
+    key = (c["zero_stage"] * 3 + c["recompute"]) * 2 + c["sequence_parallel"]
+    key = key * 2 + (c["virtual_stages"] > 1)
+    templates = {}
+    for k in np.unique(key):
+        rows = np.flatnonzero(key == k)
+        first = int(rows[0])
+        interleaved = int(c["virtual_stages"][first]) > 1
+        opts = row_options(c, first)
+        given = row_given(c, first, q.moe, global_batch_size, seq_len)
+        t = q.solve(STEP_TIME, given, opts, on_bounds="flag")
+        m = q.solve(MEMORY, given, opts, on_bounds="flag")
+        templates[int(k)] = (t, m)
+        arrays = {}
+        for name in layout_names(q.moe, interleaved):
+            if name == "global_batch_size":
+                arrays[name] = np.full(len(rows), global_batch_size, dtype=np.int64)
+            elif name == "seq_len":
+                arrays[name] = np.full(len(rows), seq_len, dtype=np.int64)
+            else:
+                arrays[name] = np.ascontiguousarray(c[name][rows])
+        extra = {name: q.values[name] for name in q.values}
+        pt = t.points(**extra, **arrays)
+        pm = m.points(**extra, **arrays)
+        step[rows] = np.asarray(pt.value, dtype=float) * t.factor
+        mem[rows] = np.asarray(pm.value, dtype=float) * m.factor
+        inside[rows] = pt.inside & pm.inside
+    return Evaluation(step_time=step, memory=mem, inside=inside, combos=len(templates), templates=templates)
+
+
+def metrics(q: Question, step_time: np.ndarray, n_gpus: np.ndarray, global_batch_size: int, seq_len: int,
+            extra: dict) -> dict[str, np.ndarray]:
+    """tokens_per_second, mfu, train_time (s), gpu_hours (s of GPU time) and total_cost (USD)
+    of layouts with these step times, by the library's formulas (those whose values are
+    given: train_time and gpu_hours need n_tokens, total_cost also gpu_hour_price), in base
+    units."""
+    out = {}
+    if len(step_time) == 0:
+        return out
+    for target, needs in METRICS.items():
+        if any(extra.get(x) is None for x in needs):
+            continue
+        scalar = {STEP_TIME: f"{float(step_time[0])} s", "n_gpus": int(n_gpus[0]),
+                  "global_batch_size": global_batch_size, "seq_len": f"{seq_len} token",
+                  **{x: extra[x] for x in needs}}
+        r = q.solve(target, scalar, {}, on_bounds="flag")
+        arrays = {STEP_TIME: (np.asarray(step_time, dtype=float), "s"),
+                  "n_gpus": np.asarray(n_gpus, dtype=np.int64),
+                  "global_batch_size": np.full(len(step_time), global_batch_size, dtype=np.int64),
+                  "seq_len": np.full(len(step_time), seq_len, dtype=np.int64),
+                  **{x: extra[x] for x in needs}}
+        p = r.points(**{k: v for k, v in arrays.items()}, **{k: q.values[k] for k in q.values
+                                                             if k in r.given and k not in arrays})
+        out[target] = np.asarray(p.value, dtype=float) * r.factor
+    return out

@@ -1,0 +1,113 @@
+"""The answer of a plan: a passive typed record, read by renderers (text, JSON, CSV, plots)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from symcalc.render.formats import render
+
+
+@dataclass
+class PlanRow:
+    """One layout of a plan, with what the planner computed for it (base units: s, bytes, USD)."""
+
+    rank: int
+    layout: dict            # tp, pp, cp, dp, ep, micro_batch_size, virtual_stages, n_gpus
+    options: dict           # zero_stage, recompute, sequence_parallel, pipeline_schedule
+    step_time: float        # s
+    memory: float           # bytes per GPU
+    fits: bool
+    memory_parts: dict = field(default_factory=dict)      # part -> bytes
+    step_parts: dict = field(default_factory=dict)        # part -> s (the step_time breakdown)
+    metrics: dict = field(default_factory=dict)           # tokens_per_second, mfu, train_time, gpu_hours, total_cost
+    command: str = ""                                     # the `symcalc solve step_time ...` that re-checks it
+
+    @property
+    def largest_memory_part(self) -> tuple[str, float] | None:
+        return max(self.memory_parts.items(), key=lambda kv: kv[1]) if self.memory_parts else None
+
+    def label(self) -> str:
+        lay, o = self.layout, self.options
+        parts = [f"tp{lay['tp']}", f"pp{lay['pp']}"]
+        if lay.get("virtual_stages", 1) > 1:
+            parts.append(f"v{lay['virtual_stages']}")
+        parts += [f"cp{lay['cp']}", f"dp{lay['dp']}"]
+        if lay.get("ep", 1) > 1:
+            parts.append(f"ep{lay['ep']}")
+        parts.append(f"mbs{lay['micro_batch_size']}")
+        parts.append(f"zero{o['zero_stage']}")
+        parts.append({"none": "no-recompute", "selective": "selective", "full": "full-recompute"}[o["recompute"]])
+        if o["sequence_parallel"] == "true":
+            parts.append("sp")
+        return " ".join(parts)
+
+
+@dataclass
+class GpuScan:
+    """The best layout at one GPU count (planning backwards over a list of counts)."""
+
+    n_gpus: int
+    best: PlanRow | None
+    searched: int
+    fitting: int
+    meets: bool | None = None        # meets the deadline / budget / throughput target
+
+
+@dataclass
+class PlanResult:
+    model: str | None
+    hardware: str | None
+    n_gpus: int
+    by: str
+    rows: list[PlanRow]                        # the top layouts, ranked
+    searched: int                              # layouts in the whole space
+    valid: int                                 # passing every rule
+    evaluated_ok: int                          # valid and inside the model's bounds
+    fitting: int                               # ... and within the memory limit
+    rejected: dict[str, int]                   # reason -> layouts
+    memory_limit: float                        # bytes: gpu_memory - memory_headroom
+    gpu_memory: float
+    memory_headroom: float
+    global_batch_size: int
+    seq_len: int
+    given: dict = field(default_factory=dict)  # what the run fixed (values, options, presets)
+    searched_options: dict = field(default_factory=dict)
+    combos: int = 0
+    seconds: float = 0.0
+    layouts_per_second: float = 0.0
+    message: str = ""                          # nothing fits: what is closest and what would fit
+    closest: list[PlanRow] = field(default_factory=list)
+    scan: list[GpuScan] = field(default_factory=list)   # planning backwards
+    goal: dict = field(default_factory=dict)            # {"kind": deadline|budget|throughput, "value", "unit", ...}
+    # every fitting layout as columns (tp, pp, ..., zero_stage/recompute/sequence_parallel as
+    # indices into space.SEARCHED_OPTIONS, step_time s, memory bytes): the Pareto plot's points
+    pareto: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> PlanRow | None:
+        return self.rows[0] if self.rows else None
+
+    def text(self) -> str:
+        return render("plan_text", self)
+
+    def as_dict(self) -> dict:
+        return render("plan_json", self)
+
+    def json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent)
+
+    def to_csv(self, path: str) -> None:
+        render("plan_csv", self, path)
+
+    def plot(self, path: str) -> None:
+        render("plan_plot", self, path)
+
+    def _repr_html_(self) -> str:
+        return render("plan_html", self)
+
+    def __repr__(self) -> str:
+        best = self.best
+        head = f"<PlanResult {self.model} on {self.n_gpus} x {self.hardware}: {self.fitting} of {self.searched} fit"
+        return head + (f"; best {best.label()} at {best.step_time:.4g} s>" if best else ">")

@@ -1,0 +1,454 @@
+"""Plan a run: enumerate the layouts, evaluate them over arrays, keep those that fit, rank.
+
+:func:`plan` is ``symcalc.plan``: one GPU count gives the top layouts there; a list or range
+of counts with a goal (``deadline``, ``budget``, ``throughput``) plans backwards: the best
+layout at each count, and the count that meets the goal (the fewest GPUs for a deadline or a
+throughput, the fastest plan within a budget). Every number comes from the library's
+formulas: the step time and memory derivations of :mod:`symcalc.planner.evaluate`, and the
+metrics (days, GPU-hours, cost, MFU) solved from the step time.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from symcalc.errors import QueryError, SymcalcError
+from symcalc.library.loading import default_library
+from symcalc.library.presets import find_preset
+from symcalc.planner.evaluate import MEMORY, MEMORY_PARTS, STEP_TIME, Evaluation, Question, evaluate, metrics
+from symcalc.planner.evaluate import row_given, row_options
+from symcalc.planner.result import GpuScan, PlanResult, PlanRow
+from symcalc.planner.space import (
+    MAX_MICRO_BATCH,
+    MAX_VIRTUAL_STAGES,
+    SEARCHED_OPTIONS,
+    Shape,
+    Space,
+    enumerate_space,
+)
+from symcalc.query.values import read_value
+
+# the memory left free on each GPU unless memory_headroom is given: CUDA context, NCCL and
+# allocator buffers, fragmentation (stated in the help and the README)
+DEFAULT_HEADROOM_FRACTION = 0.10
+LAYOUT_DIMS = ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages")
+BY = ("time", "days", "gpu_hours", "cost", "memory")
+# planner-only values: not part of the layout question
+GOAL_VALUES = ("n_tokens", "gpu_hour_price", "memory_headroom", "global_batch_tokens", "tokens_per_second",
+               "train_time", "total_cost")
+
+
+class PlanError(SymcalcError):
+    """Nothing to plan: no layout fits, or the question cannot be planned."""
+
+    kind = "plan"
+
+
+@dataclass
+class _Search:
+    shape: Shape
+    space: Space
+    ev: Evaluation
+    order: np.ndarray       # indices of fitting layouts, best first
+    fitting: np.ndarray     # mask over space rows
+    seconds: float
+
+
+def parse_gpus(gpus, gpus_per_node: int | None = None) -> list[int]:
+    """GPU counts from an int, a list, "512,1024,2048" or a range "A:B": A, then every 2^k and
+    3 x 2^k multiple of the node size (or of A) up to B."""
+    if isinstance(gpus, (int, np.integer)):
+        return [int(gpus)]
+    if isinstance(gpus, (list, tuple)):
+        return sorted({int(g) for g in gpus})
+    text = str(gpus).strip()
+    try:
+        if ":" in text:
+            lo, hi = (int(float(x)) for x in text.split(":", 1))
+            if lo < 1 or hi < lo:
+                raise ValueError
+            unit = gpus_per_node or 1
+            out = {lo, hi}
+            for base in (1, 3):
+                n = base * unit
+                while n <= hi:
+                    if n >= lo:
+                        out.add(n)
+                    n *= 2
+            return sorted(out)
+        return sorted({int(float(x)) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise QueryError(f"--gpus: expected a count, a list (512,1024,2048) or a range (256:16384); got '{gpus}'") from None
+
+
+def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *, tokens=None,
+         global_batch_size=None, seq_len=None, gpus_per_node=None, options: dict | None = None,
+         by: str = "time", top: int = 10, memory_headroom=None, gpu_hour_price=None, deadline=None,
+         budget=None, throughput=None, tp_across_nodes: bool = False, uneven_pp: bool = True,
+         max_micro_batch: int = MAX_MICRO_BATCH, max_virtual_stages: int = MAX_VIRTUAL_STAGES,
+         library=None, **values) -> PlanResult:
+    """Search every valid parallel layout of ``model`` on ``gpus`` x ``hardware`` and rank those
+    that fit.
+
+    ``gpus``: a count, or (with ``deadline``, ``budget`` or ``throughput``) a list or a range
+    "A:B". ``tokens``: the training tokens (for days, GPU-hours and cost; default the model
+    preset's n_tokens). ``global_batch_size`` in sequences (or ``global_batch_tokens=`` in
+    ``values``), ``seq_len`` (default the model's). ``options``: fixed options
+    (``zero_stage="3"`` fixes what is otherwise searched; ``attention_kernel``, ``precision``
+    ... as in solve). ``values``: other given values; a layout quantity (tp, pp, cp, dp, ep,
+    micro_batch_size, virtual_stages) fixes that dimension (an int or a list of ints).
+    ``memory_headroom``: memory each GPU keeps free (default 10 % of gpu_memory). ``by``: time,
+    days, gpu_hours, cost (needs ``gpu_hour_price``) or memory.
+    """
+    t0 = time.perf_counter()
+    lib = library or default_library()
+    if by not in BY:
+        raise QueryError(f"--by must be one of {', '.join(BY)}; got '{by}'")
+    if hardware is None:
+        raise QueryError("a plan needs --hardware (see `symcalc list hardware`) and a model: --model (see "
+                         "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
+    options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+    values = dict(values)
+    for key, val in (("n_tokens", tokens), ("gpu_hour_price", gpu_hour_price), ("memory_headroom", memory_headroom),
+                     ("seq_len", seq_len), ("global_batch_size", global_batch_size), ("gpus_per_node", gpus_per_node),
+                     ("train_time", deadline), ("total_cost", budget), ("tokens_per_second", throughput)):
+        if val is not None:
+            if key in values:
+                raise QueryError(f"{key} is given twice")
+            values[key] = val
+    names = {}
+    for raw in list(values):
+        name = lib.quantity(raw).name     # aliases; UnknownNameError with suggestions
+        names[name] = values.pop(raw)
+    values = names
+    fixed, searched_opts = _fixed_dims(values, options)
+    find_preset("hardware", hardware)     # unknown names first, with the closest names
+
+    if model is not None:
+        find_preset("model", model)
+    q0 = Question(model=model, hardware=hardware, values={}, options=options, library=lib)
+    facts = _facts(q0, values, lib)
+    moe = bool(facts.get("n_experts") and facts["n_experts"] > 1)
+    # given values the layout question takes as they are (shapes, gpus_per_node, buffer_memory, ...);
+    # the planner gives seq_len, global_batch_size and n_gpus itself
+    extra = {k: v for k, v in values.items() if k not in GOAL_VALUES and k not in fixed
+             and k not in ("n_gpus", "seq_len", "global_batch_size")}
+    q = Question(model=model, hardware=hardware, values=extra, options=options, moe=moe, library=lib)
+    goal = _goal(values, lib)
+    counts = parse_gpus(gpus if gpus is not None else values.get("n_gpus"), facts["gpus_per_node"]) \
+        if (gpus is not None or "n_gpus" in values) else None
+    if not counts:
+        raise QueryError("give the GPU count: --gpus N (or a list/range with --deadline, --budget or a throughput)")
+    if len(counts) > 1 and not goal:
+        raise QueryError("several GPU counts need a goal: --deadline, --budget or a throughput target "
+                         "(tokens_per_second=...)")
+    if by == "cost" and values.get("gpu_hour_price") is None:
+        raise QueryError("--by cost needs a GPU-hour price: gpu_hour_price=\"2 USD/hour\"")
+    if by in ("days", "gpu_hours") and values.get("n_tokens") is None:
+        raise QueryError(f"--by {by} needs the training tokens: --tokens (the model preset gives none)")
+    headroom = _headroom(values, facts, lib)
+    common = dict(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, headroom=headroom,
+                  tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
+                  max_virtual_stages=max_virtual_stages, by=by)
+    if goal:
+        return _backwards(counts, goal, values, top, t0, model, hardware, options, common)
+    search = _search(counts[0], **common)
+    return _result(search, values, top, t0, model, hardware, options, common)
+
+
+# -- reading the question ----------------------------------------------------------------------
+
+def _fixed_dims(values: dict, options: dict) -> tuple[dict, dict]:
+    fixed = {}
+    for name in LAYOUT_DIMS:
+        if name in values:
+            raw = values.pop(name)
+            items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+            try:
+                fixed[name] = [int(float(x)) for x in items]
+            except ValueError:
+                raise QueryError(f"{name} must be a whole number (or a list of them); got '{raw}'") from None
+            if any(v < 1 for v in fixed[name]):
+                raise QueryError(f"{name} must be at least 1; got '{raw}'")
+    searched = {}
+    for name, allowed in SEARCHED_OPTIONS.items():
+        if name in options:
+            value = options.pop(name)
+            if value not in allowed:
+                raise QueryError(f"option {name}={value}: expected one of {', '.join(allowed)}")
+            searched[name] = (value,)
+    schedule = options.pop("pipeline_schedule", None)
+    if schedule is not None:
+        if schedule == "1f1b":
+            fixed["virtual_stages"] = [1]
+        elif schedule == "interleaved":
+            fixed["virtual_stages"] = [v for v in fixed.get("virtual_stages", range(2, MAX_VIRTUAL_STAGES + 1)) if v > 1]
+        else:
+            raise QueryError(f"option pipeline_schedule={schedule}: the planner searches 1f1b and interleaved")
+    return fixed, searched
+
+
+def _read(lib, name: str, raw) -> float:
+    return float(read_value(lib.quantity(name), raw).magnitude)
+
+
+def _facts(q: Question, values: dict, lib) -> dict:
+    """The run's fixed facts in base units: from the given values, else the presets."""
+    facts = {}
+    for name in ("n_heads", "n_kv_heads", "n_layers", "seq_len", "gpus_per_node", "gpu_memory", "n_experts",
+                 "global_batch_size"):
+        if name in values:
+            facts[name] = _read(lib, name, values[name])
+            continue
+        try:
+            r = q.solve(name, {}, {})
+            facts[name] = float(r.value) * r.factor
+        except SymcalcError:
+            facts[name] = None
+    if "global_batch_tokens" in values and facts["global_batch_size"] is None and facts["seq_len"]:
+        tokens = _read(lib, "global_batch_tokens", values["global_batch_tokens"])
+        gbs = tokens / facts["seq_len"]
+        if abs(gbs - round(gbs)) > 1e-9:
+            raise QueryError(f"global_batch_tokens = {tokens:g} token is not a whole number of "
+                             f"{facts['seq_len']:g}-token sequences")
+        facts["global_batch_size"] = float(round(gbs))
+    if facts["n_kv_heads"] is None:
+        facts["n_kv_heads"] = facts["n_heads"]
+    need = {"n_heads": "--model", "n_layers": "--model", "seq_len": "--seq-len", "gpus_per_node": "--gpus-per-node",
+            "gpu_memory": "--hardware", "global_batch_size": "--global-batch-size"}
+    missing = [f"{k} ({v})" for k, v in need.items() if facts.get(k) is None]
+    if missing:
+        raise QueryError(f"cannot plan without {', '.join(missing)}")
+    for k in ("n_heads", "n_kv_heads", "n_layers", "seq_len", "gpus_per_node", "global_batch_size", "n_experts"):
+        if facts.get(k) is not None:
+            facts[k] = int(round(facts[k]))
+    return facts
+
+
+def _headroom(values: dict, facts: dict, lib) -> float:
+    if values.get("memory_headroom") is not None:
+        return _read(lib, "memory_headroom", values["memory_headroom"])
+    return DEFAULT_HEADROOM_FRACTION * facts["gpu_memory"]
+
+
+def _goal(values: dict, lib) -> dict:
+    if values.get("train_time") is not None:
+        if values.get("n_tokens") is None:
+            raise QueryError("--deadline needs the training tokens: --tokens (the model preset gives none)")
+        return {"kind": "deadline", "value": _read(lib, "train_time", values["train_time"]), "raw": str(values["train_time"])}
+    if values.get("total_cost") is not None:
+        if values.get("gpu_hour_price") is None or values.get("n_tokens") is None:
+            raise QueryError("--budget needs a GPU-hour price (gpu_hour_price=\"2 USD/hour\") and --tokens")
+        return {"kind": "budget", "value": _read(lib, "total_cost", values["total_cost"]), "raw": str(values["total_cost"])}
+    if values.get("tokens_per_second") is not None:
+        return {"kind": "throughput", "value": _read(lib, "tokens_per_second", values["tokens_per_second"]),
+                "raw": str(values["tokens_per_second"])}
+    return {}
+
+
+# -- one GPU count --------------------------------------------------------------------------------
+
+def _search(n_gpus: int, q: Question, facts: dict, fixed: dict, searched_opts: dict, headroom: float,
+            tp_across_nodes: bool, uneven_pp: bool, max_micro_batch: int, max_virtual_stages: int, by: str) -> _Search:
+    t = time.perf_counter()
+    shape = Shape(n_gpus=n_gpus, gpus_per_node=facts["gpus_per_node"], n_heads=facts["n_heads"],
+                  n_kv_heads=facts["n_kv_heads"], n_layers=facts["n_layers"], seq_len=facts["seq_len"],
+                  global_batch_size=facts["global_batch_size"],
+                  n_experts=facts["n_experts"] if q.moe else None, tp_across_nodes=tp_across_nodes,
+                  uneven_pp=uneven_pp, max_micro_batch=max_micro_batch, max_virtual_stages=max_virtual_stages)
+    dims = {k: v for k, v in fixed.items() if k != "dp"}
+    space = enumerate_space(shape, dims, searched_opts, dp_fixed=fixed.get("dp"))
+    ev = evaluate(space, q, shape.global_batch_size, shape.seq_len) if space.size else \
+        Evaluation(np.zeros(0), np.zeros(0), np.zeros(0, bool))
+    limit = facts["gpu_memory"] - headroom
+    fitting = ev.inside & (ev.memory <= limit)
+    idx = np.flatnonzero(fitting)
+    key = ev.memory[idx] if by == "memory" else ev.step_time[idx]
+    tie = ev.step_time[idx] if by == "memory" else ev.memory[idx]
+    order = idx[np.lexsort((tie, key))]
+    return _Search(shape, space, ev, order, fitting, time.perf_counter() - t)
+
+
+def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:
+    c = s.space.columns
+    layout = {k: int(c[k][i]) for k in ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus")}
+    if not q.moe:
+        layout.pop("ep")
+    opts = row_options(c, i)
+    row = PlanRow(rank=rank, layout=layout, options=opts, step_time=float(s.ev.step_time[i]),
+                  memory=float(s.ev.memory[i]), fits=bool(s.fitting[i]))
+    given = row_given(c, i, q.moe, s.shape.global_batch_size, s.shape.seq_len)
+    row.command = command_line(q, given, opts)
+    if detail:
+        t = q.solve(STEP_TIME, given, opts, on_bounds="flag")
+        m = q.solve(MEMORY, given, opts, on_bounds="flag")
+        bd = t.breakdown
+        if bd:
+            row.step_parts = {p["name"]: float(p["value"]) * t.factor for p in bd["parts"]}
+        row.memory_parts = {n: float(m.values[n]) for n in MEMORY_PARTS if n in m.values}
+    return row
+
+
+def command_line(q: Question, given: dict, opts: dict) -> str:
+    """The `symcalc solve step_time ...` that gives this layout's step time (and, with the
+    target changed, its memory): the same question the planner asked."""
+    parts = ["symcalc", "solve", STEP_TIME] + (["--model", q.model] if q.model else []) + ["--hardware", q.hardware]
+    parts += [f"{k}={v}" for k, v in {**q.values, **given}.items()]
+    for k, v in {**q.options, **opts}.items():
+        if k == "pipeline_schedule" and v == "interleaved":
+            continue    # virtual_stages > 1 implies it
+        parts += ["--option", f"{k}={v}"]
+    return " ".join(shlex.quote(str(p)) for p in parts)
+
+
+def _fill_metrics(rows: list[PlanRow], q: Question, shape: Shape, values: dict) -> None:
+    if not rows:
+        return
+    got = metrics(q, np.array([r.step_time for r in rows]), np.array([r.layout["n_gpus"] for r in rows]),
+                  shape.global_batch_size, shape.seq_len,
+                  {"n_tokens": values.get("n_tokens"), "gpu_hour_price": values.get("gpu_hour_price")})
+    for j, r in enumerate(rows):
+        r.metrics = {k: float(v[j]) for k, v in got.items()}
+
+
+def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, options, common) -> PlanResult:
+    q = common["q"]
+    rows = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(s.order[:top])]
+    _fill_metrics(rows, q, s.shape, values)
+    res = _base(s, rows, model, hardware, options, common, values)
+    if not rows:
+        res.closest, res.message = _nothing_fits(s, common, values)
+    res.seconds = time.perf_counter() - t0
+    res.layouts_per_second = s.space.size / s.seconds if s.seconds else 0.0
+    res.pareto = _pareto_arrays(s)
+    return res
+
+
+def _base(s: _Search, rows, model, hardware, options, common, values) -> PlanResult:
+    facts = common["facts"]
+    ok = int(np.count_nonzero(s.ev.inside))
+    rejected = dict(s.space.reasons())
+    out_of_bounds = s.space.size - ok
+    if out_of_bounds:
+        rejected["the model's values leave their bounds (e.g. a negative time or memory)"] = out_of_bounds
+    too_big = ok - int(np.count_nonzero(s.fitting))
+    if too_big:
+        rejected["does not fit in gpu_memory - memory_headroom"] = too_big
+    searched = {k: list(v) for k, v in SEARCHED_OPTIONS.items()}
+    searched.update({k: list(v) for k, v in common["searched_opts"].items()})
+    return PlanResult(model=model, hardware=hardware, n_gpus=s.shape.n_gpus, by=common["by"], rows=rows,
+                      searched=s.space.total, valid=s.space.size, evaluated_ok=ok,
+                      fitting=int(np.count_nonzero(s.fitting)), rejected=rejected,
+                      memory_limit=facts["gpu_memory"] - common["headroom"], gpu_memory=facts["gpu_memory"],
+                      memory_headroom=common["headroom"], global_batch_size=s.shape.global_batch_size,
+                      seq_len=s.shape.seq_len,
+                      given={"values": {k: str(v) for k, v in values.items()}, "options": dict(options),
+                             "extra": dict(common["q"].values),
+                             "fixed": {k: list(v) for k, v in common["fixed"].items()}},
+                      searched_options=searched, combos=s.ev.combos)
+
+
+def _pareto_arrays(s: _Search) -> dict:
+    """Every fitting layout as columns (layout quantities, option indices into
+    SEARCHED_OPTIONS, step_time in s, memory in bytes), in the order searched."""
+    idx = np.flatnonzero(s.fitting)
+    out = {k: v[idx] for k, v in s.space.columns.items()}
+    out.update(step_time=s.ev.step_time[idx], memory=s.ev.memory[idx])
+    return out
+
+
+def _nothing_fits(s: _Search, common: dict, values: dict) -> tuple[list[PlanRow], str]:
+    q, facts = common["q"], common["facts"]
+    limit = facts["gpu_memory"] - common["headroom"]
+    if s.space.size == 0:
+        reasons = sorted(s.space.reasons().items(), key=lambda kv: -kv[1])[:3]
+        why = "; ".join(f"{n:,} layouts: {r}" for r, n in reasons)
+        return [], (f"no valid layout of {s.shape.n_gpus} GPUs: {why}. Try another GPU count "
+                    "(a multiple of the node size and of what the batch allows), or fix fewer dimensions")
+    ok = np.flatnonzero(s.ev.inside)
+    if len(ok) == 0:
+        return [], "every valid layout leaves the model's bounds"
+    best = ok[np.argsort(s.ev.memory[ok])[:3]]
+    closest = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(best)]
+    c0 = closest[0]
+    part = c0.largest_memory_part
+    msg = (f"nothing fits on {s.shape.n_gpus} GPUs: memory limit {limit / 1e9:.4g} GB a GPU "
+           f"(gpu_memory {facts['gpu_memory'] / 1e9:.4g} GB - memory_headroom {common['headroom'] / 1e9:.4g} GB); "
+           f"the closest layout, {c0.label()}, needs {c0.memory / 1e9:.4g} GB ({(c0.memory - limit) / 1e9:.4g} GB over"
+           + (f"; the largest part is {part[0]} = {part[1] / 1e9:.4g} GB" if part else "") + ")")
+    hints = []
+    fixed_opts = common["searched_opts"]
+    if fixed_opts.get("zero_stage", ("3",)) != ("3",):
+        hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
+    if fixed_opts.get("recompute", ("full",)) != ("full",):
+        hints.append("full recomputation (excluded by the fixed recompute)")
+    if common["fixed"].get("micro_batch_size") and min(common["fixed"]["micro_batch_size"]) > 1:
+        hints.append("a micro-batch of 1 (excluded by the fixed micro_batch_size)")
+    # more GPUs: the same search at 2x, 4x, ... the count, until something fits
+    n = s.shape.n_gpus
+    for factor in (2, 4, 8, 16, 32, 64):
+        more = _search(n * factor, **common)
+        if len(more.order):
+            r = _row(more, int(more.order[0]), 1, q, values, detail=False)
+            hints.append(f"{n * factor} GPUs (best there: {r.label()}, {r.memory / 1e9:.4g} GB, step {r.step_time:.4g} s)")
+            break
+    if hints:
+        msg += ". It would fit with " + "; or ".join(hints)
+    else:
+        msg += ". Nothing fits up to 64x the GPUs either: a larger GPU (--hardware) or a smaller memory_headroom"
+    return closest, msg
+
+
+# -- planning backwards -------------------------------------------------------------------------
+
+def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float, model, hardware, options,
+               common) -> PlanResult:
+    q = common["q"]
+    scans, searches = [], {}
+    for n in counts:
+        s = _search(n, **common)
+        searches[n] = s
+        best = _row(s, int(s.order[0]), 1, q, values, detail=False) if len(s.order) else None
+        if best is not None:
+            _fill_metrics([best], q, s.shape, values)
+        scans.append(GpuScan(n_gpus=n, best=best, searched=s.space.total, fitting=len(s.order)))
+    kind, target = goal["kind"], goal["value"]
+    for sc in scans:
+        if sc.best is None:
+            sc.meets = False
+        elif kind == "deadline":
+            sc.meets = sc.best.metrics.get("train_time", np.inf) <= target
+        elif kind == "budget":
+            sc.meets = sc.best.metrics.get("total_cost", np.inf) <= target
+        else:
+            sc.meets = sc.best.metrics.get("tokens_per_second", 0) >= target
+    meeting = [sc for sc in scans if sc.meets]
+    if not meeting:
+        tried = ", ".join(str(sc.n_gpus) for sc in scans)
+        best = [sc for sc in scans if sc.best is not None]
+        if not best:
+            raise PlanError(f"no layout fits at any of the GPU counts tried ({tried})")
+        if kind == "deadline":
+            fastest = min(best, key=lambda sc: sc.best.metrics["train_time"])
+            raise PlanError(f"no GPU count tried ({tried}) trains in {goal['raw']}: the fastest, {fastest.n_gpus} GPUs "
+                            f"({fastest.best.label()}), takes {fastest.best.metrics['train_time'] / 86400:.4g} day; "
+                            "give a larger range (--gpus A:B) or more time")
+        if kind == "budget":
+            cheapest = min(best, key=lambda sc: sc.best.metrics["total_cost"])
+            raise PlanError(f"no GPU count tried ({tried}) stays within {goal['raw']}: the cheapest, {cheapest.n_gpus} "
+                            f"GPUs, costs {cheapest.best.metrics['total_cost']:,.0f} USD")
+        top_tps = max(best, key=lambda sc: sc.best.metrics["tokens_per_second"])
+        raise PlanError(f"no GPU count tried ({tried}) reaches {goal['raw']}: the most, {top_tps.n_gpus} GPUs, "
+                        f"reaches {top_tps.best.metrics['tokens_per_second']:,.0f} token/s")
+    if kind == "budget":
+        chosen = min(meeting, key=lambda sc: sc.best.metrics["train_time"])
+    else:
+        chosen = min(meeting, key=lambda sc: sc.n_gpus)
+    res = _result(searches[chosen.n_gpus], values, top, t0, model, hardware, options, common)
+    res.scan, res.goal = scans, {**goal, "chosen_gpus": chosen.n_gpus}
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -1,0 +1,204 @@
+"""A plan (symcalc.planner.result.PlanResult) as text, JSON, CSV, HTML and plots.
+
+The record is read, never recomputed: every number here was computed by the planner from the
+library's formulas. Values are kept in base units in the record (s, bytes, USD) and shown in
+the units a reader expects (s, GB, days, GPU-hours).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+
+import numpy as np
+
+from symcalc.errors import QueryError
+from symcalc.outfile import check_target, write_file
+
+DAY, HOUR, GB = 86400.0, 3600.0, 1e9
+COLUMNS = ("rank", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
+           "tokens_per_s", "days", "gpu_hours", "cost_USD")
+
+
+def _cells(r) -> dict:
+    part = r.largest_memory_part
+    step_part = max(r.step_parts.items(), key=lambda kv: kv[1]) if r.step_parts else None
+    m = r.metrics
+    return {
+        "rank": str(r.rank), "layout": r.label(), "memory_GB": f"{r.memory / GB:.1f}",
+        "largest_part": f"{part[0]} {part[1] / GB:.1f}" if part else "",
+        "step_time_s": f"{r.step_time:.4g}",
+        "largest_step_part": f"{step_part[0]} {100 * step_part[1] / r.step_time:.0f}%" if step_part else "",
+        "mfu_%": f"{100 * m['mfu']:.1f}" if "mfu" in m else "",
+        "tokens_per_s": f"{m['tokens_per_second']:,.0f}" if "tokens_per_second" in m else "",
+        "days": f"{m['train_time'] / DAY:.1f}" if "train_time" in m else "",
+        "gpu_hours": f"{m['gpu_hours'] / HOUR:,.0f}" if "gpu_hours" in m else "",
+        "cost_USD": f"{m['total_cost']:,.0f}" if "total_cost" in m else "",
+    }
+
+
+def _table(rows) -> str:
+    cells = [_cells(r) for r in rows]
+    cols = [c for c in COLUMNS if any(x[c] for x in cells)]
+    widths = {c: max(len(c), *(len(x[c]) for x in cells)) for c in cols}
+    lines = ["  ".join(c.ljust(widths[c]) for c in cols)]
+    lines += ["  ".join(x[c].ljust(widths[c]) for c in cols) for x in cells]
+    return "\n".join(lines)
+
+
+def plan_text(p) -> str:
+    out = [f"Plan: {p.model} on {p.n_gpus} x {p.hardware}, global batch {p.global_batch_size} x {p.seq_len} tokens, "
+           f"ranked by {p.by}"]
+    out.append(f"  {p.searched:,} layouts searched, {p.valid:,} valid, {p.fitting:,} fit in "
+               f"{p.memory_limit / GB:.4g} GB a GPU (gpu_memory {p.gpu_memory / GB:.4g} GB - memory_headroom "
+               f"{p.memory_headroom / GB:.4g} GB); {p.combos} option combinations solved, {p.seconds:.2f} s")
+    if p.scan:
+        g = p.goal
+        out.append("")
+        out.append(f"Planning backwards ({g['kind']} {g['raw']}): the best layout at each GPU count")
+        for sc in p.scan:
+            if sc.best is None:
+                out.append(f"  {sc.n_gpus:>7}  nothing fits")
+                continue
+            m = sc.best.metrics
+            days = f"{m['train_time'] / DAY:8.1f} day" if "train_time" in m else ""
+            cost = f"{m['total_cost']:>14,.0f} USD" if "total_cost" in m else ""
+            tps = f"{m.get('tokens_per_second', 0):>12,.0f} token/s"
+            mark = "  <- chosen" if sc.n_gpus == g.get("chosen_gpus") else ("  meets" if sc.meets else "")
+            out.append(f"  {sc.n_gpus:>7}  {sc.best.label():<48} {sc.best.step_time:8.4g} s {tps} {days} {cost}{mark}")
+    out.append("")
+    if p.rows:
+        out.append(_table(p.rows))
+        best = p.rows[0]
+        if best.step_parts:
+            out.append("")
+            out.append(f"Step time of #1 ({best.step_time:.4g} s):  " + ", ".join(
+                f"{k} {v:.3g} s" for k, v in best.step_parts.items() if v > 0))
+            out.append(f"Memory of #1 ({best.memory / GB:.4g} GB):  " + ", ".join(
+                f"{k} {v / GB:.3g} GB" for k, v in best.memory_parts.items()))
+        out.append("")
+        out.append(f"Re-check #1: {best.command}")
+    else:
+        out.append(p.message)
+        if p.closest:
+            out.append("")
+            out.append("Closest layouts (by memory):")
+            out.append(_table(p.closest))
+    if p.rejected:
+        out.append("")
+        out.append("Rejected:")
+        for reason, n in sorted(p.rejected.items(), key=lambda kv: -kv[1]):
+            out.append(f"  {n:>12,} layouts: {reason}")
+    for n in p.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def _row_dict(r) -> dict:
+    return {"rank": r.rank, "label": r.label(), "layout": r.layout, "options": r.options,
+            "step_time_s": r.step_time, "memory_per_gpu_bytes": r.memory, "fits": r.fits,
+            "memory_parts_bytes": r.memory_parts, "step_parts_s": r.step_parts,
+            "largest_memory_part": r.largest_memory_part[0] if r.largest_memory_part else None,
+            "metrics": {**r.metrics, **({"train_days": r.metrics["train_time"] / DAY} if "train_time" in r.metrics else {}),
+                        **({"gpu_hours_h": r.metrics["gpu_hours"] / HOUR} if "gpu_hours" in r.metrics else {})},
+            "command": r.command}
+
+
+def plan_dict(p) -> dict:
+    return {
+        "model": p.model, "hardware": p.hardware, "n_gpus": p.n_gpus, "by": p.by,
+        "global_batch_size": p.global_batch_size, "seq_len": p.seq_len,
+        "counts": {"searched": p.searched, "valid": p.valid, "inside_bounds": p.evaluated_ok, "fitting": p.fitting},
+        "rejected": p.rejected, "memory_limit_bytes": p.memory_limit, "gpu_memory_bytes": p.gpu_memory,
+        "memory_headroom_bytes": p.memory_headroom, "option_combinations": p.combos, "seconds": p.seconds,
+        "given": p.given, "searched_options": p.searched_options,
+        "rows": [_row_dict(r) for r in p.rows], "message": p.message,
+        "closest": [_row_dict(r) for r in p.closest],
+        "goal": p.goal,
+        "scan": [{"n_gpus": sc.n_gpus, "fitting": sc.fitting, "searched": sc.searched, "meets": sc.meets,
+                  "best": _row_dict(sc.best) if sc.best else None} for sc in p.scan],
+    }
+
+
+def plan_csv(p, path) -> None:
+    path = check_target(path, "--csv")
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    header = ["rank", "tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus", "zero_stage",
+              "recompute", "sequence_parallel", "pipeline_schedule", "step_time [s]", "total_memory_per_gpu [GB]",
+              "largest_memory_part", "tokens_per_second [token/s]", "mfu [%]", "train_time [day]",
+              "gpu_hours [hour]", "total_cost [USD]"]
+    w.writerow(header)
+    for r in p.rows:
+        m, lay, o = r.metrics, r.layout, r.options
+        part = r.largest_memory_part
+        w.writerow([r.rank, lay["tp"], lay["pp"], lay["cp"], lay["dp"], lay.get("ep", 1), lay["micro_batch_size"],
+                    lay["virtual_stages"], lay["n_gpus"], o["zero_stage"], o["recompute"], o["sequence_parallel"],
+                    o["pipeline_schedule"], f"{r.step_time:.9g}", f"{r.memory / GB:.9g}", part[0] if part else "",
+                    _g(m.get("tokens_per_second")), _g(m.get("mfu"), 100), _g(m.get("train_time"), 1 / DAY),
+                    _g(m.get("gpu_hours"), 1 / HOUR), _g(m.get("total_cost"))])
+    write_file(path, buf.getvalue(), "--csv")
+
+
+def _g(v, scale=1.0) -> str:
+    return "" if v is None else f"{v * scale:.9g}"
+
+
+def plan_html(p) -> str:
+    cells = [_cells(r) for r in (p.rows or p.closest)]
+    cols = [c for c in COLUMNS if any(x[c] for x in cells)]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(x[c])}</td>" for c in cols) + "</tr>" for x in cells)
+    caption = html.escape(f"{p.model} on {p.n_gpus} x {p.hardware}: {p.searched:,} searched, {p.valid:,} valid, "
+                          f"{p.fitting:,} fit")
+    msg = f"<p>{html.escape(p.message)}</p>" if p.message else ""
+    return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{msg}"
+
+
+def plan_plot(p, path, dpi: int = 110) -> None:
+    """Three panels: the fitting layouts' step time against memory per GPU with the Pareto
+    front (fastest for its memory), the top layouts' memory breakdown and their step-time
+    breakdown as stacked bars."""
+    path = check_target(path, "--plot")
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise QueryError(f"cannot plot to {path.name}: the file must end in .png, .svg or .pdf")
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5), layout="constrained")
+    try:
+        ax = axes[0]
+        st, mem = np.asarray(p.pareto.get("step_time", [])), np.asarray(p.pareto.get("memory", [])) / GB
+        if len(st):
+            ax.scatter(mem, st, s=4, alpha=0.3, color="#7f7f7f", label=f"{len(st):,} fitting layouts")
+            order = np.argsort(mem, kind="stable")
+            front = np.minimum.accumulate(st[order])
+            keep = np.r_[True, front[1:] < front[:-1]]
+            ax.step(mem[order][keep], front[keep], where="post", color="#d62728", label="Pareto front")
+            ax.axvline(p.memory_limit / GB, color="#444444", ls="--", lw=1, label="memory limit")
+            ax.set_yscale("log")
+            ax.legend(fontsize=8)
+        ax.set_xlabel("total_memory_per_gpu [GB]")
+        ax.set_ylabel("step_time [s]")
+        ax.set_title("step time against memory")
+        rows = p.rows or p.closest
+        labels = [f"#{r.rank}" for r in rows]
+        for ax, attr, scale, unit, title in ((axes[1], "memory_parts", GB, "GB", "memory per GPU"),
+                                             (axes[2], "step_parts", 1.0, "s", "step time")):
+            bottom = np.zeros(len(rows))
+            names = []
+            for r in rows:
+                names += [n for n in getattr(r, attr) if n not in names]
+            for n in names:
+                vals = np.array([getattr(r, attr).get(n, 0.0) / scale for r in rows])
+                ax.bar(labels, vals, bottom=bottom, label=n)
+                bottom += vals
+            ax.set_ylabel(unit)
+            ax.set_title(f"{title} of the top layouts")
+            if names:
+                ax.legend(fontsize=7)
+        fig.suptitle(f"{p.model} on {p.n_gpus} x {p.hardware}", fontsize=11)
+        write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
+    finally:
+        plt.close(fig)

@@ -1,0 +1,237 @@
+"""symcalc plan (issue 13): the layout space and its rules, the vectorised search against a
+brute-force loop of symcalc.solve, the command line, and the published layouts.
+
+Every search here fixes the searched options to one or two combinations, so the suite's cold
+cache solves few derivations (each ~2-3 s the first time); benchmarks/planner.py times the
+whole search.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import symcalc
+from symcalc.planner.space import Shape, enumerate_space
+
+ROOT = Path(__file__).resolve().parent.parent
+ONE = {"zero_stage": "1", "recompute": "full", "sequence_parallel": "false", "pipeline_schedule": "1f1b"}
+
+
+# -- the space --------------------------------------------------------------------------------------
+
+def test_rules_count_every_layout_once_as_a_plain_loop_does():
+    """8 GPUs, 4 heads, 2 KV heads, 6 layers, seq 16, batch 8: the space is every ordered
+    tp x pp x cp x dp = 8 (C(6, 3) = 20 of them), x micro-batches {1, 2, 4, 8}, x v in 1..3,
+    x 2 ZeRO stages: 20 x 4 x 3 x 2 = 480. The same rules written out as a plain loop, first
+    failing rule counted, must give the same valid set and the same counts."""
+    s = Shape(n_gpus=8, gpus_per_node=4, n_heads=4, n_kv_heads=2, n_layers=6, seq_len=16, global_batch_size=8,
+              uneven_pp=False, max_micro_batch=8, max_virtual_stages=3)
+    space = enumerate_space(s, options={"zero_stage": ("0", "1"), "recompute": ("full",),
+                                        "sequence_parallel": ("false",)})
+    assert space.total == 480
+    counts, valid = {}, set()
+    for tp, pp, cp in itertools.product([1, 2, 4, 8], repeat=3):
+        if 8 % (tp * pp * cp):
+            continue
+        dp = 8 // (tp * pp * cp)
+        for mbs, v, z in itertools.product([1, 2, 4, 8], [1, 2, 3], [0, 1]):
+            why = ("tp_heads" if 4 % tp else "tp_kv_heads" if 2 % tp else "tp_node" if tp > 4
+                   else "pp_layers" if 6 % pp else "cp_seq" if 16 % cp else "dp_batch" if 8 % dp
+                   else "mbs_replica" if (8 // dp) % mbs else "interleaved_pp" if v > 1 and pp == 1
+                   else "interleaved_layers" if (6 // pp) % v
+                   else "interleaved_microbatches" if v > 1 and (8 // (dp * mbs)) % pp
+                   else "zero_dp" if z and dp * cp == 1 else None)
+            if why:
+                counts[why] = counts.get(why, 0) + 1
+            else:
+                valid.add((tp, pp, cp, dp, mbs, v, z))
+    c = space.columns
+    got = set(zip(*(c[k].tolist() for k in ("tp", "pp", "cp", "dp", "micro_batch_size", "virtual_stages",
+                                               "zero_stage")), strict=True))
+    assert got == valid
+    assert {k: v for k, v in space.rejected.items() if v} == counts
+    assert space.size + sum(space.rejected.values()) == 480
+
+
+def test_uneven_pipeline_rule_admits_llama3_405b_split():
+    """126 layers: pp = 16 (16 x 8 = 128 slots, 2 empty: Llama 3's split) is valid, pp = 5
+    (5 x 26 = 130, 4 empty) is not; with uneven_pp=False neither is."""
+    from symcalc.planner.space import pp_splits_layers
+    s = Shape(n_gpus=16384, gpus_per_node=8, n_heads=128, n_kv_heads=8, n_layers=126, seq_len=8192,
+              global_batch_size=2048)
+    got = pp_splits_layers({"pp": np.array([16, 5, 2, 126, 128])}, s)
+    assert got.tolist() == [True, False, True, True, False]
+    even = Shape(**{**s.__dict__, "uneven_pp": False})
+    assert pp_splits_layers({"pp": np.array([16, 2])}, even).tolist() == [False, True]
+
+
+# -- the search against a brute-force loop ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return symcalc.plan("llama2-7b", "h100", 8, global_batch_size=16, options=dict(ONE), top=1000,
+                        tokens="2e12 token", gpu_hour_price="2 USD/hour")
+
+
+def test_vectorised_ranking_equals_a_loop_of_solve(small_plan):
+    """Every valid layout of Llama 2 7B on 8 H100s (batch 16, one option combination) asked
+    of symcalc.solve one by one (step_time and total_memory_per_gpu), kept when it fits in
+    80 GB - 8 GB, sorted by step time then memory: the same layouts, the same order, the same
+    values as the planner's arrays."""
+    p = small_plan
+    s = Shape(n_gpus=8, gpus_per_node=8, n_heads=32, n_kv_heads=32, n_layers=32, seq_len=4096, global_batch_size=16)
+    space = enumerate_space(s, fixed={"virtual_stages": [1]}, options={k: (v,) for k, v in ONE.items()
+                                                                         if k != "pipeline_schedule"})
+    c = space.columns
+    brute = []
+    for i in range(space.size):
+        given = {k: int(c[k][i]) for k in ("tp", "pp", "cp", "dp", "n_gpus", "micro_batch_size")}
+        given.update(global_batch_size=16, seq_len="4096 token")
+        kw = dict(model="llama2-7b", hardware="h100", options=dict(ONE), on_bounds="flag")
+        t = symcalc.solve("step_time", given, **kw)
+        m = symcalc.solve("total_memory_per_gpu", given, **kw)
+        mem = m.to("byte").magnitude
+        if mem <= 72e9 and not t.violations and not m.violations:
+            brute.append((t.to("s").magnitude, mem, tuple(given[k] for k in ("tp", "pp", "cp", "dp", "micro_batch_size"))))
+    brute.sort(key=lambda x: (x[0], x[1]))
+    assert p.fitting == len(brute) and len(p.rows) == len(brute) > 10
+    for row, (t, mem, _) in zip(p.rows, brute, strict=True):
+        assert row.step_time == pytest.approx(t, rel=1e-9)
+        assert row.memory == pytest.approx(mem, rel=1e-9)
+    # the order is the brute force's up to ties in both keys
+    np.testing.assert_allclose([(r.step_time, r.memory) for r in p.rows], [(t, m) for t, m, _ in brute], rtol=1e-9)
+    assert {tuple(r.layout[k] for k in ("tp", "pp", "cp", "dp", "micro_batch_size")) for r in p.rows} \
+        == {lay for _, _, lay in brute}
+
+
+def test_metrics_by_hand(small_plan):
+    """#1's tokens/s = 16 x 4096 / step; days = 2e12 / that / 86400; GPU-hours = 8 x days x 24;
+    cost = 2 USD x GPU-hours; MFU = 6 N tokens/s / (8 x 989e12) with N about 6,738,415,616 (the
+    library counts N from the shapes: within 0.1 % of the published count)."""
+    r = small_plan.rows[0]
+    tps = 16 * 4096 / r.step_time
+    assert r.metrics["tokens_per_second"] == pytest.approx(tps, rel=1e-12)
+    assert r.metrics["train_time"] == pytest.approx(2e12 / tps, rel=1e-12)
+    assert r.metrics["gpu_hours"] / 3600 == pytest.approx(8 * 2e12 / tps / 3600, rel=1e-12)
+    assert r.metrics["total_cost"] == pytest.approx(2 * 8 * 2e12 / tps / 3600, rel=1e-12)
+    assert r.metrics["mfu"] == pytest.approx(6 * 6738415616 * tps / (8 * 989e12), rel=1e-3)
+    part = r.largest_memory_part
+    assert part[1] == max(r.memory_parts.values()) and sum(r.memory_parts.values()) == pytest.approx(r.memory)
+    assert sum(r.step_parts.values()) == pytest.approx(r.step_time, rel=1e-9)
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+PLAN = ["plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--global-batch-size", "16",
+        *itertools.chain.from_iterable(("--option", f"{k}={v}") for k, v in ONE.items())]
+
+
+def test_cli_text_json_and_recheck(cli, small_plan):
+    run = cli(*PLAN, "--top", "3")
+    assert run.code == 0, run.err
+    assert f"{small_plan.fitting:,} fit in 72 GB" in run.out and "Rejected:" in run.out
+    j = cli(*PLAN, "--top", "3", "--json").json()
+    assert j["counts"]["fitting"] == small_plan.fitting
+    best = j["rows"][0]
+    assert best["step_time_s"] == pytest.approx(small_plan.rows[0].step_time, rel=1e-12)
+    # the command it prints is symcalc solve's, and gives the same step time
+    args = best["command"].split()
+    assert args[:3] == ["symcalc", "solve", "step_time"]
+    import shlex
+    again = cli(*shlex.split(best["command"])[1:], "--json").json()
+    assert again["value"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_cli_explain_prints_symcalc_solves_derivation(cli, small_plan, tmp_path):
+    tex = tmp_path / "best.tex"
+    run = cli(*PLAN, "--explain", "1", "--latex", str(tex))
+    assert run.code == 0, run.err
+    r = symcalc.solve("step_time", {**small_plan.rows[0].layout, "global_batch_size": 16, "seq_len": "4096 token"},
+                      model="llama2-7b", hardware="h100", options=dict(ONE))
+    assert r.text().splitlines()[0] in run.out and "Derivation" in run.out
+    assert "total_memory_per_gpu =" in run.out
+    assert tex.read_text().startswith("\\documentclass")
+
+
+def test_cli_errors_are_one_line(cli):
+    run = cli("plan", "--model", "llama3-7b", "--hardware", "h100", "--gpus", "8")
+    assert run.code == 2 and len(run.err.strip().splitlines()) == 1
+    assert "Did you mean" in run.err and "llama3-8b" in run.err
+    run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--json", "--by", "cost",
+              "--global-batch-size", "16")
+    assert run.code == 2 and json.loads(run.out)["error"]["message"].startswith("--by cost needs")
+
+
+def test_nothing_fits_says_what_is_closest_and_what_would_fit(cli):
+    """Llama 2 70B on 8 H100s with ZeRO-1 fixed: weights alone (70e9 x 2 B / 8 = 17 GB) and 16 B
+    of ZeRO-1 states... do not fit in 72 GB; the message names the closest layout, its
+    overshoot and largest part, and a GPU count that fits."""
+    run = cli("plan", "--model", "llama2-70b", "--hardware", "h100", "--gpus", "8", "--global-batch-size", "16",
+              *itertools.chain.from_iterable(("--option", f"{k}={v}") for k, v in ONE.items()))
+    assert run.code == 1
+    assert "nothing fits on 8 GPUs" in run.out and "the closest layout" in run.out and "GB over" in run.out
+    assert "ZeRO-3" in run.out and "GPUs (best there:" in run.out
+
+
+def test_deadline_picks_the_fewest_gpus(small_plan):
+    """Llama 2 7B, 2T tokens, counts 8 and 16: the fewest GPUs whose best layout trains within
+    a deadline set between the two counts' best times."""
+    t8 = small_plan.rows[0].metrics["train_time"]
+    p = symcalc.plan("llama2-7b", "h100", "8,16", global_batch_size=16, options=dict(ONE), tokens="2e12 token",
+                     deadline=f"{t8 * 0.8} s")
+    by_n = {sc.n_gpus: sc for sc in p.scan}
+    assert by_n[8].best.metrics["train_time"] == pytest.approx(t8, rel=1e-12) and not by_n[8].meets
+    assert by_n[16].meets and p.goal["chosen_gpus"] == 16 and p.n_gpus == 16
+    assert p.rows[0].metrics["train_time"] <= t8 * 0.8
+
+
+def test_plot_csv_html(small_plan, tmp_path):
+    import matplotlib.image
+    png, csv = tmp_path / "plan.png", tmp_path / "plan.csv"
+    small_plan.plot(str(png))
+    img = matplotlib.image.imread(str(png))
+    assert img.shape[0] > 300 and img.shape[1] > 1000 and img[..., :3].std() > 0.05   # drawn, not blank
+    small_plan.to_csv(str(csv))
+    lines = csv.read_text().splitlines()
+    assert len(lines) == 1 + len(small_plan.rows) and lines[0].startswith("rank,tp,pp")
+    assert float(lines[1].split(",")[13]) == pytest.approx(small_plan.rows[0].step_time, rel=1e-8)
+    html = small_plan._repr_html_()
+    assert html.startswith("<table>") and small_plan.rows[0].label() in html
+
+
+# -- against practice ---------------------------------------------------------------------------------
+
+def _fit_module():
+    spec = importlib.util.spec_from_file_location("calibration_fit", ROOT / "calibration" / "fit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_published_layout_is_a_valid_fitting_layout():
+    """Each run of published_runs.toml (eleven with a layout): plan the same shapes, GPUs and
+    batch under the run's options; its tp, pp, dp (cp 1), micro-batch and virtual stages are
+    among the valid layouts that fit."""
+    fit = _fit_module()
+    runs = fit.questions(fit.load(), fit.load_configs())
+    assert len(runs) == 11
+    for run in runs:
+        g = dict(run["given"])
+        opts = dict(run["options"])
+        v = int(g.pop("virtual_stages", 1))
+        opts.setdefault("zero_stage", "0")
+        opts.setdefault("sequence_parallel", "false")
+        opts["pipeline_schedule"] = "interleaved" if v > 1 else "1f1b"
+        shapes = {k: g[k] for k in ("d_model", "n_layers", "n_heads", "vocab_size")}
+        p = symcalc.plan(None, run["hardware"], int(g["n_gpus"]), global_batch_size=int(g["global_batch_size"]),
+                         seq_len=g["seq_len"], options=opts, top=1, **shapes)
+        a = p.pareto
+        hit = ((a["tp"] == g["tp"]) & (a["pp"] == g["pp"]) & (a["dp"] == g["dp"]) & (a["cp"] == 1)
+               & (a["micro_batch_size"] == g["micro_batch_size"]) & (a["virtual_stages"] == v))
+        assert hit.sum() == 1, (run["id"], p.fitting, p.rejected)
