@@ -56,22 +56,32 @@ class _Builder:
         self.target = route.target
         zero = {library.quantities[q].symbol: sympy.Integer(0) for q, v in constants.items() if v == 0}
         # solved quantity -> its closed form in the knowns (first root); None once composing it
-        # took too long (blocks are then tested for independence in their own inputs)
+        # took too long (blocks are then tested for independence in their own inputs). Composed
+        # only when a block needs it (most routes have none, and composing through the step-time
+        # model's 60 steps was three quarters of building its derivation)
         self._in_knowns: dict | None = {}
+        self._to_compose: list[SolvedStep] = []
         self.steps: list[SolvedStep] = []
         before = budget.expirations
         for step in route.steps:
             solved = self._solve_step(step, zero)
             self.steps.append(solved)
-            if solved.candidates and solved.method != Method.ALGORITHM and self._in_knowns is not None:
-                with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
-                    for name, expr in solved.candidates[0].items():
-                        composed = expr.subs(self._in_knowns)
-                        if _small(composed):    # else it stays an intermediate for what follows
-                            self._in_knowns[self._sym(name)] = composed
-                if limit.expired:
-                    self._in_knowns = None
+            if solved.candidates and solved.method != Method.ALGORITHM:
+                self._to_compose.append(solved)
         self.degraded = budget.expirations != before
+
+    def _knowns(self) -> dict:
+        """Each quantity solved so far in terms of the knowns (as far as composing got in time)."""
+        while self._to_compose and self._in_knowns is not None:
+            solved = self._to_compose.pop(0)
+            with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
+                for name, expr in solved.candidates[0].items():
+                    composed = expr.subs(self._in_knowns)
+                    if _small(composed):    # else it stays an intermediate for what follows
+                        self._in_knowns[self._sym(name)] = composed
+            if limit.expired:
+                self._in_knowns = None
+        return self._in_knowns or {}
 
     # -- building -------------------------------------------------------------------------
     def _sym(self, name: str) -> sympy.Symbol:
@@ -130,7 +140,7 @@ class _Builder:
             equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
             # Test independence in the knowns themselves: an input derived earlier (R = D/T) can
             # make the block singular (C = fpt D, A = fpt R, C = A T) though it looks regular.
-            known = self._in_knowns or {}
+            known = self._knowns()
             in_knowns = tuple((lhs.subs(known), rhs.subs(known)) for lhs, rhs in equations)
             dependent = dependent_equation(in_knowns, xs)
             if dependent is not None:
