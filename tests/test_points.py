@@ -62,3 +62,35 @@ def test_arrays_that_do_not_make_one_grid_are_refused_naming_them():
         r.points(n_params=np.full(3, 7e9), n_tokens=(np.full(4, 1e12), "token"), n_gpus=64, mfu=0.4,
                  peak_flops=(989e12, "FLOP/s"))
     assert "n_params (3,)" in str(e.value) and "n_tokens (4,)" in str(e.value)
+
+
+def test_several_quantities_of_one_question_come_from_one_pass():
+    # mfu from observed throughput: mfu = 6 N R / (n x peak), with the cluster's achieved FLOP/s
+    # = 6 N R on the way; asking for it too gives it from the same evaluation, in PFLOP/s
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64,
+                      peak_flops="1979 TFLOP/s")
+    rate = np.array([1e5, 2e5, 4e5])
+    p = r.points(also=("achieved_flops_cluster", "mfu"), n_params=np.full(3, 7e9),
+                 tokens_per_second=(rate, "token/s"), n_gpus=np.full(3, 64), peak_flops=(np.full(3, 1979e12), "FLOP/s"))
+    flops, unit = p.also["achieved_flops_cluster"]
+    assert unit == "PFLOP/s"
+    np.testing.assert_allclose(flops, 6 * 7e9 * rate / 1e15, rtol=1e-12)
+    np.testing.assert_allclose(p.also["mfu"][0], p.value, rtol=1e-12)       # mfu's own unit: %
+    np.testing.assert_allclose(p.value, 6 * 7e9 * rate / (64 * 1979e12) * 100, rtol=1e-12)
+    with pytest.raises(QueryError, match="not computed by this derivation"):
+        r.points(also=("gpu_memory",), n_params=7e9, tokens_per_second=(rate, "token/s"), n_gpus=64,
+                 peak_flops=(1979e12, "FLOP/s"))
+
+
+@pytest.mark.parametrize("size", [10, 200_000])
+def test_each_quantity_leaving_its_bounds_is_named_where_it_does(size):
+    # the same grid through the general evaluator (small) and the sweep path (large): mfu above
+    # 100 % at the points where 6 N R > n x peak, i.e. R > 64 x 1979e12 / 4.2e10 = 3.0156e6 token/s
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64,
+                      peak_flops="1979 TFLOP/s")
+    rate = np.linspace(1e6, 5e6, size)
+    p = r.points(n_params=np.full(size, 7e9), tokens_per_second=(rate, "token/s"), n_gpus=np.full(size, 64),
+                 peak_flops=(np.full(size, 1979e12), "FLOP/s"))
+    over = rate > 64 * 1979e12 / (6 * 7e9)
+    assert 0 < over.sum() < size
+    assert set(p.outside) == {"mfu"} and (p.outside["mfu"] == over).all() and (p.inside == ~over).all()

@@ -9,7 +9,7 @@ the question again through the solver, which reuses the cached derivation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pint
@@ -63,23 +63,50 @@ class Points:
     ``value``: the answer in ``unit`` (NaN where the formulas give none); ``inside``: every
     given and computed value of the point lies in its quantity's bounds (whole where it must
     be) and is finite; ``fits``: the answer is within its capacity (``fits_in``, when that is
-    known: per-GPU memory in gpu_memory), else all True; ``ok``: both."""
+    known: per-GPU memory in gpu_memory), else all True; ``ok``: both.
+
+    ``outside``: for each computed quantity that leaves its bounds at some point, where it
+    does (finite values only: a point with no value at all is NaN in ``value``).
+    ``capacity``: the capacity the answer must fit in, in ``unit`` (broadcast), or None.
+    ``also``: other quantities of the same derivation asked for, {name: (values in their
+    display unit, unit)}; the target asked for itself is its exact (unrounded) value."""
 
     value: np.ndarray
     unit: str
     inside: np.ndarray
     fits: np.ndarray
+    outside: dict[str, np.ndarray] = field(default_factory=dict)
+    capacity: np.ndarray | None = None
+    also: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> np.ndarray:
         return self.inside & self.fits
 
 
-def points(result, values: dict) -> Points:
+def points(result, values: dict, also: tuple[str, ...] = ()) -> Points:
     """``result``'s derivation at every point of ``values`` (the knowns given to ``result``, as
     arrays), never refusing a grid because some of its points leave their bounds: those are
-    marked in the masks instead. Raises TypeError when the values are not the ones given to
-    ``result``; DimensionError and the like for values that cannot be read at all."""
+    marked in the masks instead.
+
+    Parameters
+    ----------
+    result : the Result whose derivation runs (its knowns are the names of ``values``).
+    values : name -> array (or scalar, or (array, unit)), broadcasting to one grid.
+    also : other quantities of the derivation to return over the grid (several targets of one
+        question in one pass); the target itself gives its exact value.
+
+    Returns
+    -------
+    Points. One pass of the compiled steps: the sweep path (fused, chunked, memory flat) for
+    large grids, the general evaluator (every step's values) for small ones and for ``also``;
+    the per-quantity ``outside`` masks are computed for the failing points only.
+
+    Raises
+    ------
+    TypeError when the values are not the ones given to ``result``; QueryError when they do not
+    broadcast or ``also`` names a quantity the derivation does not compute; DimensionError and
+    the like for values that cannot be read at all."""
     typed = {n for n, g in result.given.items() if not g.origin}
     names = [result.library.quantity(n).name for n in values]
     if set(names) != typed:
@@ -96,39 +123,77 @@ def points(result, values: dict) -> Points:
     # below MIN_SIZE points the general evaluator costs about the same as the sweep path, and
     # it needs no sweep program (whose first build for a derivation, ~1 s for the step time,
     # would dominate a planner's many small groups of layouts), as in function()
-    swept = None if np.prod(shape) < MIN_SIZE else \
+    computed = {n for s in result.derivation.steps for n in s.unknowns}
+    unknown = [n for n in also if result.library.quantity(n).name not in computed]
+    if unknown:
+        raise QueryError(f"{', '.join(unknown)}: not computed by this derivation (it computes "
+                         f"{', '.join(sorted(computed))})")
+    also = tuple(result.library.quantity(n).name for n in also)
+    swept = None if also or np.prod(shape) < MIN_SIZE else \
         sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
+    extra: dict[str, tuple[np.ndarray, str]] = {}
     if swept is None:
-        swept = _general_masked(result, magnitudes)
-    value, inside = swept
+        value, inside, outside, extra = _general_masked(result, magnitudes, also)
+    else:
+        value, inside = swept
+        outside = {}
+        if not np.all(inside):     # which quantities fail, for the failing points only
+            outside = _outside_at(result, magnitudes, ~np.broadcast_to(inside, value.shape))
     inside = np.broadcast_to(inside, value.shape)
     fits = np.ones(value.shape, dtype=bool)
+    capacity = None
     cap_name = result.quantity.fits_in
     if cap_name and cap_name in magnitudes:
-        cap = np.asarray(magnitudes[cap_name], dtype=float) / result.factor
+        capacity = np.broadcast_to(np.asarray(magnitudes[cap_name], dtype=float) / result.factor, value.shape)
         with np.errstate(invalid="ignore"):
-            fits = np.broadcast_to(value <= cap * (1 + 1e-12), value.shape)
-    return Points(value=value, unit=result.unit, inside=inside, fits=fits)
+            fits = value <= capacity * (1 + 1e-12)
+    return Points(value=value, unit=result.unit, inside=inside, fits=fits, outside=outside, capacity=capacity,
+                  also=extra)
 
 
-def _general_masked(result, magnitudes: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The general evaluator for a derivation the sweep path cannot take (numeric steps),
-    with the same mask: every computed value inside its bounds."""
+def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = ()):
+    """The general evaluator (every step's compiled functions, numeric steps included), with
+    the same mask as the sweep path: every computed value inside its bounds. Returns (value,
+    inside, {quantity: where it is finite but outside its bounds}, {also name: (values, unit)})."""
     derivation = result.derivation
     env = {**{k: d["magnitude"] for k, d in result.defaults_used.items() if "magnitude" in d}, **magnitudes}
     with np.errstate(all="ignore"):
         ev = derivation.evaluate(env)
-        value = np.asarray(ev.values[result.target], dtype=float)
-        if result.quantity.whole:
-            value = np.asarray(round_whole(value, result.rounding), dtype=float)
+        exact = np.asarray(ev.values[result.target], dtype=float)
+        value = np.asarray(round_whole(exact, result.rounding), dtype=float) if result.quantity.whole else exact
         inside = np.ones(value.shape, dtype=bool)
+        outside = {}
         for s in derivation.steps:
             for name in s.unknowns:
                 q = result.library.quantities[name]
                 if q.kind != "text":
                     v = np.asarray(ev.values[name], dtype=float)
-                    inside = inside & np.broadcast_to(q.domain.contains(v) & np.isfinite(v), value.shape)
-    return value / result.factor, inside
+                    within = q.domain.contains(v)
+                    finite = np.isfinite(v)
+                    inside = inside & np.broadcast_to(within & finite, value.shape)
+                    bad = np.broadcast_to(finite & ~within, value.shape)
+                    if bad.any():
+                        outside[name] = bad
+    extra = {}
+    for name in also:
+        q = result.library.quantities[name]
+        factor, unit = (result.factor, result.unit) if name == result.target else (q.factor, q.display_unit)
+        extra[name] = (np.broadcast_to(np.asarray(ev.values[name], dtype=float), value.shape) / factor, unit)
+    return value / result.factor, inside, outside, extra
+
+
+def _outside_at(result, magnitudes: dict, where: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-quantity ``outside`` masks, by the general evaluator run on the points
+    ``where`` selects only (a mixed grid's failing points: usually few)."""
+    shape = where.shape
+    sub = {n: (np.broadcast_to(np.asarray(m), shape)[where] if np.ndim(m) else m) for n, m in magnitudes.items()}
+    _, _, outside_sub, _ = _general_masked(result, sub)
+    out = {}
+    for name, bad in outside_sub.items():
+        full = np.zeros(shape, dtype=bool)
+        full[where] = bad
+        out[name] = full
+    return out
 
 
 def _magnitudes(result, values: dict, arrays: dict, strict: bool = False):

@@ -31,13 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from symcalc.engine.fastpath import MIN_SIZE
 from symcalc.errors import QueryError, SymcalcError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.outfile import write_file
-from symcalc.query import reuse
 from symcalc.query.results import Result, sentences
 from symcalc.query.solve import out_of_bounds, over_capacity, solve
 from symcalc.query.values import read_value
@@ -196,34 +194,42 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         dims[i] = -1
         grid[a.name] = (a.values.reshape(dims), a.unit)
     kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
-    fast = _fast(tq.name, fixed, grid, axes, shape, kw)
-    reasons: list[str]
-    if fast is not None:
-        # the sweep path checked every step's bounds and found them all kept
-        r, vals = fast
-        exact, feasible, reasons = None, np.isfinite(vals), []
+    template = _template(tq.name, fixed, axes, kw)
+    if template is not None and template.quantity.kind != "text":
+        # the first point's derivation over the whole grid, masked (Result.points: the sweep
+        # path for large grids, the general evaluator for small ones; never refused)
+        r = template
+        p = r.points(also=(tq.name,) if tq.whole else (), **fixed, **grid)
+        vals = np.array(np.broadcast_to(p.value, shape), dtype=float)
+        exact = np.array(np.broadcast_to(p.also[tq.name][0], shape), dtype=float) if tq.whole else None
+        outside = {name: np.broadcast_to(bad, shape) for name, bad in p.outside.items()}
+        capacity_values = None if p.capacity is None else np.broadcast_to(p.capacity, shape)
+        over = None if p.capacity is None else np.broadcast_to(~p.fits & np.isfinite(vals), shape)
     else:
+        # no first point to take the derivation from (it has no solution there, or a text
+        # answer): solve() over the arrays says what holds where
         r = solve(tq.name, {**fixed, **grid}, on_bounds="flag", **kw)
         vals = np.broadcast_to(np.asarray(r.value, dtype=float), shape).copy()
         exact = np.broadcast_to(np.asarray(r.exact, dtype=float), shape).copy() if tq.whole else None
-        feasible = np.isfinite(vals)
-        reasons = []
-        if not feasible.all():
-            reasons.append(f"{int((~feasible).sum())} points have no solution")
-        for _, name, q, _, _, _, bad in out_of_bounds(lib, r.derivation.steps, r.values):
-            # points with no value at all are counted above, not as leaving a bound
-            bad = np.broadcast_to(bad & np.isfinite(np.asarray(r.values[name], dtype=float)), shape)
-            if bad.any():
-                reasons.append(f"{name} leaves its bounds {q.domain} at {int(bad.sum())} points")
-                feasible &= ~bad
+        outside = {name: np.broadcast_to(bad & np.isfinite(np.asarray(r.values[name], dtype=float)), shape)
+                   for _, name, _, _, _, _, bad in out_of_bounds(lib, r.derivation.steps, r.values)}
+        cap = over_capacity(lib, tq, vals * r.factor, r.given)
+        capacity_values = None if cap is None else np.broadcast_to(np.asarray(cap[1], dtype=float) / r.factor, shape)
+        over = None if cap is None else np.broadcast_to(cap[2], shape)
+    feasible = np.isfinite(vals)
+    reasons: list[str] = []
+    if not feasible.all():
+        reasons.append(f"{int((~feasible).sum())} points have no solution")
+    for name, bad in outside.items():
+        # points with no value at all are counted above, not as leaving a bound
+        if bad.any():
+            reasons.append(f"{name} leaves its bounds {lib.quantities[name].domain} at {int(bad.sum())} points")
+            feasible &= ~bad
     capacity = None
-    cap = over_capacity(lib, tq, vals * r.factor, r.given)
-    if cap is not None:
-        name, cap_value, over = cap
-        over = np.broadcast_to(over, shape)
-        capacity = (name, float(np.min(cap_value)) / r.factor)
+    if capacity_values is not None and over is not None:
+        capacity = (tq.fits_in, float(np.min(capacity_values)))
         if over.any():
-            reasons.append(f"{tq.name} exceeds {name} = {with_unit(capacity[1], r.unit)} at {int(over.sum())} points")
+            reasons.append(f"{tq.name} exceeds {tq.fits_in} = {with_unit(capacity[1], r.unit)} at {int(over.sum())} points")
             feasible &= ~over
     # the capacity mask and its reason say where the target does not fit: not also a warning
     findings = [f for f in r.findings if not f.violation and not (capacity and f.kind == "over_capacity")]
@@ -231,23 +237,13 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
                  feasible=feasible, reasons=reasons, capacity=capacity, result=r, findings=findings)
 
 
-def _fast(target: str, fixed: dict, grid: dict, axes: list[Axis], shape: tuple, kw: dict):
-    """(the first point's result, the values over the grid) from the compiled sweep path of
-    :meth:`Result.function`, or None when the grid is small or anything needs the general path
-    (a bound left, a numeric step, several roots): then solve() with arrays says what."""
-    if math.prod(shape) < MIN_SIZE:
-        return None
+def _template(target: str, fixed: dict, axes: list[Axis], kw: dict) -> Result | None:
+    """The question at the grid's first point (its derivation is the sweep's), or None when
+    that point has no answer to take it from."""
     try:
-        first = solve(target, {**fixed, **{a.name: (a.values[0], a.unit) for a in axes}}, on_bounds="flag",
-                      conflicts=False, **kw)
-        if first.violations or first.quantity.kind == "text":
-            return None
-        out = reuse.sweep_path(first, {**fixed, **grid})
+        return solve(target, {**fixed, **{a.name: (a.values[0], a.unit) for a in axes}}, on_bounds="flag", **kw)
     except SymcalcError:
         return None
-    if out is None:
-        return None
-    return first, np.broadcast_to(np.asarray(out, dtype=float), shape).copy()
 
 
 def read_axis(q: QuantitySpec, spec: object) -> Axis:
