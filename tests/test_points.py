@@ -90,7 +90,7 @@ def test_each_quantity_leaving_its_bounds_is_named_where_it_does(size):
                       peak_flops="1979 TFLOP/s")
     rate = np.linspace(1e6, 5e6, size)
     p = r.points(n_params=np.full(size, 7e9), tokens_per_second=(rate, "token/s"), n_gpus=np.full(size, 64),
-                 peak_flops=(np.full(size, 1979e12), "FLOP/s"))
+                 peak_flops=(np.full(size, 1979e12), "FLOP/s"), outside=True)
     over = rate > 64 * 1979e12 / (6 * 7e9)
     assert 0 < over.sum() < size
     assert set(p.outside) == {"mfu"} and (p.outside["mfu"] == over).all() and (p.inside == ~over).all()

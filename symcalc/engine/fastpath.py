@@ -175,138 +175,133 @@ def sweep(derivation: Derivation, values: Mapping[str, object], target_whole: st
     """The target of ``derivation`` in its display unit (``factor`` base units each) for the
     known ``values`` (base-unit magnitudes: arrays or floats), or None to leave the question
     to the general path (see the module docstring for when). ``integral`` names values that
-    came as integer arrays: whole numbers without testing each element."""
+    came as integer arrays: whole numbers without testing each element. The strict mode of
+    :func:`evaluate`: the first point out of the ordinary ends it."""
+    got = evaluate(derivation, values, target_whole, factor, integral, strict=True)
+    return None if got is None else got[0]
+
+
+def sweep_masked(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
+                 factor: float, integral: frozenset[str] | set[str] = frozenset()
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The target over a grid where some points leave their bounds: (values in the display
+    unit, ``inside`` mask), or None when the derivation cannot be swept here. The masked mode
+    of :func:`evaluate`."""
+    return evaluate(derivation, values, target_whole, factor, integral, strict=False)
+
+
+def evaluate(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
+             factor: float, integral: frozenset[str] | set[str] = frozenset(), strict: bool = False
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The one chunked evaluator of the sweep path: (the target in the display unit over the
+    broadcast grid of ``values``, the ``inside`` mask), or None when the derivation cannot be
+    swept here (no steps, a numeric or algorithmic step, several roots).
+
+    A point is inside when every known of it lies in its quantity's bounds (exactly whole
+    where the quantity is whole, or it came as an integer array), every step whose bounds are
+    not proven from its formula's structure does too, and the answer (rounded when whole) is
+    finite and inside its bounds; the values at the other points are what the formulas give
+    there (NaN where undefined). When every step's bounds follow from its formula, the fused
+    expression runs (the general path's numbers to rounding) and only the knowns and the
+    answer are checked; else the general path's own step functions run, bitwise its numbers.
+    Chunk by chunk: a chunk whose values all pass costs two reductions per checked array (a
+    minimum and a maximum), and only a chunk with points outside pays for elementwise masks.
+
+    ``strict`` (Result.function): None as soon as anything is out of the ordinary, so that
+    the general path answers with its exact messages: a point outside, a floating-point error
+    (numpy reports every overflow, division by zero and invalid operation, so without one
+    every value is finite), fewer than MIN_SIZE points, a known the steps do not read outside
+    its bounds, a fused answer within EDGE of a finite bound or inputs whose ranges could
+    overflow a step of the general path (signs.interval), an answer that would not broadcast
+    like the general path's.
+
+    O(points x steps), memory flat in the number of points beyond the two outputs.
+    """
     prog = program(derivation)
     if prog is None or any(name not in values for name in prog.knowns):
         return None
     quantities = derivation.library.quantities
-    for name, v in values.items():     # given but not used by the steps: checked all the same
-        if name not in prog.knowns and _Bounds(quantities[name]).holds(np.asarray(v, dtype=float)) is None:
-            return None
-    chunks = _Chunks(prog.knowns, values, quantities, integral)
-    if not chunks.ok:
+    arrays = [np.asarray(values[n]) for n in prog.knowns]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    if not shape:
         return None
-    tq = quantities[prog.target]
+    size = math.prod(shape)
+    if strict:
+        if size < MIN_SIZE or any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
+            return None
+        for name, v in values.items():     # given but not used by the steps: checked all the same
+            q = quantities[name]
+            if name not in prog.knowns and _inside(v, q.domain, q.whole is not None) is not True:
+                return None
+    rows = max(1, CHUNK // max(1, size // shape[0]))
+    knowns = [(name, a, quantities[name].domain, quantities[name].whole is not None and name not in integral,
+               a.ndim == len(shape) and a.shape[0] == shape[0] > 1)
+              for name, a in zip(prog.knowns, arrays)]
+    checked = [(name, quantities[name].domain) for name in prog.checked if name != prog.target]
+    target_domain = quantities[prog.target].domain
+    # every step proven from its formula's structure: one fused expression (in the display
+    # unit), and only the knowns and the answer are checked
+    fused = prog.fused(factor) if prog.fused_expr is not None and not target_whole else None
+    if fused is not None:
+        target_domain = Interval(target_domain.lo / factor, target_domain.hi / factor,
+                                 target_domain.lo_open, target_domain.hi_open)
+    # strict and fused: the answer is scanned only when its bounds are not proven, and kept
+    # EDGE away from a finite bound; the inputs' ranges are kept for the overflow proof
+    edge = EDGE if strict and fused is not None else 0.0
+    scan_target = not (strict and fused is not None) or prog.target in prog.checked
+    ranges: dict[str, list[float]] = {name: [math.inf, -math.inf] for name in prog.knowns}
+    out = np.empty(shape)
+    mask = np.empty(shape, dtype=bool)
     errors = _FloatingPointErrors()
-    with np.errstate(all="call", call=errors):
-        if prog.fused_expr is not None:
-            target = None if prog.target not in prog.checked else _Bounds(tq, factor=factor, edge=EDGE, whole=False)
-            out = _run_fused(prog.fused(factor), chunks, target, errors)
-            if out is not None and not _in_range(prog, chunks.ranges):
-                return None
-        else:
-            out = _run_steps(prog, chunks, quantities, target_whole, factor, errors)
-    return out
-
-
-def _run_fused(fn: Callable, chunks: _Chunks, target: _Bounds | None,
-               errors: _FloatingPointErrors) -> np.ndarray | None:
-    """``target`` None: the answer's bounds are proven like every step's (no scan)."""
-    out = np.empty(chunks.shape)
-    for start, stop in chunks.spans():
-        args = chunks.cut(start, stop)
-        if args is None:
-            return None
-        value = fn(*args)
-        if errors.count or not chunks.fits(value, start, stop) or (target is not None and target.holds(value) is None):
-            return None
-        out[start:stop] = value
-    return None if errors.count else out
-
-
-def _run_steps(prog: Program, chunks: _Chunks, quantities, target_whole: str | None, factor: float,
-               errors: _FloatingPointErrors) -> np.ndarray | None:
-    """The general path's own step functions, chunk by chunk: bitwise its values."""
-    checked = [(name, _Bounds(quantities[name])) for name in prog.checked if name != prog.target]
-    exact = _Bounds(quantities[prog.target], whole=False)    # the answer, then (whole) rounded
-    out = np.empty(chunks.shape)
-    for start, stop in chunks.spans():
-        args = chunks.cut(start, stop)
-        if args is None:
-            return None
-        env: dict[str, Any] = dict(prog.constants)
-        env.update(zip(prog.knowns, args))
-        for fn, inputs, name in prog.steps:
-            env[name] = fn(*[env[x] for x in inputs])
-        value = env[prog.target]
-        if errors.count or not chunks.fits(value, start, stop) or exact.holds(value) is None:
-            return None
-        if any(bounds.holds(env[name]) is None for name, bounds in checked):
-            return None
-        if target_whole:
-            value = _rounded(value, target_whole)
-            if exact.holds(value) is None:
-                return None
-        np.divide(value, factor, out=out[start:stop])
-    return None if errors.count else out
-
-
-class _Chunks:
-    """The knowns cut into chunks along the first axis of their broadcast shape, each piece
-    checked against its quantity's bounds as it is cut (a known that does not vary along
-    that axis is checked once). Keeps each known's overall (min, max) for the range check.
-
-    Integer arrays (counts) are converted to float64 a chunk at a time, in the cache, as the
-    general path converts them whole: the same numbers, without a new array of 8 bytes a
-    point to fault in."""
-
-    def __init__(self, names: tuple[str, ...], values: Mapping[str, Any], quantities, integral=frozenset()):
-        arrays = [v if isinstance(v, np.ndarray) else np.float64(v) for v in (values[n] for n in names)]
-        self.ok = False
-        if any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
-            return
-        self.shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
-        size = math.prod(self.shape)
-        if not self.shape or size < MIN_SIZE:
-            return
-        self.rows = max(1, CHUNK // max(1, size // self.shape[0]))
-        self.template: list = []
-        self.sliced: list = []
-        self.ranges: dict[str, list[float]] = {}
-        for i, (name, a) in enumerate(zip(names, arrays)):
-            bounds = _Bounds(quantities[name], whole=False if name in integral else None)
-            if a.ndim == len(self.shape) and a.shape[0] == self.shape[0] > 1:
-                self.ranges[name] = r = [math.inf, -math.inf]
-                self.sliced.append((i, a, bounds, r, a.dtype != np.float64))
-                self.template.append(None)
+    with np.errstate(all="call", call=errors) if strict else np.errstate(all="ignore"):
+        for start in range(0, shape[0], rows):
+            stop = min(start + rows, shape[0])
+            piece = (stop - start, *shape[1:])
+            ok: Any = True      # an array only once some value of the chunk fails
+            env: dict[str, Any] = dict(prog.constants)
+            args = []
+            for name, a, domain, whole, sliced in knowns:
+                v = (a[start:stop] if sliced else a).astype(np.float64, copy=False)
+                ok = _and(ok, _inside(v, domain, whole, ranges[name] if strict else None))
+                if strict and ok is not True:
+                    return None
+                env[name] = v
+                args.append(v)
+            if fused is not None:
+                value = fused(*args)
+                if strict and not _full(value, piece):
+                    return None
+                value = np.broadcast_to(np.asarray(value, dtype=float), piece)
+                if scan_target:
+                    ok = _and(ok, _inside(value, target_domain, False, edge=edge))
+                out[start:stop] = value
             else:
-                a = a.astype(np.float64, copy=False)
-                seen = bounds.holds(a)
-                if seen is None:
-                    return
-                self.ranges[name] = list(seen)
-                self.template.append(a)
-        self.ok = True
-
-    def spans(self):
-        n = self.shape[0]
-        return ((start, min(start + self.rows, n)) for start in range(0, n, self.rows))
-
-    def cut(self, start: int, stop: int) -> list | None:
-        """The knowns' values for rows start:stop, or None if one fails its check.
-
-        _Bounds.holds, inlined: this runs for every known and chunk, ~500 times a sweep."""
-        args = self.template.copy()
-        for i, a, b, r, integer in self.sliced:
-            chunk = a[start:stop].astype(np.float64) if integer else a[start:stop]
-            lo, hi = _MIN(chunk, axis=None), _MAX(chunk, axis=None)
-            if not ((lo > b.lo if b.lo_open else lo >= b.lo) and (hi < b.hi if b.hi_open else hi <= b.hi)
-                    and hi < _INF and lo > _NEG_INF):
+                for fn, inputs, name in prog.steps:
+                    env[name] = fn(*[env[x] for x in inputs])
+                for name, domain in checked:
+                    ok = _and(ok, _inside(env[name], domain, False))
+                value = env[prog.target]
+                if strict:
+                    if not _full(value, piece):
+                        return None
+                    ok = _and(ok, _inside(value, target_domain, False))     # unrounded, too
+                value = np.broadcast_to(np.asarray(value, dtype=float), piece)
+                if target_whole:
+                    value = _rounded(value, target_whole)
+                ok = _and(ok, _inside(value, target_domain, False))
+                np.divide(value, factor, out=out[start:stop])
+            if strict and (ok is not True or errors.count):
                 return None
-            if b.whole and _NOT_EQUAL(_FLOOR(chunk), chunk).any():
-                return None
-            if lo < r[0]:
-                r[0] = lo
-            if hi > r[1]:
-                r[1] = hi
-            args[i] = chunk
-        return args
+            mask[start:stop] = ok
+    if strict and (errors.count or (fused is not None and not _in_range(prog, ranges))):
+        return None
+    return out, mask
 
-    def fits(self, value, start: int, stop: int) -> bool:
-        """A float64 array of the chunk's full shape (else the answer would not broadcast like
-        the general path's)."""
-        return isinstance(value, np.ndarray) and value.dtype == np.float64 and \
-            value.shape == (stop - start, *self.shape[1:])
+
+def _full(value, piece: tuple) -> bool:
+    """A float64 array of the chunk's full shape (else the answer would not broadcast like
+    the general path's)."""
+    return isinstance(value, np.ndarray) and value.dtype == np.float64 and value.shape == piece
 
 
 def _in_range(prog: Program, ranges: dict[str, list[float]]) -> bool:
@@ -322,112 +317,12 @@ def _in_range(prog: Program, ranges: dict[str, list[float]]) -> bool:
     return True
 
 
-class _Bounds:
-    """A quantity's bounds as one test on an array: every element finite, inside the interval
-    and, for whole numbers, exactly whole (a value whole only within the general path's
-    tolerance is left to the general path). One minimum and one maximum (NaN fails both)
-    instead of elementwise masks. ``factor`` scales the bounds to a display unit; ``edge``
-    also refuses values that close (relatively) to a finite bound."""
-
-    __slots__ = ("lo", "hi", "lo_open", "hi_open", "whole", "edge")
-
-    def __init__(self, q, factor: float = 1.0, edge: float = 0.0, whole: bool | None = None):
-        d = q.domain
-        self.lo, self.hi, self.lo_open, self.hi_open = d.lo / factor, d.hi / factor, d.lo_open, d.hi_open
-        self.whole = q.whole is not None if whole is None else whole
-        self.edge = edge
-
-    def holds(self, a) -> tuple[float, float] | None:
-        """(min, max) of ``a`` if the test passes, else None."""
-        lo, hi = _MIN(a, axis=None), _MAX(a, axis=None)
-        if not ((lo > self.lo if self.lo_open else lo >= self.lo) and (hi < self.hi if self.hi_open else hi <= self.hi)
-                and -math.inf < lo and hi < math.inf):
-            return None
-        if self.edge and ((self.lo != 0 and abs(lo - self.lo) <= self.edge * abs(self.lo))
-                          or (math.isfinite(self.hi) and abs(self.hi - hi) <= self.edge * abs(self.hi))):
-            return None
-        if self.whole and _NOT_EQUAL(_FLOOR(a), a).any():
-            return None
-        return lo, hi
-
-
 _MIN, _MAX, _NOT_EQUAL, _FLOOR = np.minimum.reduce, np.maximum.reduce, np.not_equal, np.floor
 _INF, _NEG_INF = math.inf, -math.inf
 
 
 def _rounded(value: np.ndarray, how: str) -> np.ndarray:
     return np.asarray(round_whole(value, how), dtype=float)
-
-
-def sweep_masked(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
-                 factor: float, integral: frozenset[str] | set[str] = frozenset()
-                 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The target over a grid where some points leave their bounds: (values in the display
-    unit, ``inside`` mask), or None when the derivation cannot be swept here (no steps, a
-    numeric or algorithmic step, several roots).
-
-    A point is inside when every known of it lies in its quantity's bounds (exactly whole
-    where the quantity is whole, or it came as an integer array), every step whose bounds are
-    not proven from its formula's structure does too, and the answer (rounded when whole) is
-    finite and inside its bounds; the values at the other points are what the formulas give
-    there (NaN where undefined). When every step's bounds follow from its formula, the fused
-    expression runs (the general path's numbers to rounding) and only the knowns and the
-    answer are checked; else the general path's own step functions run, bitwise its numbers.
-    Chunk by chunk: a chunk whose values all pass costs two reductions per checked array (a
-    minimum and a maximum), and only a chunk with points outside pays for elementwise masks.
-    O(points x steps), memory flat in the number of points beyond the two outputs.
-    """
-    prog = program(derivation)
-    if prog is None or any(name not in values for name in prog.knowns):
-        return None
-    quantities = derivation.library.quantities
-    arrays = [np.asarray(values[n]) for n in prog.knowns]
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    if not shape:
-        return None
-    size = math.prod(shape)
-    rows = max(1, CHUNK // max(1, size // shape[0]))
-    knowns = [(name, a, quantities[name].domain, quantities[name].whole is not None and name not in integral,
-               a.ndim == len(shape) and a.shape[0] == shape[0] > 1)
-              for name, a in zip(prog.knowns, arrays)]
-    checked = [(name, quantities[name].domain) for name in prog.checked if name != prog.target]
-    target_domain = quantities[prog.target].domain
-    # every step proven from its formula's structure: one fused expression (in the display
-    # unit), and only the knowns and the answer are checked
-    fused = prog.fused(factor) if prog.fused_expr is not None and not target_whole else None
-    if fused is not None:
-        target_domain = Interval(target_domain.lo / factor, target_domain.hi / factor,
-                                 target_domain.lo_open, target_domain.hi_open)
-    out = np.empty(shape)
-    mask = np.empty(shape, dtype=bool)
-    with np.errstate(all="ignore"):
-        for start in range(0, shape[0], rows):
-            stop = min(start + rows, shape[0])
-            piece = (stop - start, *shape[1:])
-            ok = True           # an array only once some value of the chunk fails
-            env: dict[str, Any] = dict(prog.constants)
-            args = []
-            for name, a, domain, whole, sliced in knowns:
-                v = (a[start:stop] if sliced else a).astype(np.float64, copy=False)
-                ok = _and(ok, _inside(v, domain, whole))
-                env[name] = v
-                args.append(v)
-            if fused is not None:
-                value = np.broadcast_to(np.asarray(fused(*args), dtype=float), piece)
-                ok = _and(ok, _inside(value, target_domain, False))
-                out[start:stop] = value
-            else:
-                for fn, inputs, name in prog.steps:
-                    env[name] = fn(*[env[x] for x in inputs])
-                for name, domain in checked:
-                    ok = _and(ok, _inside(env[name], domain, False))
-                value = np.broadcast_to(np.asarray(env[prog.target], dtype=float), piece)
-                if target_whole:
-                    value = _rounded(value, target_whole)
-                ok = _and(ok, _inside(value, target_domain, False))
-                np.divide(value, factor, out=out[start:stop])
-            mask[start:stop] = ok
-    return out, mask
 
 
 def _and(ok, more):
@@ -439,15 +334,22 @@ def _and(ok, more):
     return np.logical_and(ok, more, out=ok) if np.shape(ok) == np.shape(more) else ok & more
 
 
-def _inside(a, domain: Interval, whole: bool):
+def _inside(a, domain: Interval, whole: bool, seen: list[float] | None = None, edge: float = 0.0):
     """Where ``a`` is finite, inside ``domain`` and (``whole``) a whole number: True for all
-    of it when one minimum and one maximum say so, else an elementwise mask."""
+    of it when one minimum and one maximum say so, else an elementwise mask. ``seen`` (a
+    [min, max] pair) is widened to the values' range; ``edge`` also refuses, all of ``a``,
+    when its values come that close (relatively) to a finite bound (the strict mode's test)."""
     a = np.asarray(a, dtype=float)
     if a.size:
         lo, hi = _MIN(a, axis=None), _MAX(a, axis=None)
+        if seen is not None:
+            seen[0], seen[1] = min(seen[0], lo), max(seen[1], hi)
         if ((lo > domain.lo if domain.lo_open else lo >= domain.lo)
                 and (hi < domain.hi if domain.hi_open else hi <= domain.hi)
                 and _NEG_INF < lo and hi < _INF and not (whole and _NOT_EQUAL(_FLOOR(a), a).any())):
+            if edge and ((domain.lo != 0 and abs(lo - domain.lo) <= edge * abs(domain.lo))
+                         or (math.isfinite(domain.hi) and abs(domain.hi - hi) <= edge * abs(domain.hi))):
+                return np.zeros(a.shape, dtype=bool)
             return True
     # two comparisons (NaN fails both; an infinite bound is compared strictly, so inf fails)
     lower = a > domain.lo if domain.lo_open or not math.isfinite(domain.lo) else a >= domain.lo

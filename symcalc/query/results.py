@@ -140,16 +140,16 @@ class Result:
             raise TypeError("this result was not made by solve(): it cannot be evaluated again")
         return self.again(self, values)
 
-    def points(self, also: tuple[str, ...] = (), **values):
+    def points(self, also: tuple[str, ...] = (), outside: bool = False, **values):
         """The same derivation over a grid that may leave the bounds (a planner's layouts, a
         mixed feasible/infeasible sweep): a :class:`symcalc.query.reuse.Points` record of the
         values in ``unit`` and masks ``inside`` (every value of the point within its bounds),
-        ``fits`` (within its capacity) and ``ok``, per-quantity ``outside`` masks, and the
-        values of the other quantities named in ``also`` from the same pass; nothing is
-        refused for the points outside."""
+        ``fits`` (within its capacity) and ``ok``, per-quantity ``outside`` masks (when asked
+        for), and the values of the other quantities named in ``also`` from the same pass;
+        nothing is refused for the points outside."""
         if self.again is None:
             raise TypeError("this result was not made by solve(): it cannot be evaluated again")
-        return self.again(self, values, masked=True, also=tuple(also))
+        return self.again(self, values, masked=True, also=tuple(also), outside=outside)
 
     @property
     def breakdown(self) -> dict | None:

@@ -65,8 +65,9 @@ class Points:
     be) and is finite; ``fits``: the answer is within its capacity (``fits_in``, when that is
     known: per-GPU memory in gpu_memory), else all True; ``ok``: both.
 
-    ``outside``: for each computed quantity that leaves its bounds at some point, where it
-    does (finite values only: a point with no value at all is NaN in ``value``).
+    ``outside`` (when asked for, else None): for each computed quantity that leaves its bounds
+    at some point, where it does (finite values only: a point with no value at all is NaN in
+    ``value``).
     ``capacity``: the capacity the answer must fit in, in ``unit`` (broadcast), or None.
     ``also``: other quantities of the same derivation asked for, {name: (values in their
     display unit, unit)}; the target asked for itself is its exact (unrounded) value."""
@@ -75,7 +76,7 @@ class Points:
     unit: str
     inside: np.ndarray
     fits: np.ndarray
-    outside: dict[str, np.ndarray] = field(default_factory=dict)
+    outside: dict[str, np.ndarray] | None = None
     capacity: np.ndarray | None = None
     also: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)
 
@@ -84,7 +85,7 @@ class Points:
         return self.inside & self.fits
 
 
-def points(result, values: dict, also: tuple[str, ...] = ()) -> Points:
+def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = False) -> Points:
     """``result``'s derivation at every point of ``values`` (the knowns given to ``result``, as
     arrays), never refusing a grid because some of its points leave their bounds: those are
     marked in the masks instead.
@@ -95,6 +96,8 @@ def points(result, values: dict, also: tuple[str, ...] = ()) -> Points:
     values : name -> array (or scalar, or (array, unit)), broadcasting to one grid.
     also : other quantities of the derivation to return over the grid (several targets of one
         question in one pass); the target itself gives its exact value.
+    outside : also say which quantities leave their bounds where (Points.outside); on the
+        sweep path that runs the general evaluator again on the failing points.
 
     Returns
     -------
@@ -133,12 +136,12 @@ def points(result, values: dict, also: tuple[str, ...] = ()) -> Points:
         sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
     extra: dict[str, tuple[np.ndarray, str]] = {}
     if swept is None:
-        value, inside, outside, extra = _general_masked(result, magnitudes, also)
+        value, inside, where, extra = _general_masked(result, magnitudes, also)
     else:
         value, inside = swept
-        outside = {}
-        if not np.all(inside):     # which quantities fail, for the failing points only
-            outside = _outside_at(result, magnitudes, ~np.broadcast_to(inside, value.shape))
+        where = {}
+        if outside and not np.all(inside):     # which quantities fail, for the failing points only
+            where = _outside_at(result, magnitudes, ~np.broadcast_to(inside, value.shape))
     inside = np.broadcast_to(inside, value.shape)
     fits = np.ones(value.shape, dtype=bool)
     capacity = None
@@ -147,8 +150,8 @@ def points(result, values: dict, also: tuple[str, ...] = ()) -> Points:
         capacity = np.broadcast_to(np.asarray(magnitudes[cap_name], dtype=float) / result.factor, value.shape)
         with np.errstate(invalid="ignore"):
             fits = value <= capacity * (1 + 1e-12)
-    return Points(value=value, unit=result.unit, inside=inside, fits=fits, outside=outside, capacity=capacity,
-                  also=extra)
+    return Points(value=value, unit=result.unit, inside=inside, fits=fits, outside=where if outside else None,
+                  capacity=capacity, also=extra)
 
 
 def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = ()):

@@ -66,11 +66,11 @@ def read_given(library: Library, values) -> dict[str, GivenValue]:
     return out
 
 
-def _again(result: Result, values: dict, masked: bool = False, also: tuple[str, ...] = ()):
+def _again(result: Result, values: dict, masked: bool = False, also: tuple[str, ...] = (), outside: bool = False):
     """Result.function (and, ``masked``, Result.points): the record's derivation for new values
     (symcalc.query.reuse), with this module's solve() for what the sweep path leaves to it."""
     if masked:
-        return reuse.points(result, values, also)
+        return reuse.points(result, values, also, outside)
     return reuse.function(result, values, solve)
 
 

@@ -199,10 +199,10 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         # the first point's derivation over the whole grid, masked (Result.points: the sweep
         # path for large grids, the general evaluator for small ones; never refused)
         r = template
-        p = r.points(also=(tq.name,) if tq.whole else (), **fixed, **grid)
+        p = r.points(also=(tq.name,) if tq.whole else (), outside=True, **fixed, **grid)
         vals = np.array(np.broadcast_to(p.value, shape), dtype=float)
         exact = np.array(np.broadcast_to(p.also[tq.name][0], shape), dtype=float) if tq.whole else None
-        outside = {name: np.broadcast_to(bad, shape) for name, bad in p.outside.items()}
+        outside = {name: np.broadcast_to(bad, shape) for name, bad in (p.outside or {}).items()}
         capacity_values = None if p.capacity is None else np.broadcast_to(p.capacity, shape)
         over = None if p.capacity is None else np.broadcast_to(~p.fits & np.isfinite(vals), shape)
     else:
@@ -226,7 +226,7 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
             reasons.append(f"{name} leaves its bounds {lib.quantities[name].domain} at {int(bad.sum())} points")
             feasible &= ~bad
     capacity = None
-    if capacity_values is not None and over is not None:
+    if capacity_values is not None and over is not None and tq.fits_in:
         capacity = (tq.fits_in, float(np.min(capacity_values)))
         if over.any():
             reasons.append(f"{tq.name} exceeds {tq.fits_in} = {with_unit(capacity[1], r.unit)} at {int(over.sum())} points")
