@@ -78,7 +78,7 @@ class Sweep:
     feasible: np.ndarray          # bool, same shape
     reasons: list[str]            # why points are infeasible, one sentence each
     capacity: tuple[str, float] | None   # (quantity, value in ``unit``) the target must not exceed
-    result: Result
+    result: Result                # the question at the first point (or over the arrays, when it has no answer there)
     # the solve's warnings as records (symcalc.findings), less what ``capacity`` already says
     findings: list[Finding] = field(default_factory=list)
 
