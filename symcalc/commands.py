@@ -464,7 +464,7 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
                       gpus_per_node=gpus_per_node, options=_pairs(options, "an option"), by=by, top=top_k,
                       memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
                       budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages, library=lib,
-                      **given)
+                      values=given)
     if csv_file is not None:
         result.to_csv(csv_file)
     if plot_file is not None:
