@@ -306,3 +306,21 @@ def test_every_published_layout_is_a_valid_fitting_layout():
         hit = ((a["tp"] == g["tp"]) & (a["pp"] == g["pp"]) & (a["dp"] == g["dp"]) & (a["cp"] == 1)
                & (a["micro_batch_size"] == g["micro_batch_size"]) & (a["virtual_stages"] == v))
         assert hit.sum() == 1, (run["id"], p.fitting, p.rejected)
+
+
+def test_plan_api_has_the_plan_time_limit(monkeypatch):
+    """symcalc.plan's default limit is the documented 120 s (README, "Planning a run": a cold
+    plan solves 48 combinations, 9-10 s measured), not a single question's 30 s; solve keeps
+    30 s, and time_limit= still overrides it."""
+    from symcalc import budget
+    seen = []
+    real = budget.question
+    monkeypatch.delenv("SYMCALC_TIME_LIMIT", raising=False)
+    monkeypatch.setattr(budget, "question", lambda seconds, **kw: (seen.append(seconds), real(seconds, **kw))[1])
+    with pytest.raises(symcalc.SymcalcError, match="needs --hardware"):
+        symcalc.plan("llama2-7b", None, 8)
+    with pytest.raises(symcalc.SymcalcError, match="needs --hardware"):
+        symcalc.plan("llama2-7b", None, 8, time_limit=5)
+    symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
+                  peak_flops="989 TFLOP/s")
+    assert seen == [120.0, 5.0, 30.0]
