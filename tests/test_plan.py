@@ -166,6 +166,9 @@ def test_cli_errors_are_one_line(cli):
     run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--json", "--by", "cost",
               "--global-batch-size", "16")
     assert run.code == 2 and json.loads(run.out)["error"]["message"].startswith("--by cost needs")
+    # a NAME=VALUE spelled like one of plan()'s keywords is a value, not that keyword
+    run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "top=3")
+    assert run.code == 2 and run.err.strip() == "error: unknown quantity 'top'. Did you mean: tp?"
 
 
 def test_nothing_fits_says_what_is_closest_and_what_would_fit(cli):
