@@ -13,7 +13,9 @@ the ``symcalc`` command runs first) then costs nothing, so that the command can 
 during its own start-up (a second of sympy, numpy and pint) with one line instead of a
 traceback. ``solve``, ``sweep`` and ``compare`` are whole questions: they take a
 ``time_limit`` keyword (seconds, None for none; default SYMCALC_TIME_LIMIT or
-symcalc.budget.DEFAULT_QUESTION_LIMIT) and raise TimeLimitError when it runs out.
+symcalc.budget.DEFAULT_QUESTION_LIMIT, 30 s) and raise TimeLimitError when it runs out;
+``plan`` too, with symcalc.budget.DEFAULT_PLAN_LIMIT (120 s: a first plan solves up to 48
+option combinations symbolically, 9-10 s measured).
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-# public name -> (module, attribute, is a whole question with a time limit)
+_QUESTION = "DEFAULT_QUESTION_LIMIT"
+# public name -> (module, attribute, the symcalc.budget constant of its default time limit when
+# it is a whole question, else None)
 _EXPORTS = {
-    "solve": ("query.solve", "solve", True), "sweep": ("query.sweep", "sweep", True), "Sweep": ("query.sweep", "Sweep", False),
-    "compare": ("query.compare", "compare", True), "plan": ("planner.search", "plan", True),
-    "PlanResult": ("planner.result", "PlanResult", False), "Comparison": ("query.compare", "Comparison", False),
-    "Result": ("query.results", "Result", False), "Library": ("library.loading", "Library", False),
-    "load_library": ("library.loading", "load_library", False), "default_library": ("library.loading", "default_library", False),
-    "Q": ("units", "Q", False), "registry": ("units", "registry", False),
-    **{name: ("errors", name, False) for name in (
+    "solve": ("query.solve", "solve", _QUESTION), "sweep": ("query.sweep", "sweep", _QUESTION),
+    "Sweep": ("query.sweep", "Sweep", None), "compare": ("query.compare", "compare", _QUESTION),
+    "plan": ("planner.search", "plan", "DEFAULT_PLAN_LIMIT"),
+    "PlanResult": ("planner.result", "PlanResult", None), "Comparison": ("query.compare", "Comparison", None),
+    "Result": ("query.results", "Result", None), "Library": ("library.loading", "Library", None),
+    "load_library": ("library.loading", "load_library", None), "default_library": ("library.loading", "default_library", None),
+    "Q": ("units", "Q", None), "registry": ("units", "registry", None),
+    **{name: ("errors", name, None) for name in (
         "SymcalcError", "DimensionError", "DomainError", "LibraryError", "MalformedValueError", "NoSolutionError",
         "OutOfBoundsError", "UnderdeterminedError", "UnknownNameError", "TimeLimitError")},
 }
@@ -66,16 +71,15 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
 _BY_MODULE: dict[str, list[str]] = {}
 for _name, (_module, _attribute, _timed) in _EXPORTS.items():
     _BY_MODULE.setdefault(_module, []).append(_name)
-del _name, _module, _attribute, _timed
+del _name, _module, _attribute, _timed, _QUESTION
 
 
 def _export(name: str, module: types.ModuleType):
     value = getattr(module, _EXPORTS[name][1])
-    if _EXPORTS[name][2]:
-        from symcalc.budget import (
-            limited,  # on use: the command line starts without it (start-up, Ctrl-C)
-        )
-        value = limited(value)
+    limit = _EXPORTS[name][2]
+    if limit is not None:
+        from symcalc import budget  # on use: the command line starts without it (start-up, Ctrl-C)
+        value = budget.limited(value, getattr(budget, limit))
     return value
 
 

@@ -39,6 +39,11 @@ ENV_LIMIT = "SYMCALC_TIME_LIMIT"
 #: Seconds a whole question may take before it is refused (``--time-limit``, SYMCALC_TIME_LIMIT,
 #: ``time_limit=`` in Python).
 DEFAULT_QUESTION_LIMIT = 30.0
+#: Seconds a plan (``symcalc plan``, ``symcalc.plan``) may take: its first run for a model and
+#: GPU solves up to 48 option combinations symbolically (measured 9-10 s cold for Llama 3 405B
+#: on 16,384 H100s, about 1 s warm), and planning backwards or a nothing-fits hint searches
+#: several GPU counts. Twelve times the cold search leaves room for a slow or shared machine.
+DEFAULT_PLAN_LIMIT = 120.0
 #: Seconds the search for what would settle an underdetermined question may take.
 DEFAULT_DIAGNOSIS_LIMIT = 1.0
 #: Seconds one symbolic inversion (one step or block) may take before numbers are used instead.
@@ -131,14 +136,14 @@ def parse_seconds(raw: object, what: str) -> float:
 ENV_DIAGNOSIS_LIMIT = "SYMCALC_DIAGNOSIS_LIMIT"
 
 
-def question_limit() -> float:
+def question_limit(default: float = DEFAULT_QUESTION_LIMIT) -> float:
     """The limit of a whole question: SYMCALC_TIME_LIMIT if set to a positive number (or inf),
-    else the default. (The command line refuses a malformed value; see :func:`parse_seconds`.)"""
+    else ``default``. (The command line refuses a malformed value; see :func:`parse_seconds`.)"""
     raw = os.environ.get(ENV_LIMIT, "").strip()
     try:
-        return parse_seconds(raw, ENV_LIMIT) if raw else DEFAULT_QUESTION_LIMIT
+        return parse_seconds(raw, ENV_LIMIT) if raw else default
     except QueryError:
-        return DEFAULT_QUESTION_LIMIT
+        return default
 
 
 def diagnosis_limit() -> float:
@@ -389,14 +394,14 @@ F = TypeVar("F", bound=Callable)
 _UNSET = object()
 
 
-def limited(fn: F) -> F:
+def limited(fn: F, default: float = DEFAULT_QUESTION_LIMIT) -> F:
     """``fn`` as a whole question: it takes one more keyword, ``time_limit`` (seconds, or None
-    for no limit; default SYMCALC_TIME_LIMIT or DEFAULT_QUESTION_LIMIT), and raises
-    TimeLimitError when that runs out. For the public Python API."""
+    for no limit; default SYMCALC_TIME_LIMIT or ``default``, DEFAULT_QUESTION_LIMIT unless
+    given), and raises TimeLimitError when that runs out. For the public Python API."""
     @functools.wraps(fn)
     def wrapper(*args, time_limit: object = _UNSET, **kwargs):
         if time_limit is _UNSET:
-            seconds = question_limit()
+            seconds = question_limit(default)
         else:
             seconds = math.inf if time_limit is None else parse_seconds(time_limit, "time_limit")
         with question(seconds, hint="time_limit=SECONDS or SYMCALC_TIME_LIMIT"):

@@ -14,7 +14,7 @@ import os
 
 import click
 
-from symcalc.budget import DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
+from symcalc.budget import DEFAULT_PLAN_LIMIT, DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
 from symcalc.errors import SymcalcError
 from symcalc.outfile import check_target, write_file
 
@@ -393,13 +393,8 @@ def formulas(latex_file, formula_files):
         click.echo(f"wrote {latex_file}: {len(lib.formulas)} formulas, {len(lib.quantities)} quantities")
 
 
-# a plan solves up to 48 option combinations symbolically the first time (about 2 s each, then
-# cached on disk): its default time limit allows for that
-PLAN_TIME_LIMIT = 900.0
-
-
 @cli.command()
-@limited(default=PLAN_TIME_LIMIT)
+@limited(default=DEFAULT_PLAN_LIMIT)     # a first plan solves up to 48 option combinations (budget.py)
 @_VALUES
 @click.option("--gpus", "gpus", metavar="N|A:B|N1,N2,...", callback=_given,
               help="GPU count; a range A:B (A, then 2^k and 3x2^k multiples of the node size up to B) or a "
@@ -464,7 +459,7 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
                       gpus_per_node=gpus_per_node, options=_pairs(options, "an option"), by=by, top=top_k,
                       memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
                       budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages, library=lib,
-                      **given)
+                      values=given)
     if csv_file is not None:
         result.to_csv(csv_file)
     if plot_file is not None:

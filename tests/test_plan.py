@@ -166,6 +166,9 @@ def test_cli_errors_are_one_line(cli):
     run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--json", "--by", "cost",
               "--global-batch-size", "16")
     assert run.code == 2 and json.loads(run.out)["error"]["message"].startswith("--by cost needs")
+    # a NAME=VALUE spelled like one of plan()'s keywords is a value, not that keyword
+    run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "top=3")
+    assert run.code == 2 and run.err.strip() == "error: unknown quantity 'top'. Did you mean: tp?"
 
 
 def test_nothing_fits_says_what_is_closest_and_what_would_fit(cli):
@@ -189,6 +192,77 @@ def test_deadline_picks_the_fewest_gpus(small_plan):
     assert by_n[8].best.metrics["train_time"] == pytest.approx(t8, rel=1e-12) and not by_n[8].meets
     assert by_n[16].meets and p.goal["chosen_gpus"] == 16 and p.n_gpus == 16
     assert p.rows[0].metrics["train_time"] <= t8 * 0.8
+
+
+def test_budget_picks_the_fastest_plan_within_it(small_plan):
+    """Llama 2 7B, 2T tokens at 2 USD a GPU-hour, counts 8 and 16. A plan's cost is its
+    GPU-hours x the price: n_gpus x train_time / 3600 s x 2 USD (checked by hand on #1 of each
+    count). With a budget both counts meet, the faster one is chosen (the most GPUs reachable
+    within the money); with a budget between the two costs only the cheaper one is within it."""
+    kw = dict(global_batch_size=16, options=dict(ONE), tokens="2e12 token", gpu_hour_price="2 USD/hour")
+    first = symcalc.plan("llama2-7b", "h100", "8,16", budget="1e12 USD", **kw)
+    by_n = {sc.n_gpus: sc.best for sc in first.scan}
+    cost = {n: n * row.metrics["train_time"] / 3600 * 2 for n, row in by_n.items()}
+    for n, row in by_n.items():
+        assert row.metrics["total_cost"] == pytest.approx(cost[n], rel=1e-12)
+    assert by_n[8].metrics["train_time"] == pytest.approx(small_plan.rows[0].metrics["train_time"], rel=1e-12)
+    faster = min(by_n, key=lambda n: by_n[n].metrics["train_time"])
+    assert first.goal["chosen_gpus"] == faster == 16
+    # a budget between the two costs: only the cheaper count is within it
+    cheap, dear = sorted(cost, key=cost.__getitem__)
+    assert cost[cheap] < cost[dear]
+    p = symcalc.plan("llama2-7b", "h100", "8,16", budget=f"{(cost[cheap] + cost[dear]) / 2} USD", **kw)
+    assert p.goal["chosen_gpus"] == cheap and [sc.meets for sc in p.scan] == [n == cheap for n in (8, 16)]
+    assert p.rows[0].metrics["total_cost"] == pytest.approx(cost[cheap], rel=1e-12)
+    with pytest.raises(symcalc.SymcalcError, match="stays within"):
+        symcalc.plan("llama2-7b", "h100", "8,16", budget=f"{cost[cheap] / 2} USD", **kw)
+
+
+def test_throughput_target_picks_the_fewest_gpus(small_plan):
+    """tokens/s = global batch x seq_len / step time = 16 x 4096 / step (by hand). A target
+    between the best of 8 GPUs and the best of 16 needs 16; one below the best of 8 needs 8
+    (the fewest); one above both is refused, naming the most reached."""
+    tps8 = 16 * 4096 / small_plan.rows[0].step_time
+    assert small_plan.rows[0].metrics["tokens_per_second"] == pytest.approx(tps8, rel=1e-12)
+    kw = dict(global_batch_size=16, options=dict(ONE))
+    p = symcalc.plan("llama2-7b", "h100", "8,16", tokens_per_second=f"{tps8 * 1.2} token/s", **kw)
+    best16 = {sc.n_gpus: sc.best for sc in p.scan}[16]
+    assert 16 * 4096 / best16.step_time > tps8 * 1.2
+    assert p.goal["chosen_gpus"] == 16 and p.n_gpus == 16
+    low = symcalc.plan("llama2-7b", "h100", "8,16", tokens_per_second=f"{tps8 * 0.9} token/s", **kw)
+    assert low.goal["chosen_gpus"] == 8
+    with pytest.raises(symcalc.SymcalcError, match="reaches"):
+        symcalc.plan("llama2-7b", "h100", "8,16", tokens_per_second=f"{tps8 * 100} token/s", **kw)
+
+
+# -- mixture of experts -------------------------------------------------------------------------------
+
+Z3 = {"zero_stage": "3", "recompute": "full", "sequence_parallel": "false", "pipeline_schedule": "1f1b"}
+
+
+def test_mixtral_searches_expert_parallelism(cli):
+    """Mixtral 8x7B (8 experts) on 32 H100s, tp = pp = 1 fixed, batch 32 x 4096, ZeRO-3: cp x dp
+    = 32 gives six (cp, dp) pairs, each with ep in the divisors of 8 {1, 2, 4, 8}: 24 layouts.
+    ep must divide dp: dp = 32, 16, 8 keep all four, dp = 4 three, 2 two, 1 one: 18 kept, 6
+    rejected, each taking its 6 micro-batch sizes (the divisors of 32) with it: 36 counted.
+    Memory by hand: ZeRO-3 shards the 16 bytes a parameter of mixed-precision Adam (2 weight +
+    2 gradient + 4 master + 8 moments) over dp x cp = 32 GPUs: 46,702,792,704 x 16 / 32 =
+    23,351,396,352 bytes, whatever ep is."""
+    p = symcalc.plan("mixtral-8x7b", "h100", 32, global_batch_size=32, seq_len="4096 token", options=dict(Z3),
+                     top=5, tp=1, pp=1)
+    assert p.rejected["ep does not divide dp (experts are spread over data-parallel ranks)"] == 6 * 6
+    a = p.pareto
+    pairs = set(zip(a["ep"].tolist(), a["dp"].tolist(), strict=True))
+    assert pairs == {(ep, dp) for dp in (1, 2, 4, 8, 16, 32) for ep in (1, 2, 4, 8) if dp % ep == 0}
+    assert all("ep" in r.layout for r in p.rows) and p.best.layout["ep"] > 1
+    for r in p.rows:
+        assert r.memory_parts["model_state_memory"] == pytest.approx(46702792704 * 16 / 32, rel=1e-12)
+    # the printed re-check is symcalc solve's question, ep included, and gives the same step time
+    import shlex
+    args = shlex.split(p.best.command)
+    assert f"ep={p.best.layout['ep']}" in args
+    again = cli(*args[1:], "--json").json()
+    assert again["value"] == pytest.approx(p.best.step_time, rel=1e-9)
 
 
 def test_plot_csv_html(small_plan, tmp_path):
@@ -235,3 +309,21 @@ def test_every_published_layout_is_a_valid_fitting_layout():
         hit = ((a["tp"] == g["tp"]) & (a["pp"] == g["pp"]) & (a["dp"] == g["dp"]) & (a["cp"] == 1)
                & (a["micro_batch_size"] == g["micro_batch_size"]) & (a["virtual_stages"] == v))
         assert hit.sum() == 1, (run["id"], p.fitting, p.rejected)
+
+
+def test_plan_api_has_the_plan_time_limit(monkeypatch):
+    """symcalc.plan's default limit is the documented 120 s (README, "Planning a run": a cold
+    plan solves 48 combinations, 9-10 s measured), not a single question's 30 s; solve keeps
+    30 s, and time_limit= still overrides it."""
+    from symcalc import budget
+    seen = []
+    real = budget.question
+    monkeypatch.delenv("SYMCALC_TIME_LIMIT", raising=False)
+    monkeypatch.setattr(budget, "question", lambda seconds, **kw: (seen.append(seconds), real(seconds, **kw))[1])
+    with pytest.raises(symcalc.SymcalcError, match="needs --hardware"):
+        symcalc.plan("llama2-7b", None, 8)
+    with pytest.raises(symcalc.SymcalcError, match="needs --hardware"):
+        symcalc.plan("llama2-7b", None, 8, time_limit=5)
+    symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
+                  peak_flops="989 TFLOP/s")
+    assert seen == [120.0, 5.0, 30.0]

@@ -16,11 +16,15 @@ evaluated over the arrays of the layouts that fit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from symcalc.planner.space import SEARCHED_OPTIONS, Space
 from symcalc.query.solve import solve
+
+if TYPE_CHECKING:   # pragma: no cover - for type checkers
+    from symcalc.library.loading import Library
 
 STEP_TIME = "step_time"
 MEMORY = "total_memory_per_gpu"
@@ -45,7 +49,7 @@ class Question:
     values: dict            # values given besides the layout (e.g. buffer_memory), as solve reads them
     options: dict           # options given (attention_kernel, precision, ...) besides the searched ones
     moe: bool = False
-    library: object = None
+    library: Library | None = None
 
     def solve(self, target: str, given: dict, options: dict, **kw):
         return solve(target, {**self.values, **given}, options={**self.options, **options}, library=self.library,
@@ -68,7 +72,7 @@ def options_of(zero: int, recompute: int, sp: int, interleaved: bool) -> dict[st
 def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) -> dict:
     """The layout of row ``i`` as given values (what `symcalc solve` is given for it)."""
     interleaved = int(columns["virtual_stages"][i]) > 1
-    out = {}
+    out: dict[str, int | str] = {}
     for name in layout_names(moe, interleaved):
         if name == "global_batch_size":
             out[name] = shape_batch
@@ -137,7 +141,7 @@ def metrics(q: Question, step_time: np.ndarray, n_gpus: np.ndarray, global_batch
     of layouts with these step times, by the library's formulas (those whose values are
     given: train_time and gpu_hours need n_tokens, total_cost also gpu_hour_price), in base
     units."""
-    out = {}
+    out: dict[str, np.ndarray] = {}
     if len(step_time) == 0:
         return out
     for target, needs in METRICS.items():

@@ -48,6 +48,37 @@ class PlanError(SymcalcError):
     kind = "plan"
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """The run's fixed facts the rules and the memory limit read (from given values or presets)."""
+
+    n_heads: int
+    n_kv_heads: int
+    n_layers: int
+    seq_len: int            # tokens
+    gpus_per_node: int
+    gpu_memory: float       # bytes
+    global_batch_size: int  # sequences
+    n_experts: int | None
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every GPU count of one plan shares: the question, the facts, what is fixed, the
+    memory headroom and the search's limits."""
+
+    q: Question
+    facts: _Facts
+    fixed: dict[str, list[int]]
+    searched_opts: dict[str, tuple[str, ...]]
+    headroom: float          # bytes
+    tp_across_nodes: bool
+    uneven_pp: bool
+    max_micro_batch: int
+    max_virtual_stages: int
+    by: str
+
+
 @dataclass
 class _Search:
     shape: Shape
@@ -90,7 +121,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
          by: str = "time", top: int = 10, memory_headroom=None, gpu_hour_price=None, deadline=None,
          budget=None, throughput=None, tp_across_nodes: bool = False, uneven_pp: bool = True,
          max_micro_batch: int = MAX_MICRO_BATCH, max_virtual_stages: int = MAX_VIRTUAL_STAGES,
-         library=None, **values) -> PlanResult:
+         library=None, values: dict | None = None, **named) -> PlanResult:
     """Search every valid parallel layout of ``model`` on ``gpus`` x ``hardware`` and rank those
     that fit.
 
@@ -99,8 +130,10 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     preset's n_tokens). ``global_batch_size`` in sequences (or ``global_batch_tokens=`` in
     ``values``), ``seq_len`` (default the model's). ``options``: fixed options
     (``zero_stage="3"`` fixes what is otherwise searched; ``attention_kernel``, ``precision``
-    ... as in solve). ``values``: other given values; a layout quantity (tp, pp, cp, dp, ep,
-    micro_batch_size, virtual_stages) fixes that dimension (an int or a list of ints).
+    ... as in solve). ``values`` (a dict, e.g. the command line's NAME=VALUE pairs, whose names
+    may be anything) and ``named`` (keywords): other given values; a layout quantity (tp, pp,
+    cp, dp, ep, micro_batch_size, virtual_stages) fixes that dimension (an int or a list of
+    ints).
     ``memory_headroom``: memory each GPU keeps free (default 10 % of gpu_memory). ``by``: time,
     days, gpu_hours, cost (needs ``gpu_hour_price``) or memory.
     """
@@ -112,7 +145,10 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
         raise QueryError("a plan needs --hardware (see `symcalc list hardware`) and a model: --model (see "
                          "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
     options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
-    values = dict(values)
+    twice = sorted(set(values or {}) & set(named))
+    if twice:
+        raise QueryError(f"{twice[0]} is given twice")
+    values = {**(values or {}), **named}
     for key, val in (("n_tokens", tokens), ("gpu_hour_price", gpu_hour_price), ("memory_headroom", memory_headroom),
                      ("seq_len", seq_len), ("global_batch_size", global_batch_size), ("gpus_per_node", gpus_per_node),
                      ("train_time", deadline), ("total_cost", budget), ("tokens_per_second", throughput)):
@@ -132,14 +168,14 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
         find_preset("model", model)
     q0 = Question(model=model, hardware=hardware, values={}, options=options, library=lib)
     facts = _facts(q0, values, lib)
-    moe = bool(facts.get("n_experts") and facts["n_experts"] > 1)
+    moe = bool(facts.n_experts and facts.n_experts > 1)
     # given values the layout question takes as they are (shapes, gpus_per_node, buffer_memory, ...);
     # the planner gives seq_len, global_batch_size and n_gpus itself
     extra = {k: v for k, v in values.items() if k not in GOAL_VALUES and k not in fixed
              and k not in ("n_gpus", "seq_len", "global_batch_size")}
     q = Question(model=model, hardware=hardware, values=extra, options=options, moe=moe, library=lib)
     goal = _goal(values, lib)
-    counts = parse_gpus(gpus if gpus is not None else values.get("n_gpus"), facts["gpus_per_node"]) \
+    counts = parse_gpus(gpus if gpus is not None else values.get("n_gpus"), facts.gpus_per_node) \
         if (gpus is not None or "n_gpus" in values) else None
     if not counts:
         raise QueryError("give the GPU count: --gpus N (or a list/range with --deadline, --budget or a throughput)")
@@ -151,12 +187,12 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     if by in ("days", "gpu_hours") and values.get("n_tokens") is None:
         raise QueryError(f"--by {by} needs the training tokens: --tokens (the model preset gives none)")
     headroom = _headroom(values, facts, lib)
-    common = dict(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, headroom=headroom,
-                  tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
-                  max_virtual_stages=max_virtual_stages, by=by)
+    common = _Setup(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, headroom=headroom,
+                    tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
+                    max_virtual_stages=max_virtual_stages, by=by)
     if goal:
         return _backwards(counts, goal, values, top, t0, model, hardware, options, common)
-    search = _search(counts[0], **common)
+    search = _search(counts[0], common)
     return _result(search, values, top, t0, model, hardware, options, common)
 
 
@@ -196,43 +232,45 @@ def _read(lib, name: str, raw) -> float:
     return float(read_value(lib.quantity(name), raw).magnitude)
 
 
-def _facts(q: Question, values: dict, lib) -> dict:
+def _facts(q: Question, values: dict, lib) -> _Facts:
     """The run's fixed facts in base units: from the given values, else the presets."""
-    facts = {}
+    found: dict[str, float | None] = {}
     for name in ("n_heads", "n_kv_heads", "n_layers", "seq_len", "gpus_per_node", "gpu_memory", "n_experts",
                  "global_batch_size"):
         if name in values:
-            facts[name] = _read(lib, name, values[name])
+            found[name] = _read(lib, name, values[name])
             continue
         try:
             r = q.solve(name, {}, {})
-            facts[name] = float(r.value) * r.factor
+            found[name] = float(r.value) * r.factor
         except SymcalcError:
-            facts[name] = None
-    if "global_batch_tokens" in values and facts["global_batch_size"] is None and facts["seq_len"]:
+            found[name] = None
+    seq_len = found["seq_len"]
+    if "global_batch_tokens" in values and found["global_batch_size"] is None and seq_len:
         tokens = _read(lib, "global_batch_tokens", values["global_batch_tokens"])
-        gbs = tokens / facts["seq_len"]
+        gbs = tokens / seq_len
         if abs(gbs - round(gbs)) > 1e-9:
             raise QueryError(f"global_batch_tokens = {tokens:g} token is not a whole number of "
-                             f"{facts['seq_len']:g}-token sequences")
-        facts["global_batch_size"] = float(round(gbs))
-    if facts["n_kv_heads"] is None:
-        facts["n_kv_heads"] = facts["n_heads"]
+                             f"{seq_len:g}-token sequences")
+        found["global_batch_size"] = float(round(gbs))
+    if found["n_kv_heads"] is None:
+        found["n_kv_heads"] = found["n_heads"]
     need = {"n_heads": "--model", "n_layers": "--model", "seq_len": "--seq-len", "gpus_per_node": "--gpus-per-node",
             "gpu_memory": "--hardware", "global_batch_size": "--global-batch-size"}
-    missing = [f"{k} ({v})" for k, v in need.items() if facts.get(k) is None]
+    missing = [f"{k} ({v})" for k, v in need.items() if found.get(k) is None]
     if missing:
         raise QueryError(f"cannot plan without {', '.join(missing)}")
-    for k in ("n_heads", "n_kv_heads", "n_layers", "seq_len", "gpus_per_node", "global_batch_size", "n_experts"):
-        if facts.get(k) is not None:
-            facts[k] = int(round(facts[k]))
-    return facts
+    whole = {k: int(round(v)) for k, v in found.items() if v is not None and k != "gpu_memory"}
+    return _Facts(n_heads=whole["n_heads"], n_kv_heads=whole["n_kv_heads"], n_layers=whole["n_layers"],
+                  seq_len=whole["seq_len"], gpus_per_node=whole["gpus_per_node"],
+                  gpu_memory=float(found["gpu_memory"] or 0.0), global_batch_size=whole["global_batch_size"],
+                  n_experts=whole.get("n_experts"))
 
 
-def _headroom(values: dict, facts: dict, lib) -> float:
+def _headroom(values: dict, facts: _Facts, lib) -> float:
     if values.get("memory_headroom") is not None:
         return _read(lib, "memory_headroom", values["memory_headroom"])
-    return DEFAULT_HEADROOM_FRACTION * facts["gpu_memory"]
+    return DEFAULT_HEADROOM_FRACTION * facts.gpu_memory
 
 
 def _goal(values: dict, lib) -> dict:
@@ -252,23 +290,24 @@ def _goal(values: dict, lib) -> dict:
 
 # -- one GPU count --------------------------------------------------------------------------------
 
-def _search(n_gpus: int, q: Question, facts: dict, fixed: dict, searched_opts: dict, headroom: float,
-            tp_across_nodes: bool, uneven_pp: bool, max_micro_batch: int, max_virtual_stages: int, by: str) -> _Search:
+def _search(n_gpus: int, setup: _Setup) -> _Search:
     t = time.perf_counter()
-    shape = Shape(n_gpus=n_gpus, gpus_per_node=facts["gpus_per_node"], n_heads=facts["n_heads"],
-                  n_kv_heads=facts["n_kv_heads"], n_layers=facts["n_layers"], seq_len=facts["seq_len"],
-                  global_batch_size=facts["global_batch_size"],
-                  n_experts=facts["n_experts"] if q.moe else None, tp_across_nodes=tp_across_nodes,
-                  uneven_pp=uneven_pp, max_micro_batch=max_micro_batch, max_virtual_stages=max_virtual_stages)
+    q, facts, fixed = setup.q, setup.facts, setup.fixed
+    shape = Shape(n_gpus=n_gpus, gpus_per_node=facts.gpus_per_node, n_heads=facts.n_heads,
+                  n_kv_heads=facts.n_kv_heads, n_layers=facts.n_layers, seq_len=facts.seq_len,
+                  global_batch_size=facts.global_batch_size,
+                  n_experts=facts.n_experts if q.moe else None, tp_across_nodes=setup.tp_across_nodes,
+                  uneven_pp=setup.uneven_pp, max_micro_batch=setup.max_micro_batch,
+                  max_virtual_stages=setup.max_virtual_stages)
     dims = {k: v for k, v in fixed.items() if k != "dp"}
-    space = enumerate_space(shape, dims, searched_opts, dp_fixed=fixed.get("dp"))
+    space = enumerate_space(shape, dims, setup.searched_opts, dp_fixed=fixed.get("dp"))
     ev = evaluate(space, q, shape.global_batch_size, shape.seq_len) if space.size else \
         Evaluation(np.zeros(0), np.zeros(0), np.zeros(0, bool))
-    limit = facts["gpu_memory"] - headroom
+    limit = facts.gpu_memory - setup.headroom
     fitting = ev.inside & (ev.memory <= limit)
     idx = np.flatnonzero(fitting)
-    key = ev.memory[idx] if by == "memory" else ev.step_time[idx]
-    tie = ev.step_time[idx] if by == "memory" else ev.memory[idx]
+    key = ev.memory[idx] if setup.by == "memory" else ev.step_time[idx]
+    tie = ev.step_time[idx] if setup.by == "memory" else ev.memory[idx]
     order = idx[np.lexsort((tie, key))]
     return _Search(shape, space, ev, order, fitting, time.perf_counter() - t)
 
@@ -315,8 +354,8 @@ def _fill_metrics(rows: list[PlanRow], q: Question, shape: Shape, values: dict) 
         r.metrics = {k: float(v[j]) for k, v in got.items()}
 
 
-def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, options, common) -> PlanResult:
-    q = common["q"]
+def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, options, common: _Setup) -> PlanResult:
+    q = common.q
     rows = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(s.order[:top])]
     _fill_metrics(rows, q, s.shape, values)
     res = _base(s, rows, model, hardware, options, common, values)
@@ -328,8 +367,8 @@ def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, opti
     return res
 
 
-def _base(s: _Search, rows, model, hardware, options, common, values) -> PlanResult:
-    facts = common["facts"]
+def _base(s: _Search, rows, model, hardware, options, common: _Setup, values) -> PlanResult:
+    facts = common.facts
     ok = int(np.count_nonzero(s.ev.inside))
     rejected = dict(s.space.reasons())
     out_of_bounds = s.space.size - ok
@@ -339,16 +378,16 @@ def _base(s: _Search, rows, model, hardware, options, common, values) -> PlanRes
     if too_big:
         rejected["does not fit in gpu_memory - memory_headroom"] = too_big
     searched = {k: list(v) for k, v in SEARCHED_OPTIONS.items()}
-    searched.update({k: list(v) for k, v in common["searched_opts"].items()})
-    return PlanResult(model=model, hardware=hardware, n_gpus=s.shape.n_gpus, by=common["by"], rows=rows,
+    searched.update({k: list(v) for k, v in common.searched_opts.items()})
+    return PlanResult(model=model, hardware=hardware, n_gpus=s.shape.n_gpus, by=common.by, rows=rows,
                       searched=s.space.total, valid=s.space.size, evaluated_ok=ok,
                       fitting=int(np.count_nonzero(s.fitting)), rejected=rejected,
-                      memory_limit=facts["gpu_memory"] - common["headroom"], gpu_memory=facts["gpu_memory"],
-                      memory_headroom=common["headroom"], global_batch_size=s.shape.global_batch_size,
+                      memory_limit=facts.gpu_memory - common.headroom, gpu_memory=facts.gpu_memory,
+                      memory_headroom=common.headroom, global_batch_size=s.shape.global_batch_size,
                       seq_len=s.shape.seq_len,
                       given={"values": {k: str(v) for k, v in values.items()}, "options": dict(options),
-                             "extra": dict(common["q"].values),
-                             "fixed": {k: list(v) for k, v in common["fixed"].items()}},
+                             "extra": dict(common.q.values),
+                             "fixed": {k: list(v) for k, v in common.fixed.items()}},
                       searched_options=searched, combos=s.ev.combos)
 
 
@@ -361,9 +400,9 @@ def _pareto_arrays(s: _Search) -> dict:
     return out
 
 
-def _nothing_fits(s: _Search, common: dict, values: dict) -> tuple[list[PlanRow], str]:
-    q, facts = common["q"], common["facts"]
-    limit = facts["gpu_memory"] - common["headroom"]
+def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRow], str]:
+    q, facts = common.q, common.facts
+    limit = facts.gpu_memory - common.headroom
     if s.space.size == 0:
         reasons = sorted(s.space.reasons().items(), key=lambda kv: -kv[1])[:3]
         why = "; ".join(f"{n:,} layouts: {r}" for r, n in reasons)
@@ -377,21 +416,21 @@ def _nothing_fits(s: _Search, common: dict, values: dict) -> tuple[list[PlanRow]
     c0 = closest[0]
     part = c0.largest_memory_part
     msg = (f"nothing fits on {s.shape.n_gpus} GPUs: memory limit {limit / 1e9:.4g} GB a GPU "
-           f"(gpu_memory {facts['gpu_memory'] / 1e9:.4g} GB - memory_headroom {common['headroom'] / 1e9:.4g} GB); "
+           f"(gpu_memory {facts.gpu_memory / 1e9:.4g} GB - memory_headroom {common.headroom / 1e9:.4g} GB); "
            f"the closest layout, {c0.label()}, needs {c0.memory / 1e9:.4g} GB ({(c0.memory - limit) / 1e9:.4g} GB over"
            + (f"; the largest part is {part[0]} = {part[1] / 1e9:.4g} GB" if part else "") + ")")
     hints = []
-    fixed_opts = common["searched_opts"]
+    fixed_opts = common.searched_opts
     if fixed_opts.get("zero_stage", ("3",)) != ("3",):
         hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
     if fixed_opts.get("recompute", ("full",)) != ("full",):
         hints.append("full recomputation (excluded by the fixed recompute)")
-    if common["fixed"].get("micro_batch_size") and min(common["fixed"]["micro_batch_size"]) > 1:
+    if common.fixed.get("micro_batch_size") and min(common.fixed["micro_batch_size"]) > 1:
         hints.append("a micro-batch of 1 (excluded by the fixed micro_batch_size)")
     # more GPUs: the same search at 2x, 4x, ... the count, until something fits
     n = s.shape.n_gpus
     for factor in (2, 4, 8, 16, 32, 64):
-        more = _search(n * factor, **common)
+        more = _search(n * factor, common)
         if len(more.order):
             r = _row(more, int(more.order[0]), 1, q, values, detail=False)
             hints.append(f"{n * factor} GPUs (best there: {r.label()}, {r.memory / 1e9:.4g} GB, step {r.step_time:.4g} s)")
@@ -406,48 +445,49 @@ def _nothing_fits(s: _Search, common: dict, values: dict) -> tuple[list[PlanRow]
 # -- planning backwards -------------------------------------------------------------------------
 
 def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float, model, hardware, options,
-               common) -> PlanResult:
-    q = common["q"]
+               common: _Setup) -> PlanResult:
+    q = common.q
     scans, searches = [], {}
     for n in counts:
-        s = _search(n, **common)
+        s = _search(n, common)
         searches[n] = s
         best = _row(s, int(s.order[0]), 1, q, values, detail=False) if len(s.order) else None
         if best is not None:
             _fill_metrics([best], q, s.shape, values)
         scans.append(GpuScan(n_gpus=n, best=best, searched=s.space.total, fitting=len(s.order)))
     kind, target = goal["kind"], goal["value"]
+    found = [(sc, sc.best) for sc in scans if sc.best is not None]     # (count, its best layout)
+    for sc, row in found:
+        if kind == "deadline":
+            sc.meets = row.metrics.get("train_time", np.inf) <= target
+        elif kind == "budget":
+            sc.meets = row.metrics.get("total_cost", np.inf) <= target
+        else:
+            sc.meets = row.metrics.get("tokens_per_second", 0) >= target
     for sc in scans:
         if sc.best is None:
             sc.meets = False
-        elif kind == "deadline":
-            sc.meets = sc.best.metrics.get("train_time", np.inf) <= target
-        elif kind == "budget":
-            sc.meets = sc.best.metrics.get("total_cost", np.inf) <= target
-        else:
-            sc.meets = sc.best.metrics.get("tokens_per_second", 0) >= target
-    meeting = [sc for sc in scans if sc.meets]
+    meeting = [(sc, row) for sc, row in found if sc.meets]
     if not meeting:
         tried = ", ".join(str(sc.n_gpus) for sc in scans)
-        best = [sc for sc in scans if sc.best is not None]
-        if not best:
+        if not found:
             raise PlanError(f"no layout fits at any of the GPU counts tried ({tried})")
         if kind == "deadline":
-            fastest = min(best, key=lambda sc: sc.best.metrics["train_time"])
+            fastest, frow = min(found, key=lambda f: f[1].metrics["train_time"])
             raise PlanError(f"no GPU count tried ({tried}) trains in {goal['raw']}: the fastest, {fastest.n_gpus} GPUs "
-                            f"({fastest.best.label()}), takes {fastest.best.metrics['train_time'] / 86400:.4g} day; "
+                            f"({frow.label()}), takes {frow.metrics['train_time'] / 86400:.4g} day; "
                             "give a larger range (--gpus A:B) or more time")
         if kind == "budget":
-            cheapest = min(best, key=lambda sc: sc.best.metrics["total_cost"])
+            cheapest, crow = min(found, key=lambda f: f[1].metrics["total_cost"])
             raise PlanError(f"no GPU count tried ({tried}) stays within {goal['raw']}: the cheapest, {cheapest.n_gpus} "
-                            f"GPUs, costs {cheapest.best.metrics['total_cost']:,.0f} USD")
-        top_tps = max(best, key=lambda sc: sc.best.metrics["tokens_per_second"])
-        raise PlanError(f"no GPU count tried ({tried}) reaches {goal['raw']}: the most, {top_tps.n_gpus} GPUs, "
-                        f"reaches {top_tps.best.metrics['tokens_per_second']:,.0f} token/s")
+                            f"GPUs, costs {crow.metrics['total_cost']:,.0f} USD")
+        most, mrow = max(found, key=lambda f: f[1].metrics["tokens_per_second"])
+        raise PlanError(f"no GPU count tried ({tried}) reaches {goal['raw']}: the most, {most.n_gpus} GPUs, "
+                        f"reaches {mrow.metrics['tokens_per_second']:,.0f} token/s")
     if kind == "budget":
-        chosen = min(meeting, key=lambda sc: sc.best.metrics["train_time"])
+        chosen = min(meeting, key=lambda f: f[1].metrics["train_time"])[0]
     else:
-        chosen = min(meeting, key=lambda sc: sc.n_gpus)
+        chosen = min(meeting, key=lambda f: f[0].n_gpus)[0]
     res = _result(searches[chosen.n_gpus], values, top, t0, model, hardware, options, common)
     res.scan, res.goal = scans, {**goal, "chosen_gpus": chosen.n_gpus}
     res.seconds = time.perf_counter() - t0

@@ -59,8 +59,14 @@ class Rule:
     valid: Callable[[dict, Shape], np.ndarray]    # columns, shape -> True where valid
 
 
-def _divides(a, b):
-    return (np.asarray(b) % np.asarray(a)) == 0
+def _divides(a, b) -> np.ndarray:
+    return np.asarray((np.asarray(b) % np.asarray(a)) == 0)
+
+
+def tp_within_node(c: dict, s: Shape) -> np.ndarray:
+    """tp within one node (tp <= gpus_per_node and dividing it), unless tp_across_nodes."""
+    within = (c["tp"] <= s.gpus_per_node) & _divides(c["tp"], s.gpus_per_node)
+    return np.ones(len(c["tp"]), bool) if s.tp_across_nodes else within
 
 
 def pp_splits_layers(c: dict, s: Shape) -> np.ndarray:
@@ -84,8 +90,7 @@ def _stage_slots(c: dict, s: Shape) -> np.ndarray:
 RULES: tuple[Rule, ...] = (
     Rule("tp_heads", "tp does not divide n_heads", "layout", lambda c, s: _divides(c["tp"], s.n_heads)),
     Rule("tp_kv_heads", "tp does not divide n_kv_heads", "layout", lambda c, s: _divides(c["tp"], s.n_kv_heads)),
-    Rule("tp_node", "tp spans more than one node (gpus_per_node)", "layout",
-         lambda c, s: s.tp_across_nodes or (c["tp"] <= s.gpus_per_node) & _divides(c["tp"], s.gpus_per_node)),
+    Rule("tp_node", "tp spans more than one node (gpus_per_node)", "layout", tp_within_node),
     Rule("pp_layers", "pp does not split n_layers (evenly, or with at most "
          f"{UNEVEN_PP_SLACK} layer slots empty)", "layout", pp_splits_layers),
     Rule("cp_seq", "cp does not divide seq_len", "layout", lambda c, s: _divides(c["cp"], s.seq_len)),
@@ -151,11 +156,11 @@ def candidates(s: Shape, fixed: dict[str, list[int]] | None = None,
         "micro_batch_size": [d for d in divisors(s.global_batch_size) if d <= s.max_micro_batch],
         "virtual_stages": list(range(1, s.max_virtual_stages + 1)),
     }
-    for name, values in (fixed or {}).items():
-        out[name] = sorted(set(values))
+    for name, counts in (fixed or {}).items():
+        out[name] = sorted(set(counts))
     opts = {k: tuple(range(len(v))) for k, v in SEARCHED_OPTIONS.items()}
-    for name, values in (options or {}).items():
-        opts[name] = tuple(SEARCHED_OPTIONS[name].index(v) for v in values)
+    for name, chosen in (options or {}).items():
+        opts[name] = tuple(SEARCHED_OPTIONS[name].index(v) for v in chosen)
     out.update({k: list(v) for k, v in opts.items()})
     return out
 

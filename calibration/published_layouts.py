@@ -1,0 +1,118 @@
+"""Published layouts against the planner: ``python calibration/published_layouts.py``.
+
+For each run of published_runs.toml (the Megatron-LM 2021 weak-scaling runs on A100 and the
+Megatron-Core run on H100, with what their launch scripts set from run_configs.toml), plan the
+same model shapes, hardware, GPU count, global batch and sequence length, with the options the
+planner does not search kept as the run had them (attention kernel, gradient-reduction
+overlap, TP communication overlap, precision). The planner searches everything else: tp, pp,
+cp, dp, micro-batch, schedule and virtual stages, ZeRO stage, recompute and sequence
+parallelism. The run's own layout (its tp, pp, dp, micro-batch, virtual stages, and its ZeRO
+stage, recompute and sequence parallelism, the library's defaults where the run states none)
+is then found among the planner's fitting layouts.
+
+Printed as a Markdown table (the README's "Published layouts against the planner"): the
+published layout, its rank among the fitting layouts by predicted step time (1 = fastest;
+ties share the better rank), its predicted step time, the planner's best layout, and how much
+faster the best is *in the model* (published step time / best step time). The ranking is the
+model's: a layout the model puts ahead was not measured, and the published runs were chosen
+under constraints the model does not see (the code of the day: no sequence parallelism or
+distributed optimizer in Megatron-LM 2021, for instance).
+
+tests/test_plan.py imports :func:`published_layouts` and asserts that every published layout
+is among the valid layouts that fit.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fit  # noqa: E402  (calibration/fit.py: the runs as symcalc questions)
+
+import symcalc  # noqa: E402
+from symcalc.planner.result import PlanRow  # noqa: E402
+from symcalc.planner.space import SEARCHED_OPTIONS  # noqa: E402
+
+SHAPES = ("d_model", "n_layers", "n_heads", "vocab_size")
+LAYOUT = ("tp", "pp", "dp", "micro_batch_size")
+
+
+def _published(run: dict, lib) -> tuple[dict, dict, dict]:
+    """(layout, searched options, fixed options) of a run: the searched options the run sets,
+    else the library's defaults; the rest of its options stay fixed in the plan."""
+    given, options = dict(run["given"]), dict(run["options"])
+    layout = {k: int(given[k]) for k in LAYOUT}
+    layout["cp"] = 1
+    layout["virtual_stages"] = int(given.get("virtual_stages", 1))
+    searched = {k: str(options.pop(k, lib.options[k].default)) for k in SEARCHED_OPTIONS}
+    options.pop("pipeline_schedule", None)       # searched too (1F1B or interleaved with virtual_stages)
+    return layout, searched, options
+
+
+def published_layouts(library=None) -> list[dict]:
+    """One record per published run: its layout, whether it is valid and fits, its rank among
+    the fitting layouts by step time, its step time, and the planner's best layout.
+
+    Returns
+    -------
+    list of dict: id, hardware, n_gpus, layout (tp, pp, cp, dp, micro_batch_size,
+    virtual_stages), options (zero_stage, recompute, sequence_parallel), found (among the
+    fitting layouts), rank, fitting, step_time (s), best (PlanRow) and seconds (the plan's).
+    """
+    lib = library or symcalc.default_library()
+    out = []
+    for run in fit.questions(fit.load(), fit.load_configs()):
+        layout, searched, fixed = _published(run, lib)
+        g = run["given"]
+        t0 = time.perf_counter()
+        p = symcalc.plan(None, run["hardware"], int(g["n_gpus"]), global_batch_size=int(g["global_batch_size"]),
+                         seq_len=g["seq_len"], options=fixed, top=1, library=library,
+                         **{k: g[k] for k in SHAPES})
+        took = time.perf_counter() - t0
+        a = p.pareto
+        hit = np.ones(len(a["tp"]), dtype=bool)
+        for k, v in layout.items():
+            hit &= a[k] == v
+        for k, v in searched.items():
+            hit &= a[k] == SEARCHED_OPTIONS[k].index(v)
+        rows = np.flatnonzero(hit)
+        step = float(a["step_time"][rows[0]]) if len(rows) else float("nan")
+        rank = int(np.count_nonzero(a["step_time"] < step)) + 1 if len(rows) else None
+        out.append(dict(id=run["id"], hardware=run["hardware"], n_gpus=int(g["n_gpus"]), layout=layout,
+                        options=searched, found=len(rows) == 1, rank=rank, fitting=p.fitting, step_time=step,
+                        best=p.best, seconds=took))
+    return out
+
+
+def _label(layout: dict, options: dict) -> str:
+    return PlanRow(rank=0, layout=layout, options=options, step_time=0.0, memory=0.0, fits=True).label()
+
+
+def markdown(records: list[dict]) -> str:
+    lines = ["| run | GPUs | published layout | rank (of fitting) | step time | best layout (model) | step time "
+             "| best is faster by |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        best: PlanRow = r["best"]
+        rank = f"{r['rank']:,} of {r['fitting']:,}" if r["found"] else f"not among the {r['fitting']:,}"
+        lines.append(f"| {r['id']} ({r['hardware']}) | {r['n_gpus']:,} | {_label(r['layout'], r['options'])} | {rank} "
+                     f"| {r['step_time']:.3g} s | {best.label()} | {best.step_time:.3g} s "
+                     f"| {r['step_time'] / best.step_time:.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    t0 = time.perf_counter()
+    records = published_layouts()
+    print(markdown(records))
+    print(f"\n{len(records)} runs planned in {time.perf_counter() - t0:.1f} s")
+    return 0 if all(r["found"] for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
