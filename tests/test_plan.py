@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import symcalc
+from symcalc.errors import QueryError
 from symcalc.planner.space import Shape, enumerate_space
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,3 +328,9 @@ def test_plan_api_has_the_plan_time_limit(monkeypatch):
     symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45,
                   peak_flops="989 TFLOP/s")
     assert seen == [120.0, 5.0, 30.0]
+
+
+@pytest.mark.parametrize("gpus", [0, "0", "-8,16", [4, 0]])
+def test_a_gpu_count_below_one_is_refused_before_any_search(gpus):
+    with pytest.raises(QueryError, match="GPU counts are whole numbers of at least 1"):
+        symcalc.plan("llama3-70b", "h100", gpus, global_batch_size=64)

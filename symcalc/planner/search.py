@@ -91,7 +91,15 @@ class _Search:
 
 def parse_gpus(gpus, gpus_per_node: int | None = None) -> list[int]:
     """GPU counts from an int, a list, "512,1024,2048" or a range "A:B": A, then every 2^k and
-    3 x 2^k multiple of the node size (or of A) up to B."""
+    3 x 2^k multiple of the node size (or of A) up to B. Raises QueryError for anything else,
+    a count below 1 included."""
+    counts = _gpu_counts(gpus, gpus_per_node)
+    if not counts or min(counts) < 1:
+        raise QueryError(f"--gpus: GPU counts are whole numbers of at least 1; got '{gpus}'")
+    return counts
+
+
+def _gpu_counts(gpus, gpus_per_node: int | None) -> list[int]:
     if isinstance(gpus, (int, np.integer)):
         return [int(gpus)]
     if isinstance(gpus, (list, tuple)):
