@@ -258,24 +258,25 @@ def evaluate(derivation: Derivation, values: Mapping[str, object], target_whole:
             stop = min(start + rows, shape[0])
             piece = (stop - start, *shape[1:])
             ok: Any = True      # an array only once some value of the chunk fails
-            env: dict[str, Any] = dict(prog.constants)
             args = []
             for name, a, domain, whole, sliced in knowns:
                 v = (a[start:stop] if sliced else a).astype(np.float64, copy=False)
                 ok = _and(ok, _inside(v, domain, whole, ranges[name] if strict else None))
                 if strict and ok is not True:
                     return None
-                env[name] = v
                 args.append(v)
             if fused is not None:
                 value = fused(*args)
-                if strict and not _full(value, piece):
-                    return None
-                value = np.broadcast_to(np.asarray(value, dtype=float), piece)
+                if not _full(value, piece):
+                    if strict:
+                        return None
+                    value = np.broadcast_to(np.asarray(value, dtype=float), piece)
                 if scan_target:
                     ok = _and(ok, _inside(value, target_domain, False, edge=edge))
                 out[start:stop] = value
             else:
+                env: dict[str, Any] = dict(prog.constants)
+                env.update(zip(prog.knowns, args))
                 for fn, inputs, name in prog.steps:
                     env[name] = fn(*[env[x] for x in inputs])
                 for name, domain in checked:
@@ -290,9 +291,11 @@ def evaluate(derivation: Derivation, values: Mapping[str, object], target_whole:
                     value = _rounded(value, target_whole)
                 ok = _and(ok, _inside(value, target_domain, False))
                 np.divide(value, factor, out=out[start:stop])
-            if strict and (ok is not True or errors.count):
-                return None
-            mask[start:stop] = ok
+            if strict:
+                if ok is not True or errors.count:
+                    return None
+            else:
+                mask[start:stop] = ok
     if strict and (errors.count or (fused is not None and not _in_range(prog, ranges))):
         return None
     return out, mask
@@ -339,11 +342,15 @@ def _inside(a, domain: Interval, whole: bool, seen: list[float] | None = None, e
     of it when one minimum and one maximum say so, else an elementwise mask. ``seen`` (a
     [min, max] pair) is widened to the values' range; ``edge`` also refuses, all of ``a``,
     when its values come that close (relatively) to a finite bound (the strict mode's test)."""
-    a = np.asarray(a, dtype=float)
+    if type(a) is not np.ndarray or a.dtype != np.float64:
+        a = np.asarray(a, dtype=float)
     if a.size:
         lo, hi = _MIN(a, axis=None), _MAX(a, axis=None)
         if seen is not None:
-            seen[0], seen[1] = min(seen[0], lo), max(seen[1], hi)
+            if lo < seen[0]:
+                seen[0] = lo
+            if hi > seen[1]:
+                seen[1] = hi
         if ((lo > domain.lo if domain.lo_open else lo >= domain.lo)
                 and (hi < domain.hi if domain.hi_open else hi <= domain.hi)
                 and _NEG_INF < lo and hi < _INF and not (whole and _NOT_EQUAL(_FLOOR(a), a).any())):
