@@ -168,6 +168,35 @@ def _open_dir(create: bool) -> int | None:
     return fd
 
 
+def private_dir(name: str) -> Path | None:
+    """A subdirectory of the cache directory for another library's own cache (pint keeps its
+    parsed unit definitions there), made and checked as the cache directory is: the user's,
+    private (0700), reached without following a link, and the directory above it too. None
+    when the cache is off or cannot be trusted (the caller then works without). Never raises.
+
+    Entries in it are that library's, not authenticated by this module: the directory being
+    the user's own and private is what keeps others from planting them."""
+    if not enabled() or not re.fullmatch(r"[A-Za-z0-9_.+-]{1,64}", name):
+        return None
+    try:
+        fd = _open_dir(create=True)
+        if fd is None:
+            return None
+        try:
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode) or not _own(st) or st.st_mode & 0o077:
+                return None
+        finally:
+            os.close(fd)
+    except (OSError, _Untrusted):
+        return None
+    return cache_dir() / name
+
+
 def _open_file(dfd: int, name: str, limit: int, private: bool = False) -> bytes | None:
     """The bytes of a regular file of the user's in the directory (``private``: readable by
     the user only), None if there is none. Never follows a link, never waits on a FIFO;

@@ -441,3 +441,26 @@ def test_a_cached_question_answers_without_importing_sympy(cache_dir, question):
     assert runs[0].stdout == runs[1].stdout and runs[1].stdout.strip()
     assert runs[0].stderr.strip().endswith("sympy imported: True")
     assert runs[1].stderr.strip().endswith("sympy imported: False")
+
+
+def test_pint_keeps_its_parsed_units_in_a_private_directory_of_the_cache(cache_dir):
+    # the unit registry's parsed definitions (pint's own cache, ~10 ms of every start-up) live
+    # in a directory made like the cache's: the user's, 0700, reached without following a link
+    import pint
+    folder = cache.private_dir(f"pint-{pint.__version__}")
+    assert folder == cache_dir / f"pint-{pint.__version__}"
+    st = folder.lstat()
+    assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+    # a link planted in its place, a directory others may read, or a name with a path in it: none
+    os.rmdir(folder)
+    os.symlink(cache_dir.parent, folder)
+    assert cache.private_dir(f"pint-{pint.__version__}") is None
+    os.unlink(folder)
+    os.mkdir(folder, 0o755)
+    assert cache.private_dir(f"pint-{pint.__version__}") is None
+    assert cache.private_dir("../elsewhere") is None and not (cache_dir.parent / "elsewhere").exists()
+
+
+def test_without_a_cache_pint_gets_no_folder(cache_dir, monkeypatch):
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    assert cache.private_dir("pint-x") is None and not (cache_dir / "pint-x").exists()

@@ -23,11 +23,6 @@ from symcalc.errors import (
 from symcalc.findings import Finding
 from symcalc.library.loading import formula_dir
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 # a preset kind -> the name of its data file under formulas/presets (and of `symcalc list ...`)
 KINDS = {"hardware": "hardware", "model": "models"}
 PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak_flops", "published"}
@@ -76,6 +71,10 @@ def all_presets() -> dict[str, dict[str, Preset]]:
     LibraryError
         A preset file cannot be read, or a preset in it has unknown or incomplete keys.
     """
+    if sys.version_info >= (3, 11):   # start-up: a question without presets never reads them
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     out: dict[str, dict[str, Preset]] = {}
     for kind, stem in KINDS.items():
         path = presets_dir() / f"{stem}.toml"

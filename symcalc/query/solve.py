@@ -37,7 +37,6 @@ from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
 from symcalc.library.presets import all_presets, find_preset
-from symcalc.query import reuse
 from symcalc.query.implied import resolve_options
 from symcalc.query.limits import limit_rounding, round_with
 from symcalc.query.parts import parts_of, sum_parts
@@ -69,6 +68,7 @@ def read_given(library: Library, values) -> dict[str, GivenValue]:
 def _again(result: Result, values: dict, masked: bool = False, also: tuple[str, ...] = (), outside: bool = False):
     """Result.function (and, ``masked``, Result.points): the record's derivation for new values
     (symcalc.query.reuse), with this module's solve() for what the sweep path leaves to it."""
+    from symcalc.query import reuse  # start-up: only a record evaluated again needs it
     if masked:
         return reuse.points(result, values, also, outside)
     return reuse.function(result, values, solve)
