@@ -118,18 +118,29 @@ def _loaded(module_name: str):
 # source -> its function, in this process: derivations of one question under different options
 # (a planner's ZeRO stages, recompute modes, schedules) share most of their steps, and each
 # definition costs a compile (~0.7 ms)
-_DEFINED: dict[tuple, Callable] = {}
-_DEFINED_MAX = 16384
+class Memo:
+    """A per-process memo of generated functions that empties itself at ``limit`` entries
+    (a bound on memory for a long session; refilling is only the cost of a first use)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.table: dict = {}
+
+    def get(self, key, make: Callable[[], Any]) -> Any:
+        """The value for ``key``, made by ``make()`` on first use."""
+        value = self.table.get(key)
+        if value is None:
+            if len(self.table) >= self.limit:
+                self.table.clear()
+            value = self.table[key] = make()
+        return value
+
+
+_DEFINED = Memo(16384)
 
 
 def _define(source: str, names: dict[str, tuple[str, str | None]]) -> Callable:
-    key = (source, tuple(sorted(names.items())))
-    fn = _DEFINED.get(key)
-    if fn is None:
-        if len(_DEFINED) >= _DEFINED_MAX:
-            _DEFINED.clear()
-        fn = _DEFINED[key] = _define_anew(source, names)
-    return fn
+    return _DEFINED.get((source, tuple(sorted(names.items()))), lambda: _define_anew(source, names))
 
 
 def _define_anew(source: str, names: dict[str, tuple[str, str | None]]) -> Callable:

@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.numpy import NumPyPrinter, SciPyPrinter
 
 from symcalc import units
-from symcalc.compiled import CompiledFunction, ceil_tol, floor_tol
+from symcalc.compiled import CompiledFunction, Memo, ceil_tol, floor_tol
 from symcalc.library.exprparse import UnitSymbol
 
 
@@ -62,17 +62,10 @@ def compile_expr(expr: sympy.Expr, args: Sequence[sympy.Symbol]) -> CompiledFunc
     question under different options (a planner's ZeRO stages, recompute modes, schedules)
     share most of their steps, and compiling a step (cse, lambdify) is most of what building
     one costs once it is inverted."""
-    key = (expr, tuple(args))
-    fn = _COMPILED.get(key)
-    if fn is None:
-        if len(_COMPILED) >= _COMPILED_MAX:
-            _COMPILED.clear()
-        fn = _COMPILED[key] = compile_anew(expr, args)
-    return fn
+    return _COMPILED.get((expr, tuple(args)), lambda: compile_anew(expr, args))
 
 
-_COMPILED: dict = {}
-_COMPILED_MAX = 8192
+_COMPILED = Memo(8192)
 
 
 def compile_anew(expr: sympy.Expr, args: Sequence[sympy.Symbol]) -> CompiledFunction:

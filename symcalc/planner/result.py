@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
-from symcalc.render.formats import render
+from symcalc.render.formats import Rendered, render
 
 
 @dataclass
@@ -55,7 +54,13 @@ class GpuScan:
 
 
 @dataclass
-class PlanResult:
+class PlanResult(Rendered):
+    """A ranked plan: the top layouts, what was searched, valid and fitting, and why the rest
+    were rejected (rendered through the registry: text, JSON, CSV, HTML, plots)."""
+
+    TEXT_FORMAT = "plan_text"
+    JSON_FORMAT = "plan_json"
+
     model: str | None
     hardware: str | None
     n_gpus: int
@@ -89,14 +94,6 @@ class PlanResult:
     def best(self) -> PlanRow | None:
         return self.rows[0] if self.rows else None
 
-    def text(self) -> str:
-        return render("plan_text", self)
-
-    def as_dict(self) -> dict:
-        return render("plan_json", self)
-
-    def json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent)
 
     def to_csv(self, path: str) -> None:
         render("plan_csv", self, path)

@@ -14,7 +14,6 @@ says which inputs differ, and computes B - A and B / A from the two answers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +34,7 @@ from symcalc.query.solve import (
     read_given,
     solve,
 )
-from symcalc.render.formats import render
+from symcalc.render.formats import Rendered, render
 from symcalc.units.format import with_unit
 
 PRESET_KINDS = ("hardware", "model")
@@ -57,13 +56,16 @@ class InputDifference:
 
 
 @dataclass
-class Comparison:
+class Comparison(Rendered):
     """Two answers to the same question and how they differ (B - A, B / A).
 
     The difference and ratio are taken from the values as shown (rounded the quantity's way
     for whole numbers, so 94 vs 188 GPUs has ratio 2), in side A's unit; both sides are
     always solved for the same target in the same unit.
     """
+
+    TEXT_FORMAT = "comparison_text"
+    JSON_FORMAT = "comparison_json"
 
     target: str
     a: Result
@@ -180,16 +182,7 @@ class Comparison:
         """(side, out-of-bounds message): computed values outside their quantity's bounds."""
         return [("A", v) for v in self.a.violations] + [("B", v) for v in self.b.violations]
 
-    # -- renderers -----------------------------------------------------------------------
-    def text(self) -> str:
-        return render("comparison_text", self)
-
-    def as_dict(self) -> dict:
-        return render("comparison_json", self)
-
-    def json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent)
-
+    # -- renderers (text(), as_dict(), json() from Rendered) ------------------------------
     def __str__(self) -> str:
         return render("comparison_headline", self)
 

@@ -7,7 +7,6 @@ values (or arrays of them) at numpy speed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,7 @@ from symcalc.findings import Finding
 from symcalc.library.printed import Printed
 from symcalc.library.records import FormulaSpec, QuantitySpec
 from symcalc.query.values import GivenValue
-from symcalc.render.formats import render
+from symcalc.render.formats import Rendered, render
 from symcalc.units.format import with_unit
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers only
@@ -43,7 +42,7 @@ class StepView:
 
 
 @dataclass
-class Result:
+class Result(Rendered):
     """The value of ``target`` with its unit, how it was derived, and what it leaned on."""
 
     library: Library
@@ -191,20 +190,12 @@ class Result:
         return bool(self.steps) and self.closed_form.symbol_of != self.target
 
     # -- renderers ----------------------------------------------------------------------
-    def text(self) -> str:
-        return render("text", self)
-
     def latex(self, standalone: bool = False) -> str:
         return render("latex", self, standalone=standalone)
 
     def markdown(self) -> str:
         return render("markdown", self)
 
-    def as_dict(self) -> dict:
-        return render("json", self)
-
-    def json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent)
 
     def _repr_latex_(self) -> str:
         return "$$" + render("latex_equation", self) + "$$"

@@ -9,6 +9,7 @@ for a plot, nothing for a cached text answer). Adding a format is one line here.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable
 
 # format -> "module:function"; each function takes the record first
@@ -42,3 +43,20 @@ def renderer(name: str) -> Callable:
 def render(name: str, record, *args, **kwargs):
     """``record`` in format ``name``."""
     return renderer(name)(record, *args, **kwargs)
+
+
+class Rendered:
+    """``.text()``, ``.as_dict()`` and ``.json()`` of a record, through the registry: the record
+    names its two formats (``TEXT_FORMAT``, ``JSON_FORMAT``) and holds no rendering code."""
+
+    TEXT_FORMAT = "text"
+    JSON_FORMAT = "json"
+
+    def text(self) -> str:
+        return render(self.TEXT_FORMAT, self)
+
+    def as_dict(self) -> dict:
+        return render(self.JSON_FORMAT, self)
+
+    def json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent)
