@@ -464,3 +464,27 @@ def test_pint_keeps_its_parsed_units_in_a_private_directory_of_the_cache(cache_d
 def test_without_a_cache_pint_gets_no_folder(cache_dir, monkeypatch):
     monkeypatch.setenv(cache.ENV_OFF, "1")
     assert cache.private_dir("pint-x") is None and not (cache_dir / "pint-x").exists()
+
+
+def test_a_truncated_pint_cache_file_is_answered_through_and_rewritten(cache_dir):
+    # pint writes its cache files in place: a run that starts while another writes (or one that
+    # was killed) meets a truncated pickle. The answer is the same; the file is written anew.
+    import subprocess
+    import sys
+
+    import pint
+    env = {**os.environ, cache.ENV_DIR: str(cache_dir)}
+    env.pop(cache.ENV_OFF, None)
+    args = [sys.executable, "-m", "symcalc", "solve", "d_model", "n_params=1.291059e10", "n_layers=40",
+            "vocab_size=32000", "--brief"]
+    first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    assert first.returncode == 0 and first.stdout.startswith("d_model = 5120")
+    pickles = sorted((cache_dir / f"pint-{pint.__version__}").glob("*.pickle"))
+    assert pickles
+    for p in pickles:
+        p.write_bytes(p.read_bytes()[:10])
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    assert (second.returncode, second.stdout) == (0, first.stdout)
+    third = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    assert (third.returncode, third.stdout) == (0, first.stdout)
+    assert all(p.stat().st_size > 10 for p in (cache_dir / f"pint-{pint.__version__}").glob("*.pickle"))

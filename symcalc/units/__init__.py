@@ -40,8 +40,22 @@ def registry() -> pint.UnitRegistry:
     pint's own cache of the parsed file, kept in a private directory of symcalc's cache, one
     per pint version; a start-up cost every command pays)."""
     folder = cache.private_dir(f"pint-{pint.__version__}")
-    ureg: pint.UnitRegistry = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False,
-                                                cache_folder=folder)
+    try:
+        ureg: pint.UnitRegistry = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False,
+                                                    cache_folder=folder)
+    except Exception:
+        # pint writes its cache files in place: a process starting while another writes one
+        # reads it truncated (EOFError). Parse the file then, as without a cache.
+        # A file left truncated by a run that was killed is removed, so the next run writes it anew.
+        if folder is None:
+            raise
+        ureg = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
+        try:
+            for entry in folder.glob("*"):
+                if entry.suffix in (".pickle", ".json") and entry.is_file() and not entry.is_symlink():
+                    entry.unlink(missing_ok=True)
+        except OSError:
+            pass
     ureg.formatter.default_format = "~P"
     return ureg
 
