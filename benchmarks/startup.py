@@ -5,7 +5,7 @@ once per question, so everything it does besides reading values with units (load
 unit-checking the formula files, inverting and compiling the equations with sympy) must be
 cached or cheap. A question whose derivation is cached does not import sympy at all (the
 library and the derivation are read with their sympy parts frozen, symcalc.lazy; the compiled
-functions keep their source, symcalc.compiled; the forms shown are printed already,
+functions keep their code objects, symcalc.compiled; the forms shown are printed already,
 symcalc.library.printed); the run checks that it did not. The cache lives in a fresh temporary directory: the first run builds it (reported), the
 timed runs use it. The same command with the cache off is reported for comparison. Both
 sides run with Python's bytecode cache on, as after ``pip install``.

@@ -1,17 +1,20 @@
-"""Compiled expressions that survive pickling as their source, and the guards they call.
+"""Compiled expressions that survive pickling as their bytecode, and the guards they call.
 
 sympy's ``lambdify`` writes a Python function from an expression; the function itself cannot
-be pickled, and rebuilding it means importing sympy. A :class:`CompiledFunction` keeps the
-source lambdify wrote and the names it reads (numpy functions, the guards below), so a cached
-derivation is executable again with numpy alone. The source is only ever code symcalc
-generated and the on-disk cache authenticated (:mod:`symcalc.cache`); the names it may read are
-resolved from numpy, scipy.special, this module and ``builtins`` only.
+be pickled, and rebuilding it means importing sympy. A :class:`CompiledFunction` keeps that
+function's code object (marshalled) and the names it reads (numpy functions, the guards below),
+so a cached derivation runs again with numpy alone: the function is rebuilt from its code
+object, no text is parsed or executed. The code is only ever what symcalc generated from its
+own formula files and the on-disk cache authenticated (:mod:`symcalc.cache`, which also keys
+entries by the Python version that marshalled them); the names it may read are resolved from
+numpy, scipy.special, this module and ``builtins`` only.
 """
 
 from __future__ import annotations
 
 import builtins
 import importlib
+import marshal
 import types
 from collections.abc import Callable
 from typing import Any
@@ -38,38 +41,41 @@ def ceil_tol(x):
 
 
 class CompiledFunction:
-    """A generated function with its source: callable, and picklable as (source, names).
+    """A generated function: callable, and picklable as (marshalled code, names).
 
     Parameters
     ----------
-    source:
-        The text of one ``def`` (as lambdify writes it).
+    code:
+        ``marshal.dumps`` of the function's code object.
     names:
         Global name -> (module, attribute or None for the module itself), for every global
         the function reads.
     """
 
-    __slots__ = ("source", "names", "function")
+    __slots__ = ("code", "names", "function")
 
-    def __init__(self, source: str, names: dict[str, tuple[str, str | None]]):
-        self.source = source
+    def __init__(self, code: bytes, names: dict[str, tuple[str, str | None]]):
+        self.code = code
         self.names = names
-        self.function: Callable | None = None   # defined on first call: a cached library holds
-        # dozens a question never calls, and compiling each costs 0.7 ms
+        self.function: Callable | None = None   # rebuilt on first call: a cached library holds
+        # dozens a question never calls
 
     def __call__(self, *args: Any) -> Any:
         if self.function is None:
-            self.function = _define(self.source, self.names)
+            self.function = _define(self.code, self.names)
         return self.function(*args)
 
     def __reduce__(self):
-        return (CompiledFunction, (self.source, self.names))
+        return (CompiledFunction, (self.code, self.names))
 
     @classmethod
-    def wrap(cls, function: Callable, source: str) -> CompiledFunction:
-        """A CompiledFunction of a function generated from ``source``, with the modules of the
-        globals it reads looked up. Raises TypeError for a global that is not from numpy,
-        scipy.special, this module or builtins (it could not be rebuilt)."""
+    def wrap(cls, function: Callable) -> CompiledFunction:
+        """A CompiledFunction of a generated function, with the modules of the globals it reads
+        looked up. Raises TypeError for a function with defaults or a closure, or a global
+        that is not from numpy, scipy.special, this module or builtins (it could not be
+        rebuilt)."""
+        if function.__closure__ or function.__defaults__ or function.__kwdefaults__:
+            raise TypeError("a compiled function takes its arguments plainly")
         code = function.__code__
         names: dict[str, tuple[str, str | None]] = {}
         for name in _global_names(code):
@@ -78,7 +84,7 @@ class CompiledFunction:
             value = function.__globals__[name]
             names[name] = _origin(name, value)
         out = cls.__new__(cls)
-        out.source, out.names, out.function = source, names, function
+        out.code, out.names, out.function = marshal.dumps(code), names, function
         return out
 
 
@@ -115,9 +121,8 @@ def _loaded(module_name: str):
     return sys.modules.get(module_name)
 
 
-# source -> its function, in this process: derivations of one question under different options
-# (a planner's ZeRO stages, recompute modes, schedules) share most of their steps, and each
-# definition costs a compile (~0.7 ms)
+# code -> its function, in this process: derivations of one question under different options
+# (a planner's ZeRO stages, recompute modes, schedules) share most of their steps
 class Memo:
     """A per-process memo of generated functions that empties itself at ``limit`` entries
     (a bound on memory for a long session; refilling is only the cost of a first use)."""
@@ -139,20 +144,19 @@ class Memo:
 _DEFINED = Memo(16384)
 
 
-def _define(source: str, names: dict[str, tuple[str, str | None]]) -> Callable:
-    return _DEFINED.get((source, tuple(sorted(names.items()))), lambda: _define_anew(source, names))
+def _define(code: bytes, names: dict[str, tuple[str, str | None]]) -> Callable:
+    return _DEFINED.get((code, tuple(sorted(names.items()))), lambda: _define_anew(code, names))
 
 
-def _define_anew(source: str, names: dict[str, tuple[str, str | None]]) -> Callable:
-    namespace: dict[str, Any] = {}
+def _define_anew(code: bytes, names: dict[str, tuple[str, str | None]]) -> Callable:
+    """The function again: its code object in a namespace of the names it reads."""
+    namespace: dict[str, Any] = {"__builtins__": builtins}
     for name, (module_name, attr) in names.items():
         if module_name not in _MODULES:
             raise TypeError(f"a compiled function may not read from {module_name!r}")
         module = importlib.import_module(module_name)
         namespace[name] = module if attr is None else getattr(module, attr)
-    before = set(namespace)
-    exec(compile(source, "<symcalc compiled>", "exec"), namespace)   # symcalc's own generated code
-    defined = [v for k, v in namespace.items() if k not in before and k != "__builtins__" and callable(v)]
-    if len(defined) != 1:
-        raise TypeError("a compiled function's source must define exactly one function")
-    return defined[0]
+    compiled = marshal.loads(code)
+    if not isinstance(compiled, types.CodeType):
+        raise TypeError("a compiled function is kept as a code object")
+    return types.FunctionType(compiled, namespace)

@@ -9,7 +9,7 @@ order, so each intermediate value is available to the renderers without recomput
 Building one (inverting the equations with sympy) is :func:`symcalc.engine.derive.derive`; this
 module only holds and evaluates the result, and imports no sympy: a derivation read from the
 on-disk cache runs on numpy alone (its expressions are lazy, symcalc.lazy; its functions keep
-their source, symcalc.compiled). Numeric root finding compiles the residuals it needs on first
+their code objects, symcalc.compiled). Numeric root finding compiles the residuals it needs on first
 use, which does import sympy.
 
 Design note (departs from DESIGN.md on purpose): the design composes the chain into one
@@ -131,7 +131,7 @@ class SolvedStep(LazyFields):
 
     def __getstate__(self) -> dict:
         # formulas are restored from the library by Derivation.bind; compiled functions keep
-        # their source (symcalc.compiled)
+        # their code objects (symcalc.compiled)
         state = super().__getstate__()
         state["formulas"] = tuple(f.id for f in self.formulas)
         return state

@@ -7,7 +7,6 @@ noise (symcalc.compiled.floor_tol).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from functools import reduce
 
@@ -74,7 +73,7 @@ def compile_anew(expr: sympy.Expr, args: Sequence[sympy.Symbol]) -> CompiledFunc
     The namespace is numpy itself plus the guards, not lambdify's "numpy" module string: that
     runs ``from numpy import *``, which imports numpy.ma, numpy.f2py, numpy.testing and
     numpy.random (0.13 s, a sixth of start-up) for names the printer never writes: it imports
-    each function it prints by name. The result keeps lambdify's source, so a cached
+    each function it prints by name. The result keeps the function's code object, so a cached
     derivation runs again without sympy."""
     numeric_expr = expr.subs(unit_factors(expr))
     special = numeric_expr.has(sympy.LambertW)
@@ -86,17 +85,17 @@ def compile_anew(expr: sympy.Expr, args: Sequence[sympy.Symbol]) -> CompiledFunc
         fn = sympy.lambdify(list(args), numeric_expr, modules=[guards, {"numpy": np}], cse=True,
                             printer=_NumpyPrinter, docstring_limit=0)
     try:
-        return CompiledFunction.wrap(fn, inspect.getsource(fn))
-    except (OSError, TypeError):     # no source kept, or a name from elsewhere: usable, not cacheable
+        return CompiledFunction.wrap(fn)
+    except TypeError:     # a name from elsewhere: usable, not cacheable
         return _Uncacheable(fn)
 
 
 class _Uncacheable(CompiledFunction):
-    """A compiled function whose source could not be kept: it works, but a derivation holding
-    it is not written to the on-disk cache (pickling it raises TypeError)."""
+    """A compiled function that could not be kept for another process: it works, but a
+    derivation holding it is not written to the on-disk cache (pickling it raises TypeError)."""
 
-    def __init__(self, function):     # noqa: D107 - no source to keep
-        self.source, self.names, self.function = "", {}, function
+    def __init__(self, function):
+        self.code, self.names, self.function = b"", {}, function
 
     def __reduce__(self):
-        raise TypeError("a compiled function without its source is not cached")
+        raise TypeError("a compiled function that reads names from elsewhere is not cached")
