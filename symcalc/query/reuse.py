@@ -136,7 +136,7 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
         sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
     extra: dict[str, tuple[np.ndarray, str]] = {}
     if swept is None:
-        value, inside, where, extra = _general_masked(result, magnitudes, also)
+        value, inside, where, extra = _general_masked(result, magnitudes, also, outside)
     else:
         value, inside = swept
         where = {}
@@ -154,10 +154,11 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
                   capacity=capacity, also=extra)
 
 
-def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = ()):
+def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = (), want_outside: bool = True):
     """The general evaluator (every step's compiled functions, numeric steps included), with
     the same mask as the sweep path: every computed value inside its bounds. Returns (value,
-    inside, {quantity: where it is finite but outside its bounds}, {also name: (values, unit)})."""
+    inside, {quantity: where it is finite but outside its bounds} (``want_outside``, else empty),
+    {also name: (values, unit)})."""
     derivation = result.derivation
     env = {**{k: d["magnitude"] for k, d in result.defaults_used.items() if "magnitude" in d}, **magnitudes}
     with np.errstate(all="ignore"):
@@ -165,7 +166,7 @@ def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = ()):
         exact = np.asarray(ev.values[result.target], dtype=float)
         value = np.asarray(round_whole(exact, result.rounding), dtype=float) if result.quantity.whole else exact
         inside = np.ones(value.shape, dtype=bool)
-        outside = {}
+        where: dict[str, np.ndarray] = {}
         for s in derivation.steps:
             for name in s.unknowns:
                 q = result.library.quantities[name]
@@ -174,15 +175,16 @@ def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = ()):
                     within = q.domain.contains(v)
                     finite = np.isfinite(v)
                     inside = inside & np.broadcast_to(within & finite, value.shape)
-                    bad = np.broadcast_to(finite & ~within, value.shape)
-                    if bad.any():
-                        outside[name] = bad
+                    if want_outside:
+                        bad = np.broadcast_to(finite & ~within, value.shape)
+                        if bad.any():
+                            where[name] = bad
     extra = {}
     for name in also:
         q = result.library.quantities[name]
         factor, unit = (result.factor, result.unit) if name == result.target else (q.factor, q.display_unit)
         extra[name] = (np.broadcast_to(np.asarray(ev.values[name], dtype=float), value.shape) / factor, unit)
-    return value / result.factor, inside, outside, extra
+    return value / result.factor, inside, where, extra
 
 
 def _outside_at(result, magnitudes: dict, where: np.ndarray) -> dict[str, np.ndarray]:
