@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import symcalc
+from symcalc import units
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -150,7 +151,7 @@ class Model:
     def __init__(self, data: dict):
         self.groups = groups(data, load_configs())
         lib = symcalc.default_library()
-        self.current = {name: float(symcalc.units.parse_quantity(lib.quantities[name].default, name)
+        self.current = {name: float(units.parse_quantity(lib.quantities[name].default, name)
                                     .to_base_units().magnitude) for name in FITTED}
         for g in self.groups:
             g["result"] = symcalc.solve("step_time", g["given"], options=g["options"], hardware=g["hardware"],
