@@ -1,51 +1,55 @@
 """Calibrate the step-time model on published runs: ``python calibration/fit.py``.
 
-Two parts, both from ``calibration/published_runs.toml`` only (a verbatim copy of
+Two parts, both from calibration/published_runs.toml (a verbatim copy of
 shared/calibration/published_runs.toml, with its sources):
 
-1. Hardware: what the presets' achievable figures follow from. The AllReduce bus bandwidth
-   of 8 GPUs at 1 GB and 8 GB gives the alpha-beta model of a node's ring (bandwidth and the
-   latency of one step); the 16384^3 GEMM gives the fraction of the peak a large GEMM reaches;
-   STREAM gives the achievable HBM bandwidth; the per-NIC bus bandwidth gives the network
-   efficiency. These are printed beside the values formulas/presets/hardware.toml carries.
-2. Software: the coefficients of formulas/step_time.toml that no measurement gives
-   (elementwise_traffic_factor, layer_pass_overhead) are fitted by least squares on the
-   relative error of the achieved TFLOP/s per GPU of the ten Megatron-LM runs (A100) and the
-   Megatron-Core run (H100), each predicted by symcalc from its configuration and counted in
-   its source's FLOP convention. The fitted values are printed as TOML to keep in
-   formulas/step_time.toml (the script never edits the library).
+1. Hardware figures the presets carry, from the measurements of its section 2: the alpha-beta
+   model of a node's ring (bandwidth and the latency of one step), the GEMM fraction of the
+   peak, the achievable HBM bandwidth, the network efficiency (printed beside the presets').
+2. The few coefficients no measurement gives, fitted on the runs of sections 1, 3 and 4:
+   per hardware (sustained_clock_fraction, comm_contention) and per training stack
+   (layer_pass_overhead, elementwise_traffic_factor), each pulled from its prior (the value
+   formulas/stacks.toml or the preset carries before the fit) only as far as the runs pull it
+   (symcalc.query.calibrate). Errors are reported in-sample and leave-one-source-out: each
+   source's runs predicted by a fit on the other sources only, where a stack or a GPU no other
+   source has keeps its prior: the honest figure for a stack the model has not seen.
 
-What the tables do not print (micro-batch size, interleaving, whether the gradient reduction
-overlaps the backward) comes from the sources' launch scripts: calibration/run_configs.toml.
+The fitted values are printed as TOML to keep in formulas/stacks.toml and
+formulas/presets/hardware.toml (the script never edits the library).
 
-``--check`` prints the error table with the coefficients the library holds now, without
-fitting (what tests/test_step_time.py asserts).
+``--check`` prints the tables with the coefficients the library holds now, without fitting
+(what tests/test_step_time.py asserts); ``--loso`` adds the leave-one-source-out table.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-import symcalc
-from symcalc import units
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import runs as published  # noqa: E402  (calibration/runs.py)
 
-DATA = Path(__file__).resolve().parent / "published_runs.toml"
-CONFIGS = Path(__file__).resolve().parent / "run_configs.toml"
-FITTED = ("elementwise_traffic_factor", "layer_pass_overhead")
-UNITS = {"elementwise_traffic_factor": "", "layer_pass_overhead": "s"}
+import symcalc  # noqa: E402
+from symcalc import units  # noqa: E402
+from symcalc.library.presets import find_preset  # noqa: E402
+from symcalc.query.calibrate import Coefficient, Measured, Model, coefficients_for, fit  # noqa: E402
+
+# quantity -> (scope, spread of the prior, default prior, a share in [0, 1])
+SPEC = {
+    "sustained_clock_fraction": ("hardware", 0.15, 1.0, False),
+    "comm_contention": ("hardware", 0.15, 0.15, True),
+    "layer_pass_overhead": ("stack", 1.0, 1e-4, False),
+    "elementwise_traffic_factor": ("stack", 0.5, 1.0, False),
+}
 
 
 def load() -> dict:
-    return tomllib.loads(DATA.read_text(encoding="utf-8"))
+    return published.load_toml(published.PUBLISHED)
 
 
 # -- hardware -------------------------------------------------------------------------------------
@@ -72,152 +76,130 @@ def hardware_figures(data: dict) -> list[tuple[str, str, str]]:
         ("h200 intra_node_bus_bandwidth", f"{h200_bw / 1e9:.1f} GB/s", "alpha-beta through 467.6 GB/s at 1 GB, 479.98 at 8 GB"),
         ("h200 intra_node_step_latency", f"{h200_lat * 1e6:.2f} us", "the same fit"),
         ("network_efficiency", f"{(lo + hi) / 2 / 50:.2f}", "46-48 GB/s per 400 Gb/s (50 GB/s) NIC"),
-        ("a100 gemm_efficiency", f"{m['a100_80gb_fp16_gemm_tflops'] / 312:.3f}", "256.5 of 312 TFLOP/s"),
-        ("hopper gemm_efficiency", f"{m['h200_fp8_gemm_tflops'] / 1978.9:.3f}", "H200 FP8 1366.3 of 1978.9 TFLOP/s"),
-        ("blackwell gemm_efficiency", f"{m['gb200_fp8_gemm_tflops'] / 5000:.3f}", "GB200 FP8 2906.9 of 5000 TFLOP/s"),
+        ("a100 bf16_gemm_efficiency", f"{m['a100_80gb_fp16_gemm_tflops'] / 312:.3f}", "256.5 of 312 TFLOP/s"),
+        ("h200 fp8_gemm_efficiency (16384^3)", f"{m['h200_fp8_gemm_tflops'] / 1978.9:.3f}", "H200 FP8 1366.3 of 1978.9 TFLOP/s"),
         ("a100 achievable_hbm_bandwidth", f"{a100_stream:.2f} TB/s", "STREAM, middle of 1.61-1.75"),
         ("h200 achievable_hbm_bandwidth", f"{h200_stream:.2f} TB/s", f"STREAM, middle of 4.0-4.48 ({h200_stream / 4.8:.3f} of 4.8)"),
     ]
 
 
-# -- runs ------------------------------------------------------------------------------------------
+# -- the runs as measured steps ------------------------------------------------------------------
 
-def narayanan_flops(r: dict) -> float:
-    """Narayanan et al. 2021's count per iteration, with full recomputation:
-    96 B s l h^2 (1 + s/(6h) + V/(16 l h))."""
-    B, s, l, h, V = r["global_batch_size"], r["seq_len"], r["n_layers"], r["d_model"], r["vocab_size"]
-    return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
-
-
-def megatron_core_flops(r: dict) -> float:
-    """Megatron-Core's num_floating_point_operations per iteration (MHA, 4h GELU FFN):
-    12 B s L h^2 ((1 + 1 + s/h) + 4 + V/(2 L h))."""
-    B, s, L, h, V = r["global_batch_size"], r["seq_len"], r["n_layers"], r["d_model"], r["vocab_size"]
-    return 12 * B * s * L * h * h * ((2 + s / h) + 4 + V / (2 * L * h))
-
-
-SOURCES = {"megatron_2021": (narayanan_flops, "achieved_tflops_per_gpu"),
-           "megatron_core_2024": (megatron_core_flops, "tflops_per_gpu")}
-SHAPE = ("d_model", "n_layers", "n_heads", "vocab_size", "tp", "pp", "dp", "n_gpus", "global_batch_size")
-
-
-def load_configs() -> dict:
-    return tomllib.loads(CONFIGS.read_text(encoding="utf-8"))
-
-
-def questions(data: dict, configs: dict) -> list[dict]:
-    """Each run as a symcalc question: given values, options and hardware, from the published
-    table and run_configs.toml (what the sources' launch scripts set)."""
+def measured(runs: list) -> list[Measured]:
     out = []
-    for table, (flops, achieved) in SOURCES.items():
-        config = configs[table]
-        for row in data[table]:
-            run = dict(config["runs"][row["id"]])
-            options = dict(config["options"])
-            for key in ("overlap_grad_reduce",):
-                if key in run:
-                    options[key] = run.pop(key)
-            if "virtual_stages" in run:
-                options["pipeline_schedule"] = "interleaved"
-            given = {k: row[k] for k in SHAPE}
-            given["seq_len"] = f"{row['seq_len']} token"
-            given.update(run)
-            out.append(dict(id=row["id"], hardware=config["hardware"], options=options, given=given,
-                            flops=flops(row), published=float(row[achieved])))
+    for r in runs:
+        given = {k: v for k, v in r.given.items() if k != "seq_len"}
+        given["seq_len"] = (r.given["seq_len"], "token")
+        opts = published.with_stack_defaults(r.options)
+        out.append(Measured(id=r.id, given=given, options=opts, hardware=find_preset("hardware", r.hardware).key,
+                            step_time=r.measured,
+                            group=r.source, stack=opts.get("stack", "megatron-core")))
     return out
 
 
-def groups(data: dict, configs: dict) -> list[dict]:
-    """The questions grouped by hardware, options and given names, each group's values as
-    arrays: one solve per group."""
-    by_key: dict = {}
-    for q in questions(data, configs):
-        key = (q["hardware"], tuple(sorted(q["options"].items())), tuple(sorted(q["given"])))
-        by_key.setdefault(key, []).append(q)
-    out = []
-    for (hardware, options, names), qs in by_key.items():
-        given = {n: np.array([float(q["given"][n]) for q in qs]) for n in names if n != "seq_len"}
-        given["seq_len"] = (np.array([float(q["given"]["seq_len"].split()[0]) for q in qs]), "token")
-        out.append(dict(ids=[q["id"] for q in qs], hardware=hardware, options=dict(options), given=given,
-                        flops=np.array([q["flops"] for q in qs]), n_gpus=given["n_gpus"],
-                        published=np.array([q["published"] for q in qs])))
-    return out
+def prior(name: str, scope: str, key: str):
+    """The value a question would use before the fit: the stack's (formulas/stacks.toml) or the
+    hardware preset's, in base units; None for the library default."""
+    lib = symcalc.default_library()
+    if scope == "stack":
+        text = lib.options["stack"].sets.get(key, {}).get(name)
+    else:
+        text = find_preset("hardware", key).values.get(name, (None, ""))[0]
+    if text is None:
+        return None
+    return float(units.parse_quantity(text, name).to_base_units().magnitude)
 
 
-class Model:
-    """The library's step time for every run, as a function of the fitted coefficients: one
-    solve per group, then its compiled derivation for new coefficient values."""
-
-    def __init__(self, data: dict):
-        self.groups = groups(data, load_configs())
-        lib = symcalc.default_library()
-        self.current = {name: float(units.parse_quantity(lib.quantities[name].default, name)
-                                    .to_base_units().magnitude) for name in FITTED}
-        for g in self.groups:
-            g["result"] = symcalc.solve("step_time", g["given"], options=g["options"], hardware=g["hardware"],
-                                        **self._coefficients(self.current))
-
-    @staticmethod
-    def _coefficients(values: dict) -> dict:
-        return {k: (v, UNITS[k]) if UNITS[k] else v for k, v in values.items()}
-
-    def achieved(self, values: dict | None = None) -> list[np.ndarray]:
-        """Predicted TFLOP/s per GPU of each group's runs in their source's convention."""
-        values = self.current if values is None else values
-        out = []
-        for g in self.groups:
-            step = g["result"].function(**g["given"], **self._coefficients(values)).to("s").magnitude
-            out.append(g["flops"] / (np.asarray(step) * g["n_gpus"]) / 1e12)
-        return out
-
-    def errors(self, values: dict | None = None) -> np.ndarray:
-        return np.concatenate([a / g["published"] - 1 for a, g in zip(self.achieved(values), self.groups)])
+def coefficients(runs: list[Measured]) -> list[Coefficient]:
+    return coefficients_for(runs, SPEC, prior, symcalc.default_library())
 
 
-def fit(model: Model) -> dict:
-    from scipy.optimize import least_squares
-    start = np.array([3.0, 100e-6])
-    scale = np.array([1.0, 1e-4])
-
-    def residual(x):
-        return model.errors(dict(zip(FITTED, x * scale)))
-
-    res = least_squares(residual, start / scale, bounds=(0, np.inf))
-    return dict(zip(FITTED, res.x * scale))
+def fit_on(train: list[Measured], all_runs: list[Measured]):
+    """Fit on ``train``; return (values by (name, key), Fit). Coefficients of a scope ``train``
+    does not have keep their priors when ``all_runs`` are predicted."""
+    result = fit(train, coefficients(train), symcalc.solve)
+    return {(c.name, c.key): v for c, v in zip(result.coefficients, result.values)}, result
 
 
-def table(model: Model, values: dict | None = None) -> str:
-    lines = [f"{'run':16s} {'hardware':10s} {'published':>10s} {'predicted':>10s} {'error':>8s}"]
-    errors = []
-    for g, achieved in zip(model.groups, model.achieved(values)):
-        for i, run in enumerate(g["ids"]):
-            e = achieved[i] / g["published"][i] - 1
-            errors.append(e)
-            lines.append(f"{run:16s} {g['hardware']:10s} {g['published'][i]:10.1f} {achieved[i]:10.1f} {e * 100:+7.1f}%")
-    e = np.abs(errors)
-    lines.append(f"mean |error| {e.mean() * 100:.2f} %, max {e.max() * 100:.2f} % (TFLOP/s per GPU, in-sample)")
+def predict_with(runs: list[Measured], values: dict) -> np.ndarray:
+    """Relative errors of ``runs`` with the coefficients ``values`` ({(name, key): value}); a
+    scope not in ``values`` uses its prior."""
+    coefs = coefficients(runs)
+    model = Model(runs, coefs, symcalc.solve)
+    base = model.defaults()
+    for n, col in base.items():
+        for k, c in enumerate(model.coefficients):
+            if c.name == n:
+                col[model.index[n] == k] = values.get((c.name, c.key), c.prior)
+    x = np.zeros(len(coefs))
+    pred = model.predict(x, base)
+    return pred / np.array([r.step_time for r in model.runs]) - 1
+
+
+# -- tables ----------------------------------------------------------------------------------------
+
+def table(runs: list[Measured], errors: np.ndarray, label: str) -> str:
+    lines = [f"{'run':40s} {'source':20s} {'hardware':15s} {'measured':>10s} {'error':>8s}"]
+    for r, e in zip(runs, errors):
+        lines.append(f"{r.id:40s} {r.group:20s} {r.hardware:15s} {r.step_time:9.3f}s {e * 100:+7.1f}%")
+    lines.append(summary(runs, errors, label))
     return "\n".join(lines)
+
+
+def summary(runs: list[Measured], errors: np.ndarray, label: str) -> str:
+    by = defaultdict(list)
+    for r, e in zip(runs, errors):
+        if np.isfinite(e):
+            by[r.group].append(e)
+    lines = []
+    for g, es in by.items():
+        a = np.array(es)
+        lines.append(f"  {g:22s} n={len(a):3d}  mean |error| {np.abs(a).mean() * 100:5.1f} %  max {np.abs(a).max() * 100:5.1f} %"
+                     f"  mean {a.mean() * 100:+5.1f} %")
+    ok = errors[np.isfinite(errors)]
+    lines.append(f"  all                    n={len(ok):3d}  mean |error| {np.abs(ok).mean() * 100:5.1f} %  "
+                 f"max {np.abs(ok).max() * 100:5.1f} %  ({label})")
+    return "\n".join(lines)
+
+
+def loso(runs: list[Measured]) -> np.ndarray:
+    """Leave-one-source-out errors: each source predicted by a fit on the others."""
+    errors = np.full(len(runs), np.nan)
+    for g in sorted({r.group for r in runs}):
+        train = [r for r in runs if r.group != g]
+        values, _ = fit_on(train, runs)
+        idx = [i for i, r in enumerate(runs) if r.group == g]
+        errors[idx] = predict_with([runs[i] for i in idx], values)
+    return errors
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only print the table with the library's coefficients")
+    parser.add_argument("--check", action="store_true", help="only the tables with the library's coefficients")
+    parser.add_argument("--loso", action="store_true", help="also the leave-one-source-out table")
     args = parser.parse_args(argv)
     data = load()
     print("Hardware figures from the measurements (formulas/presets/hardware.toml carries them):")
     for name, value, how in hardware_figures(data):
-        print(f"  {name:32s} {value:>12s}  ({how})")
-    model = Model(data)
-    print("\nWith the library's coefficients:", ", ".join(f"{k} = {v:.4g}" for k, v in model.current.items()))
-    print(table(model))
-    if args.check:
+        print(f"  {name:36s} {value:>12s}  ({how})")
+    runs = measured(published.calibration_runs())
+    current = predict_with(runs, {})
+    print("\nWith the library's coefficients:")
+    print(table(runs, current, "in-sample"))
+    if args.check and not args.loso:
         return 0
-    fitted = fit(model)
-    print("\nFitted:")
-    print(table(model, fitted))
-    print("\nKeep in formulas/step_time.toml:")
-    print(f'elementwise_traffic_factor: default = "{fitted["elementwise_traffic_factor"]:.3g}"')
-    print(f'layer_pass_overhead:        default = "{fitted["layer_pass_overhead"] * 1e6:.3g} us"')
+    if not args.check:
+        values, result = fit_on(runs, runs)
+        print("\nFitted (in-sample):")
+        print(table(runs, result.after, "in-sample, fitted"))
+        print("\nKeep in formulas/stacks.toml (stack sets) and formulas/presets/hardware.toml:")
+        for c, v in zip(result.coefficients, result.values):
+            shown = f"{v * 1e6:.0f} us" if c.name == "layer_pass_overhead" else f"{v:.3g}"
+            print(f"  {c.scope:8s} {c.key:16s} {c.name:28s} = {shown:>10s}   (prior {c.prior:.3g})")
+    if args.loso:
+        errors = loso(runs)
+        print("\nLeave-one-source-out (each source predicted by a fit on the others):")
+        print(table(runs, errors, "leave-one-source-out"))
     return 0
 
 
