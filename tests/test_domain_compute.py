@@ -236,31 +236,33 @@ def test_the_moe_rule_is_an_estimate_that_is_never_run_backwards():
 
 
 def test_moe_layer_of_the_405b_shapes_with_five_active_experts():
-    # inventory (seed 003 '~2T'): k = 5 experts of d_ffn/5 each, 1 shared + 32 routed:
-    # 570,425,344 + 33 x 3 x 16384 x 53248/5 = 570,425,344 + 17,273,821,593.6 = 17,844,246,937.6 per layer;
+    # inventory (seed 003 '~2T'): k = 5 experts of d_ffn/5 each, 1 shared + 32 routed, and the
+    # router 16384 x 32 = 524,288: 570,425,344 + 33 x 3 x 16384 x 53248/5 + 524,288
+    # = 570,425,344 + 17,273,821,593.6 + 524,288 = 17,844,771,225.6 per layer;
     # x 126 + 2 x 128256 x 16384 = 2.2526e12
     opts = {"ffn": "swiglu", "attention": "gqa", "architecture": "moe"}
     shapes = dict(d_model=16384, n_heads=128, n_kv_heads=8, d_ffn=53248, n_shared_experts=1,
                   n_routed_experts=32, n_experts_activated=5)
-    layer = 2 * 16384**2 * (1 + 8 / 128) + 33 * 3 * 16384 * 53248 / 5
+    router = 16384 * 32
+    layer = 2 * 16384**2 * (1 + 8 / 128) + 33 * 3 * 16384 * 53248 / 5 + router
     r = solve("params_per_layer", opts, **shapes)
     assert r.value == pytest.approx(layer, rel=1e-12)
     r = solve("n_params", opts, n_layers=126, vocab_size=128256, **shapes)
     assert r.value == pytest.approx(126 * layer + 2 * 128256 * 16384, rel=1e-12)   # 2.2526e12
-    # with d_ffn / k experts the active parameters equal the dense layer's: 3,187,671,040
+    # with d_ffn / k experts the active experts equal the dense layer's FFN: 3,187,671,040, + the router
     r = solve("moe_active_params_per_layer", opts, **shapes)
-    assert r.value == pytest.approx(2 * 16384**2 * (1 + 8 / 128) + 3 * 16384 * 53248, rel=1e-12)
+    assert r.value == pytest.approx(2 * 16384**2 * (1 + 8 / 128) + 3 * 16384 * 53248 + router, rel=1e-12)
 
 
 def test_moe_flops_follow_the_active_parameters():
     # seed 004 section 10: 6 x 405e9 = 2.43e12 FLOP/token for the 5.18T-parameter MoE
     r = solve("model_flops_per_token", {"architecture": "moe"}, n_active_params=405e9, n_params=5.184e12)
     assert r.value == pytest.approx(2.43e12)
-    # per layer, d_ffn / k experts cost what the dense layer costs:
-    # 6 x 12 x 8192^2 + 6 x 4096 x 8192 = 5,033,164,800 FLOP/token
+    # per layer, d_ffn / k experts cost what the dense layer costs, plus the router's 8192 x 32:
+    # 6 x 12 x 8192^2 + 6 x 8192 x 32 + 6 x 4096 x 8192 = 5,034,737,664 FLOP/token
     r = solve("flops_per_token_per_moe_layer", d_model=8192, seq_len="4096 token", d_ffn=32768,
               n_shared_experts=1, n_routed_experts=32, n_experts_activated=2)
-    assert r.value == pytest.approx(6 * 12 * 8192**2 + 6 * 4096 * 8192, rel=1e-12)
+    assert r.value == pytest.approx(6 * 12 * 8192**2 + 6 * 8192 * 32 + 6 * 4096 * 8192, rel=1e-12)
 
 
 def test_cluster_peak_and_per_gpu_rates():
