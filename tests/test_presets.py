@@ -170,12 +170,14 @@ def test_hugging_face_config_of_deepseek_v3_says_what_is_not_modelled():
 
 
 def test_moe_presets_count_active_parameters_for_compute():
-    # DeepSeek-V3 trains on 37e9 active parameters: 6 x 37e9 x 14.8e12 / (2048 x 989.4e12 x 0.4)
+    # DeepSeek-V3 trains on its active parameters, counted from the shapes: 37,551,276,032 (the
+    # report's 37B): 6 x 37,551,276,032 x 14.8e12 / (2048 x 989.4e12 x 0.4) s = 47.6 days
     r = symcalc.solve("train_time", model="deepseek-v3", hardware="h100", n_gpus=2048, mfu=0.4)
-    assert r.value == pytest.approx(6 * 37e9 * 14.8e12 / (2048 * 989.4e12 * 0.4) / 86400, rel=1e-9)
-    # its published total is kept (MLA and the dense first layers are not modelled)
+    assert r.value == pytest.approx(6 * 37551276032 * 14.8e12 / (2048 * 989.4e12 * 0.4) / 86400, rel=1e-9)
+    # asked for, the total is counted from the shapes (MLA, dense first layers, shared experts):
+    # 671,025,397,760 (tests/test_domain_moe.py has the hand count), no published value kept
     n = symcalc.solve("n_params", model="deepseek-v3")
-    assert n.value == 671e9 and n.warnings
+    assert n.value == pytest.approx(671025397760, rel=1e-12) and not n.warnings
 
 
 def test_fp32_training_runs_its_matmuls_on_tf32_tensor_cores():
