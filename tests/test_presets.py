@@ -8,6 +8,7 @@ import symcalc
 from helpers import DATA
 from symcalc.errors import MalformedValueError, UnknownNameError
 from symcalc.library.presets import all_presets, find_preset, model_from_hf_config
+from symcalc.query.values import read_value
 
 HF = DATA / "hf"
 
@@ -21,7 +22,7 @@ def test_every_preset_value_has_a_source_and_a_known_name_and_unit():
             for name, (value, source) in entries:
                 assert source, (p.key, name)
                 q = lib.quantity(name)
-                symcalc.query.values.read_value(q, value)        # parses, with the right dimension
+                read_value(q, value)        # parses, with the right dimension
 
 
 def test_required_presets_exist():
@@ -149,24 +150,19 @@ def test_the_opening_question_of_seed_000_with_presets():
 def test_hugging_face_config_of_mixtral_is_a_mixture_of_experts():
     p = model_from_hf_config(HF / "mixtral-8x7b-config.json")
     assert p.options["architecture"] == "moe" and p.values["d_ffn_expert"][0] == "14336"
+    assert p.options["shared_experts"] == "none" and p.options["moe_layers"] == "all"
     # per layer: GQA attention 2 x 4096^2 x (1 + 8/32) = 41,943,040; 8 experts x 3 x 4096 x 14336
-    # = 1,409,286,144; x 32 layers + 2 x 32000 x 4096 = 46,701,477,888. The published
-    # 46,702,792,704 adds the routers (32 x 8 x 4096) and the norms (65 x 4096): 1,314,816.
-    attention, expert = 2 * 4096**2 * (1 + 8 / 32), 3 * 4096 * 14336
-    total = 32 * (attention + 8 * expert) + 2 * 32000 * 4096
+    # = 1,409,286,144; the router 4096 x 8 = 32,768. x 32 layers + 2 x 32000 x 4096 = 46,702,526,464;
+    # the published 46,702,792,704 adds the norms (65 x 4096 = 266,240).
+    attention, expert, router = 2 * 4096**2 * (1 + 8 / 32), 3 * 4096 * 14336, 4096 * 8
+    total = 32 * (attention + 8 * expert + router) + 2 * 32000 * 4096
     r = symcalc.solve("n_params", model=str(HF / "mixtral-8x7b-config.json"))
-    assert r.value == pytest.approx(total, rel=1e-12) and total + 1314816 == 46702792704
+    assert r.value == pytest.approx(total, rel=1e-12) and total + 65 * 4096 == 46702792704
+    # a token: attention, 2 experts, the router: 32 x 394,297,344 + 262,144,000 = 12,879,659,008
+    # (published 12,879,925,248: the same norms)
     active = symcalc.solve("n_active_params", model=str(HF / "mixtral-8x7b-config.json"))
-    assert active.value == pytest.approx(32 * (attention + 2 * expert) + 2 * 32000 * 4096, rel=1e-12)
-
-
-def test_hugging_face_config_of_deepseek_v3_says_what_is_not_modelled():
-    p = model_from_hf_config(HF / "deepseek-v3-config.json")
-    assert p.options["architecture"] == "moe"
-    assert p.values["n_experts"][0] == "257" and p.values["n_experts_activated"][0] == "9"   # 8 routed + 1 shared
-    assert p.values["d_ffn_expert"][0] == "2048"
-    r = symcalc.solve("n_params", model=str(HF / "deepseek-v3-config.json"))
-    assert any("latent attention" in w for w in r.warnings) and any("dense" in w for w in r.warnings)
+    hand = 32 * (attention + 2 * expert + router) + 2 * 32000 * 4096
+    assert active.value == pytest.approx(hand, rel=1e-12) and hand + 65 * 4096 == 12879925248
 
 
 def test_moe_presets_count_active_parameters_for_compute():
