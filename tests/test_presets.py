@@ -8,6 +8,7 @@ import symcalc
 from helpers import DATA
 from symcalc.errors import MalformedValueError, UnknownNameError
 from symcalc.library.presets import all_presets, find_preset, model_from_hf_config
+from symcalc.query.values import read_value
 
 HF = DATA / "hf"
 
@@ -21,7 +22,7 @@ def test_every_preset_value_has_a_source_and_a_known_name_and_unit():
             for name, (value, source) in entries:
                 assert source, (p.key, name)
                 q = lib.quantity(name)
-                symcalc.query.values.read_value(q, value)        # parses, with the right dimension
+                read_value(q, value)        # parses, with the right dimension
 
 
 def test_required_presets_exist():
@@ -149,33 +150,30 @@ def test_the_opening_question_of_seed_000_with_presets():
 def test_hugging_face_config_of_mixtral_is_a_mixture_of_experts():
     p = model_from_hf_config(HF / "mixtral-8x7b-config.json")
     assert p.options["architecture"] == "moe" and p.values["d_ffn_expert"][0] == "14336"
+    assert p.options["shared_experts"] == "none" and p.options["moe_layers"] == "all"
     # per layer: GQA attention 2 x 4096^2 x (1 + 8/32) = 41,943,040; 8 experts x 3 x 4096 x 14336
-    # = 1,409,286,144; x 32 layers + 2 x 32000 x 4096 = 46,701,477,888. The published
-    # 46,702,792,704 adds the routers (32 x 8 x 4096) and the norms (65 x 4096): 1,314,816.
-    attention, expert = 2 * 4096**2 * (1 + 8 / 32), 3 * 4096 * 14336
-    total = 32 * (attention + 8 * expert) + 2 * 32000 * 4096
+    # = 1,409,286,144; the router 4096 x 8 = 32,768. x 32 layers + 2 x 32000 x 4096 = 46,702,526,464;
+    # the published 46,702,792,704 adds the norms (65 x 4096 = 266,240).
+    attention, expert, router = 2 * 4096**2 * (1 + 8 / 32), 3 * 4096 * 14336, 4096 * 8
+    total = 32 * (attention + 8 * expert + router) + 2 * 32000 * 4096
     r = symcalc.solve("n_params", model=str(HF / "mixtral-8x7b-config.json"))
-    assert r.value == pytest.approx(total, rel=1e-12) and total + 1314816 == 46702792704
+    assert r.value == pytest.approx(total, rel=1e-12) and total + 65 * 4096 == 46702792704
+    # a token: attention, 2 experts, the router: 32 x 394,297,344 + 262,144,000 = 12,879,659,008
+    # (published 12,879,925,248: the same norms)
     active = symcalc.solve("n_active_params", model=str(HF / "mixtral-8x7b-config.json"))
-    assert active.value == pytest.approx(32 * (attention + 2 * expert) + 2 * 32000 * 4096, rel=1e-12)
-
-
-def test_hugging_face_config_of_deepseek_v3_says_what_is_not_modelled():
-    p = model_from_hf_config(HF / "deepseek-v3-config.json")
-    assert p.options["architecture"] == "moe"
-    assert p.values["n_experts"][0] == "257" and p.values["n_experts_activated"][0] == "9"   # 8 routed + 1 shared
-    assert p.values["d_ffn_expert"][0] == "2048"
-    r = symcalc.solve("n_params", model=str(HF / "deepseek-v3-config.json"))
-    assert any("latent attention" in w for w in r.warnings) and any("dense" in w for w in r.warnings)
+    hand = 32 * (attention + 2 * expert + router) + 2 * 32000 * 4096
+    assert active.value == pytest.approx(hand, rel=1e-12) and hand + 65 * 4096 == 12879925248
 
 
 def test_moe_presets_count_active_parameters_for_compute():
-    # DeepSeek-V3 trains on 37e9 active parameters: 6 x 37e9 x 14.8e12 / (2048 x 989.4e12 x 0.4)
+    # DeepSeek-V3 trains on its active parameters, counted from the shapes: 37,551,276,032 (the
+    # report's 37B): 6 x 37,551,276,032 x 14.8e12 / (2048 x 989.4e12 x 0.4) s = 47.6 days
     r = symcalc.solve("train_time", model="deepseek-v3", hardware="h100", n_gpus=2048, mfu=0.4)
-    assert r.value == pytest.approx(6 * 37e9 * 14.8e12 / (2048 * 989.4e12 * 0.4) / 86400, rel=1e-9)
-    # its published total is kept (MLA and the dense first layers are not modelled)
+    assert r.value == pytest.approx(6 * 37551276032 * 14.8e12 / (2048 * 989.4e12 * 0.4) / 86400, rel=1e-9)
+    # asked for, the total is counted from the shapes (MLA, dense first layers, shared experts):
+    # 671,025,397,760 (tests/test_domain_moe.py has the hand count), no published value kept
     n = symcalc.solve("n_params", model="deepseek-v3")
-    assert n.value == 671e9 and n.warnings
+    assert n.value == pytest.approx(671025397760, rel=1e-12) and not n.warnings
 
 
 def test_fp32_training_runs_its_matmuls_on_tf32_tensor_cores():

@@ -176,8 +176,9 @@ _GATED_FAMILIES = ("llama", "mistral", "mixtral", "qwen", "gemma", "phi3", "deep
 
 
 def model_from_hf_config(path: str | Path) -> Preset:
-    """Read a Hugging Face ``config.json`` (layers, widths, heads, vocabulary, experts, and the
-    options they imply). Missing optional keys are left out; unreadable files are a clear error.
+    """Read a Hugging Face ``config.json`` (layers, widths, heads, vocabulary, multi-head latent
+    attention, experts, dense layers of an MoE model, and the options they imply). Missing
+    optional keys are left out; unreadable files are a clear error.
 
     Returns
     -------
@@ -205,12 +206,12 @@ def model_from_hf_config(path: str | Path) -> Preset:
                 values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}{_NOTES.get(quantity, '')}")
                 break
     findings: list[Finding] = []
-    experts = _hf_experts(cfg, values, p.name)
     required = {"n_layers", "d_model", "n_heads"}
     missing = sorted(required - set(values))
     if missing:
         raise MalformedValueError(f"{where}: missing {', '.join(missing)} (keys like num_hidden_layers, "
                                   "hidden_size, num_attention_heads); is this a transformer config?")
+    experts, moe_options = _hf_experts(cfg, float(values["n_layers"][0]), p.name)
     options: dict[str, str] = {}
     heads = float(values["n_heads"][0])
     kv = float(values.get("n_kv_heads", values["n_heads"])[0])
@@ -220,25 +221,28 @@ def model_from_hf_config(path: str | Path) -> Preset:
                                   "query heads)")
     d = float(values["d_model"][0])
     head = float(values["head_dim"][0]) if "head_dim" in values else d / heads
-    if abs(head * heads - d) > 0.5:
+    latent = _hf_mla(cfg, p.name)
+    if latent:
+        values.update(latent)
+        values.pop("head_dim", None)        # DeepseekV3Config's head_dim is the RoPE part, not a head's width
+        options["attention"] = "mla"
+    elif abs(head * heads - d) > 0.5:
         options["attention"] = "gqa_head_dim"       # Gemma: n_heads x head_dim != d_model
     else:
         values.pop("head_dim", None)
         options["attention"] = "gqa" if kv < heads else "mha"
+    if latent == {}:        # latent attention of a form the formulas do not count (no query latent)
+        findings.append(Finding("preset", values={"file": p.name, "what": "latent_attention"}))
     act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "").lower()
     family = str(cfg.get("model_type", "")).lower()
     gated = any(g in act for g in _GATED) or any(family.startswith(f) for f in _GATED_FAMILIES)
     options["ffn"] = "swiglu" if gated else "gelu"
     if experts:
         options["architecture"] = "moe"
+        options.update(moe_options)
         values.update(experts)
         if "moe_intermediate_size" not in cfg:          # Mixtral: every layer's FFN is the experts
             values["d_ffn_expert"] = values.pop("d_ffn")
-    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
-        findings.append(Finding("preset", values={"file": p.name, "what": "latent_attention"}))
-    if cfg.get("first_k_dense_replace"):
-        findings.append(Finding("preset", values={"file": p.name, "what": "dense_layers",
-                                                  "layers": _label(cfg["first_k_dense_replace"])}))
     if "tie_word_embeddings" in cfg:
         options["tied_embeddings"] = "true" if cfg["tie_word_embeddings"] else "false"
     elif "n_embd" in cfg:      # GPT-2 style configs tie the LM head to the embedding
@@ -246,8 +250,12 @@ def model_from_hf_config(path: str | Path) -> Preset:
     if "tie_word_embeddings" not in cfg and family.startswith("gemma"):
         options["tied_embeddings"] = "true"      # Gemma ties its embeddings by default
     name = _label(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
+    mtp = cfg.get("num_nextn_predict_layers")
+    notes = (f"{p.name}: num_nextn_predict_layers = {_label(mtp)}: the multi-token-prediction module(s) are not "
+             "counted (DeepSeek-V3's published 671B leaves its MTP module out)"
+             if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0 else "")
     return Preset(kind="model", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
-                  options=options, findings=tuple(findings))
+                  options=options, notes=notes, findings=tuple(findings))
 
 
 def _read_config(p: Path, where: str) -> dict:
@@ -282,32 +290,94 @@ def _label(raw: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _hf_experts(cfg: dict, values: dict, file: str) -> dict[str, tuple[str, str]]:
-    """Expert counts and sizes of an MoE config (Mixtral, DeepSeek, Qwen-MoE key names)."""
+def _hf_number(cfg: dict, key: str, file: str, positive: bool = False):
+    """A count or width of the config, None when absent or null; a clear error when it is not a
+    number (negative, or with ``positive`` zero, included)."""
+    v = cfg.get(key)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                          or not (0 < v if positive else 0 <= v) or v == float("inf")):
+        raise MalformedValueError(f"config.json '{file}': '{key}' must be a {'positive' if positive else 'non-negative'} "
+                                  f"number, got {v!r:.40}")
+    return v
+
+
+# multi-head latent attention (DeepSeek-V2/V3, Kimi K2): its config keys are the quantities' names
+_MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _hf_mla(cfg: dict, file: str) -> dict[str, tuple[str, str]] | None:
+    """The widths of multi-head latent attention (attention = mla): None without a KV latent
+    (kv_lora_rank), {} when one of the five widths is missing or null (DeepSeek-V2-Lite's queries
+    skip the latent: q_lora_rank null), a form the formulas do not count."""
+    if not _hf_number(cfg, "kv_lora_rank", file):
+        return None
+    widths = {key: _hf_number(cfg, key, file, positive=True) for key in _MLA_KEYS}
+    if any(v is None for v in widths.values()):
+        return {}
+    return {key: (str(v), f"{file}: {key} = {v}") for key, v in widths.items()}
+
+
+def _hf_experts(cfg: dict, n_layers: float, file: str) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """Expert counts and sizes of an MoE config (Mixtral, DeepSeek, Qwen-MoE key names): the
+    values, and the options shared_experts and moe_layers they imply. Nothing for a dense config.
+
+    Shared experts: DeepSeek's n_shared_experts, each as wide as a routed expert
+    (moe_intermediate_size); Qwen2-MoE's one shared expert of shared_expert_intermediate_size.
+    Dense layers: DeepSeek's first first_k_dense_replace layers, and every layer whose index is not
+    a multiple of moe_layer_freq; Qwen-MoE's mlp_only_layers, and the layers decoder_sparse_step
+    skips (Hugging Face's DeepseekV3DecoderLayer and Qwen2MoeDecoderLayer choose an MLP or the experts
+    by these keys)."""
     out: dict[str, tuple[str, str]] = {}
-
-    def count(key: str):
-        v = cfg.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0):
-            raise MalformedValueError(f"config.json '{file}': '{key}' must be a non-negative number, got {v!r:.40}")
-        return v
-
-    def take(key: str, quantity: str, value=None) -> None:
-        v = count(key) if value is None else value
-        if v is None:
-            return
-        out[quantity] = (str(v), f"{file}: {key} = {v}")
-
-    routed = count("n_routed_experts") or count("num_local_experts") or count("num_experts")
-    if not routed:
-        return out
-    shared = count("n_shared_experts") or 0
-    take("n_routed_experts", "n_routed_experts", routed)
+    options: dict[str, str] = {}
+    routed_key = next((k for k in ("n_routed_experts", "num_local_experts", "num_experts")
+                       if _hf_number(cfg, k, file)), None)
+    if routed_key is None:
+        return out, options
+    routed = cfg[routed_key]
+    out["n_routed_experts"] = (str(routed), f"{file}: {routed_key} = {routed}")
+    shared = _hf_number(cfg, "n_shared_experts", file) or 0
+    shared_width = _hf_number(cfg, "shared_expert_intermediate_size", file)
     if shared:
-        take("n_shared_experts", "n_shared_experts", shared)
-    take("num_local_experts", "n_experts", routed + shared)
-    top_k = count("num_experts_per_tok") or count("moe_topk")
+        out["n_shared_experts"] = (str(shared), f"{file}: n_shared_experts = {shared}")
+        width = _hf_number(cfg, "moe_intermediate_size", file, positive=True)
+        if width:
+            out["d_ffn_shared"] = (str(width), f"{file}: moe_intermediate_size = {width} (DeepSeek's shared experts "
+                                               "are as wide as its routed ones)")
+    elif shared_width:        # Qwen2-MoE: one shared expert of its own width
+        shared = 1
+        out["n_shared_experts"] = ("1", f"{file}: shared_expert_intermediate_size = {shared_width} (one shared expert)")
+        out["d_ffn_shared"] = (str(shared_width), f"{file}: shared_expert_intermediate_size = {shared_width}")
+    options["shared_experts"] = "some" if shared else "none"
+    out["n_experts"] = (str(routed + shared), f"{file}: {routed_key} = {routed}"
+                        + (f" routed + {shared} shared" if shared else ""))
+    top_k = _hf_number(cfg, "num_experts_per_tok", file) or _hf_number(cfg, "moe_topk", file)
     if top_k:
-        take("num_experts_per_tok", "n_experts_activated", top_k + shared)
-    take("moe_intermediate_size", "d_ffn_expert")
-    return out
+        out["n_experts_activated"] = (str(top_k + shared), f"{file}: num_experts_per_tok = {top_k} routed"
+                                      + (f" + {shared} shared" if shared else ""))
+    width = _hf_number(cfg, "moe_intermediate_size", file)
+    if width is not None:
+        out["d_ffn_expert"] = (str(width), f"{file}: moe_intermediate_size = {width}")
+    dense, why = _hf_dense_layers(cfg, int(n_layers), file)
+    if dense:
+        out["n_dense_layers"] = (str(dense), f"{file}: {why}")
+    options["moe_layers"] = "mixed" if dense else "all"
+    return out, options
+
+
+def _hf_dense_layers(cfg: dict, n_layers: int, file: str) -> tuple[int, str]:
+    """How many of the n_layers layers of an MoE config keep a dense MLP, and the keys that say so."""
+    first = int(_hf_number(cfg, "first_k_dense_replace", file) or 0)
+    freq = int(_hf_number(cfg, "moe_layer_freq", file, positive=True) or 1)
+    step = int(_hf_number(cfg, "decoder_sparse_step", file, positive=True) or 1)
+    only = cfg.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+        raise MalformedValueError(f"config.json '{file}': 'mlp_only_layers' must be a list of layer numbers, "
+                                  f"got {only!r:.40}")
+    if n_layers > 100_000:
+        raise MalformedValueError(f"config.json '{file}': num_hidden_layers = {n_layers} is not a layer count")
+    moe = sum(1 for i in range(n_layers)
+              if i >= first and i % freq == 0 and i not in only and (i + 1) % step == 0)
+    keys = [f"{k} = {v}" for k, v, usual in (("first_k_dense_replace", first, 0), ("moe_layer_freq", freq, 1),
+                                             ("decoder_sparse_step", step, 1), ("mlp_only_layers", only, []))
+            if v != usual]
+    return n_layers - moe, f"{', '.join(keys)}: {n_layers - moe} of {n_layers} layers dense"
