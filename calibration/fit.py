@@ -97,17 +97,34 @@ def measured(runs: list) -> list[Measured]:
     return out
 
 
+# Priors: what each coefficient is before any run is fitted, by counting (not fitting). A stack or
+# GPU no training source has (in leave-one-source-out) is predicted with these.
+PRIORS = {
+    # host time to issue a layer's kernels for one pass: about 10 us of eager PyTorch dispatch per
+    # kernel (kernels counted per layer forward), plus per-module framework hooks
+    ("layer_pass_overhead", "megatron-core"): (500e-6, "about 5 Transformer Engine modules a layer at about 100 us of Python each"),
+    ("layer_pass_overhead", "megatron-lm-2021"): (300e-6, "about 30 kernels a layer pass at 10 us each"),
+    ("layer_pass_overhead", "deepspeed"): (300e-6, "Megatron-LM 2021's kernels: about 30 a pass at 10 us each"),
+    ("layer_pass_overhead", "fsdp"): (400e-6, "about 30 eager kernels at 10 us plus FSDP's per-module hooks (about 100 us)"),
+    ("layer_pass_overhead", "torchtitan"): (400e-6, "about 30 eager kernels at 10 us plus FSDP2's hooks"),
+    # memory-bound traffic over the unfused count
+    ("elementwise_traffic_factor", "megatron-core"): (0.6, "Transformer Engine fuses the norm into the next GEMM, bias and activation, bias, dropout and residual: about 0.6 of the unfused count"),
+    ("elementwise_traffic_factor", "megatron-lm-2021"): (1.0, "Megatron's fused bias-GeLU and bias-dropout-add, unfused LayerNorm: about the count"),
+    ("elementwise_traffic_factor", "deepspeed"): (1.0, "Megatron-LM 2021's kernels"),
+    ("elementwise_traffic_factor", "fsdp"): (1.0, "eager PyTorch, low-precision LayerNorm and GELU in 16 bits: the count"),
+    ("elementwise_traffic_factor", "torchtitan"): (3.0, "eager RMSNorm and rotary embeddings upcast to fp32 (6.5 and 5 times the 16-bit count), SwiGLU 1.7 times: about 3 over a layer"),
+}
+HARDWARE_PRIORS = {
+    "sustained_clock_fraction": (1.0, "a benchmark's rate"),
+    "comm_contention": (0.15, "NCCL's channels take 16-24 of an H100's 132 streaming multiprocessors"),
+}
+
+
 def prior(name: str, scope: str, key: str):
-    """The value a question would use before the fit: the stack's (formulas/stacks.toml) or the
-    hardware preset's, in base units; None for the library default."""
-    lib = symcalc.default_library()
+    """A coefficient's value before any fit (PRIORS; HARDWARE_PRIORS), in base units."""
     if scope == "stack":
-        text = lib.options["stack"].sets.get(key, {}).get(name)
-    else:
-        text = find_preset("hardware", key).values.get(name, (None, ""))[0]
-    if text is None:
-        return None
-    return float(units.parse_quantity(text, name).to_base_units().magnitude)
+        return PRIORS.get((name, key), (None, ""))[0]
+    return HARDWARE_PRIORS.get(name, (None, ""))[0]
 
 
 def coefficients(runs: list[Measured]) -> list[Coefficient]:
@@ -121,9 +138,11 @@ def fit_on(train: list[Measured], all_runs: list[Measured]):
     return {(c.name, c.key): v for c, v in zip(result.coefficients, result.values)}, result
 
 
-def predict_with(runs: list[Measured], values: dict) -> np.ndarray:
+def predict_with(runs: list[Measured], values: dict | None) -> np.ndarray:
     """Relative errors of ``runs`` with the coefficients ``values`` ({(name, key): value}); a
-    scope not in ``values`` uses its prior."""
+    scope not in ``values`` uses its prior. ``values`` None: the library's own values."""
+    if values is None:
+        return published.errors_of(runs)
     coefs = coefficients(runs)
     model = Model(runs, coefs, symcalc.solve)
     base = model.defaults()
@@ -183,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, value, how in hardware_figures(data):
         print(f"  {name:36s} {value:>12s}  ({how})")
     runs = measured(published.calibration_runs())
-    current = predict_with(runs, {})
+    current = predict_with(runs, None)
     print("\nWith the library's coefficients:")
     print(table(runs, current, "in-sample"))
     if args.check and not args.loso:

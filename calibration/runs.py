@@ -301,17 +301,35 @@ def held_out_run(row: dict) -> Run:
     options: dict = {"stack": stack}
     moe = a.get("moe")
     if moe:
-        given.update(n_experts=moe["n_experts"] + moe.get("n_shared", 0),
-                     n_experts_activated=moe["top_k"] + moe.get("n_shared", 0), d_ffn_expert=moe["d_ffn_expert"],
-                     ep=lay.get("ep", 1))
+        shared = moe.get("n_shared", 0)
+        given.update(n_routed_experts=moe["n_experts"], n_experts_activated=moe["top_k"] + shared,
+                     d_ffn_expert=moe["d_ffn_expert"], ep=lay.get("ep", 1))
         options["architecture"] = "moe"
+        if shared:
+            given.update(n_shared_experts=shared, d_ffn_shared=moe.get("d_ffn_shared", moe["d_ffn_expert"]))
+            options["shared_experts"] = "some"
+        else:
+            options["shared_experts"] = "none"
+        if moe.get("first_dense_layers"):
+            given.update(n_dense_layers=moe["first_dense_layers"], d_ffn=a["d_ffn"])
+            options["moe_layers"] = "mixed"
+        else:
+            options["moe_layers"] = "all"
     else:
         given["d_ffn"] = a.get("d_ffn", 4 * a["d_model"])
-    if a.get("head_dim") and a["head_dim"] * a["n_heads"] != a["d_model"]:
+    if a.get("mla"):
+        given.update({k: v for k, v in a["mla"].items()})
+        given.pop("n_kv_heads", None)
+        options["attention"] = "mla"
+        if a.get("mtp_layers") and "w/o MTP" not in row["model"]:
+            given["mtp_depth"] = a["mtp_layers"]
+    elif a.get("head_dim") and a["head_dim"] * a["n_heads"] != a["d_model"]:
         given["head_dim"] = a["head_dim"]
         options["attention"] = "gqa_head_dim"
     else:
         options["attention"] = "gqa" if given["n_kv_heads"] < a["n_heads"] else "mha"
+    if options["attention"] != "mla" and "n_kv_heads" not in given:
+        given["n_kv_heads"] = a["n_heads"]
     gated = str(a.get("ffn", "")).startswith("swiglu")
     options["ffn"] = "swiglu" if gated else "gelu"
     options["tied_embeddings"] = "true" if a.get("tied_embeddings") else "false"
@@ -366,3 +384,16 @@ def _regime(row: dict, options: dict, given: dict) -> str:
     if options["stack"] == "deepspeed":
         return "deepspeed"
     return "megatron"
+
+
+def errors_of(measured: list) -> np.ndarray:
+    """Relative step-time errors of calibrate.Measured runs as the library answers them now."""
+    out = np.full(len(measured), np.nan)
+    for i, m in enumerate(measured):
+        try:
+            r = symcalc.solve("step_time", m.given, options=m.options, hardware=m.hardware, conflicts=False,
+                              on_bounds="flag")
+            out[i] = float(r.quantity_value.to("s").magnitude) / m.step_time - 1
+        except symcalc.SymcalcError:
+            pass
+    return out

@@ -42,3 +42,10 @@ def md_escape(text: str) -> str:
     or math (and no raw TeX, which pandoc passes on to LaTeX) can start inside it; a line break
     (which would end a table row or start a new block) becomes a space."""
     return _MD_SPECIAL.sub(r"\\\1", _CONTROL.sub(" ", str(text)))
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: quoted, with quotes, backslashes and control characters
+    escaped (JSON's string escapes are TOML's)."""
+    import json
+    return json.dumps(str(text), ensure_ascii=False)

@@ -40,6 +40,7 @@ class Measured:
     step_time: float             # s
     group: str = ""              # the source it came from (leave-one-group-out)
     stack: str = ""              # the training stack (a coefficient scope)
+    model: str | None = None     # a model preset (or config.json) the given values complete
 
 
 @dataclass(frozen=True)
@@ -109,13 +110,13 @@ class Model:
         self.groups: list[dict] = []
         by_key: dict = {}
         for i, r in enumerate(self.runs):
-            key = (r.hardware, tuple(sorted(r.options.items())), tuple(sorted(r.given)))
+            key = (r.hardware, r.model, tuple(sorted(r.options.items())), tuple(sorted(r.given)))
             by_key.setdefault(key, []).append(i)
-        for (hardware, options, names), idx in by_key.items():
+        for (hardware, model, options, names), idx in by_key.items():
             given = {n: _stack_values([self.runs[i].given[n] for i in idx]) for n in names}
             coef = {n: self._given(n, np.ones(len(idx))) for n in self.names}
             try:
-                result = solve("step_time", {**given, **coef}, options=dict(options), hardware=hardware,
+                result = solve("step_time", {**given, **coef}, options=dict(options), hardware=hardware, model=model,
                                conflicts=False, on_bounds="flag", diagnose=False)
             except SymcalcError as e:
                 for i in idx:
@@ -262,3 +263,303 @@ def coefficients_for(runs: Sequence[Measured], spec: Mapping[str, tuple[str, flo
             out.append(Coefficient(name=name, scope=scope, key=key, prior=default if p is None else p,
                                    spread=spread, share=share, unit=library.quantities[name].unit))
     return out
+
+
+# -- a user's runs file (`symcalc calibrate RUNS.toml`) ------------------------------------------------
+
+RUNS_KEYS = {"hardware", "stack", "fit", "options", "given", "model", "runs", "measured", "name", "title"}
+RUN_KEYS = {"id", "model", "given", "options", "stack", "step_time", "tokens_per_second"}
+# what a runs file may say it measured on its cluster -> (quantity, unit of the number, how it maps)
+MEASURED = {
+    "gemm_bf16_tflops": ("bf16_gemm_efficiency", "TFLOP/s", "bf16_peak_flops"),
+    "gemm_fp8_tflops": ("fp8_gemm_efficiency", "TFLOP/s", "fp8_peak_flops"),
+    "allreduce_busbw_GBps": ("intra_node_bus_bandwidth", "GB/s", None),
+    "allgather_busbw_GBps": ("intra_node_ring_bus_bandwidth", "GB/s", None),
+    "reducescatter_busbw_GBps": ("intra_node_ring_bus_bandwidth", "GB/s", None),
+    "nic_busbw_GBps": ("network_efficiency", "GB/s", "nic_bandwidth"),
+    "hbm_TBps": ("achievable_hbm_bandwidth", "TB/s", None),
+}
+# the coefficients a fit may move, and how: quantity -> (scope, spread of the prior, a share)
+FITTABLE = {
+    "sustained_clock_fraction": ("hardware", 0.15, False),
+    "comm_contention": ("hardware", 0.15, True),
+    "layer_pass_overhead": ("stack", 1.0, False),
+    "elementwise_traffic_factor": ("stack", 0.5, False),
+}
+MAX_RUNS_BYTES = 1 << 20
+
+
+@dataclass
+class RunsFile:
+    """A parsed runs file: the measured steps and what to fit."""
+
+    name: str
+    hardware: str
+    runs: list[Measured]
+    fit: list[str]
+    measured: dict[str, float]          # MEASURED key -> number
+
+
+def read_runs(path, library) -> RunsFile:
+    """Read a runs file (TOML): base hardware, default stack and options, and [[runs]] tables of
+    given values with a measured step time (or token throughput).
+
+    Raises
+    ------
+    MalformedValueError
+        Missing or unreadable file, unknown keys, a run without a step time, a value or option
+        the library does not know (named, with close names).
+    """
+    import sys
+    from pathlib import Path
+
+    from symcalc.errors import MalformedValueError, UnknownNameError, UnknownOptionError, BadOptionValueError
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    p = Path(path)
+    where = f"runs file '{p}'"
+    try:
+        data = p.read_bytes()[: MAX_RUNS_BYTES + 1] if p.is_file() else None
+    except OSError as e:
+        raise MalformedValueError(f"{where}: cannot be read ({e.strerror or e})") from None
+    if data is None:
+        raise MalformedValueError(f"{where}: no such file")
+    if len(data) > MAX_RUNS_BYTES:
+        raise MalformedValueError(f"{where}: larger than 1 MB; a runs file lists a few dozen runs")
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise MalformedValueError(f"{where}: not valid TOML ({e})") from None
+    unknown = sorted(set(doc) - RUNS_KEYS)
+    if unknown:
+        raise MalformedValueError(f"{where}: unknown key '{unknown[0]}' (a runs file has: {', '.join(sorted(RUNS_KEYS))})")
+    hardware = doc.get("hardware")
+    if not isinstance(hardware, str) or not hardware:
+        raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required")
+    fit_names = doc.get("fit", list(FITTABLE))
+    if not isinstance(fit_names, list) or not fit_names:
+        raise MalformedValueError(f"{where}: 'fit' is a list of coefficients, some of: {', '.join(FITTABLE)}")
+    for n in fit_names:
+        if n not in FITTABLE:
+            from symcalc.errors import did_you_mean
+            raise MalformedValueError(f"{where}: fit names '{n}', not a coefficient calibrate can fit."
+                                      f"{did_you_mean(str(n), FITTABLE)} Fittable: {', '.join(FITTABLE)}")
+    measured = doc.get("measured", {})
+    if not isinstance(measured, dict):
+        raise MalformedValueError(f"{where}: [measured] is a table of numbers ({', '.join(MEASURED)})")
+    for k, v in measured.items():
+        if k not in MEASURED:
+            from symcalc.errors import did_you_mean
+            raise MalformedValueError(f"{where}: [measured] {k} is not a measurement calibrate reads.{did_you_mean(k, MEASURED)}"
+                                      f" It reads: {', '.join(MEASURED)}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise MalformedValueError(f"{where}: [measured] {k} must be a positive number, got {v!r}")
+    base_options = _table(doc.get("options", {}), f"{where}: options")
+    base_given = _table(doc.get("given", {}), f"{where}: given")
+    default_stack = str(doc.get("stack", library.options["stack"].default if "stack" in library.options else ""))
+    rows = doc.get("runs")
+    if not isinstance(rows, list) or not rows:
+        raise MalformedValueError(f"{where}: no [[runs]]: each run gives its layout (given), options and step_time")
+    out = []
+    for n, row in enumerate(rows, 1):
+        rid = str(row.get("id", f"run {n}")) if isinstance(row, dict) else f"run {n}"
+        rwhere = f"{where}: [[runs]] '{rid}'"
+        if not isinstance(row, dict):
+            raise MalformedValueError(f"{rwhere}: a run is a table")
+        unknown = sorted(set(row) - RUN_KEYS)
+        if unknown:
+            raise MalformedValueError(f"{rwhere}: unknown key '{unknown[0]}' (a run has: {', '.join(sorted(RUN_KEYS))})")
+        given = {**base_given, **_table(row.get("given", {}), f"{rwhere}: given")}
+        options = {**base_options, **_table(row.get("options", {}), f"{rwhere}: options")}
+        stack = str(row.get("stack", options.get("stack", default_stack)))
+        if "stack" in library.options:
+            options["stack"] = stack
+        for name in list(given):
+            try:
+                q = library.quantity(name)
+            except UnknownNameError as e:
+                raise MalformedValueError(f"{rwhere}: given {e}") from None
+            given[q.name] = _number(given.pop(name), q, rwhere)
+        try:
+            library.option_values({k: v for k, v in options.items()})
+        except (UnknownOptionError, BadOptionValueError) as e:
+            raise MalformedValueError(f"{rwhere}: {e}") from None
+        step = _step_time(row, given, rwhere)
+        model = row.get("model", doc.get("model"))
+        out.append(Measured(id=rid, given=given, options=options, hardware=hardware, step_time=step,
+                            group=rid, stack=stack, model=str(model) if model else None))
+    name = str(doc.get("name", p.stem))
+    return RunsFile(name=name, hardware=hardware, runs=out, fit=list(fit_names), measured=dict(measured))
+
+
+def _number(value, q, where: str):
+    """A given value as a number, or a (number, canonical unit) pair for a value with a unit."""
+    from symcalc import units
+    from symcalc.errors import MalformedValueError
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise MalformedValueError(f"{where}: {q.name} = {value!r} is not a number or a value with a unit")
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        parsed = units.parse_quantity(value, q.name)
+        if q.unit:
+            return (float(parsed.to(q.unit).magnitude), q.unit)
+        return float(parsed.to("").magnitude)
+    except Exception:
+        raise MalformedValueError(f"{where}: {q.name} = {value!r}: expected a value in {q.unit or 'a number'}") from None
+
+
+def _table(obj, where: str) -> dict:
+    from symcalc.errors import MalformedValueError
+    if not isinstance(obj, dict):
+        raise MalformedValueError(f"{where} must be a table")
+    return {str(k): (str(v).lower() if isinstance(v, bool) else v) for k, v in obj.items()}
+
+
+def _step_time(row: dict, given: dict, where: str) -> float:
+    """The measured step time in s: given as `step_time = "3.2 s"`, or from `tokens_per_second`
+    (whole cluster) with the run's global batch and sequence length."""
+    from symcalc import units
+    from symcalc.errors import MalformedValueError
+    if "step_time" in row:
+        try:
+            q = units.parse_quantity(str(row["step_time"]), "step_time")
+            value = float(q.to("s").magnitude)
+        except Exception:
+            raise MalformedValueError(f"{where}: step_time = {row['step_time']!r} is not a time like \"3.2 s\"") from None
+    elif "tokens_per_second" in row:
+        try:
+            tps = float(units.parse_quantity(str(row["tokens_per_second"]), "tokens_per_second").to("token/s").magnitude)
+            gbs = float(given["global_batch_size"])
+            seq_given = given["seq_len"]
+            seq = float(seq_given[0] if isinstance(seq_given, tuple) else seq_given)
+        except KeyError as e:
+            raise MalformedValueError(f"{where}: tokens_per_second needs given {e.args[0]} to give a step time") from None
+        except Exception:
+            raise MalformedValueError(f"{where}: tokens_per_second = {row['tokens_per_second']!r} is not a rate like "
+                                      "\"150000 token/s\"") from None
+        value = gbs * seq / tps
+    else:
+        raise MalformedValueError(f"{where}: no step_time (e.g. step_time = \"3.2 s\") or tokens_per_second")
+    if not value > 0:
+        raise MalformedValueError(f"{where}: the step time must be positive")
+    return value
+
+
+@dataclass
+class Calibration:
+    """What `symcalc calibrate` found: the fit, the measured hardware values, and the profile."""
+
+    runs_file: RunsFile
+    base: str                                   # the base hardware preset's key
+    fit: Fit
+    measured: dict[str, tuple[float, str]]      # quantity -> (value in base units, where from)
+
+    def profile_values(self) -> dict[str, tuple[str, str, str]]:
+        """quantity -> (value text, source, basis) for the profile file."""
+        from symcalc.units.format import fmt
+        out = {}
+        for name, (value, how) in self.measured.items():
+            out[name] = (_text(name, value, fmt), how, "measured")
+        n = len([e for e in self.fit.after if np.isfinite(e)])
+        for c, v in zip(self.fit.coefficients, self.fit.values):
+            out[c.name] = (_text(c.name, v, fmt), f"fitted by symcalc calibrate on {n} measured steps of "
+                           f"{self.runs_file.name} (prior {_text(c.name, c.prior, fmt)})", "fitted")
+        return out
+
+    def profile(self) -> str:
+        """The profile as TOML: one hardware table that names its base preset."""
+        from symcalc.escape import toml_string
+        lines = [f"# A hardware profile written by `symcalc calibrate` from {toml_string(self.runs_file.name)}.",
+                 "# Use it as --hardware THIS_FILE (solve, sweep, plan); values not listed come from the base preset.",
+                 f"[{_key(self.runs_file.name)}]",
+                 f"title = {toml_string(self.runs_file.name + ' (calibrated on ' + self.base + ')')}",
+                 f"base = {toml_string(self.base)}",
+                 f"source = {toml_string('symcalc calibrate: ' + str(len(self.runs_file.runs)) + ' measured steps')}"]
+        for name, (text, source, basis) in self.profile_values().items():
+            lines.append(f"values.{name} = {{ value = {toml_string(text)}, source = {toml_string(source)}, "
+                         f"basis = {toml_string(basis)} }}")
+        return "\n".join(lines) + "\n"
+
+
+def _text(name: str, value: float, fmt) -> str:
+    """A coefficient's value as the profile writes it (with its unit)."""
+    units_of = {"layer_pass_overhead": ("us", 1e-6), "intra_node_bus_bandwidth": ("GB/s", 1e9),
+                "intra_node_ring_bus_bandwidth": ("GB/s", 1e9), "achievable_hbm_bandwidth": ("TB/s", 1e12)}
+    if name in units_of:
+        unit, f = units_of[name]
+        return f"{fmt(value / f)} {unit}"
+    return fmt(value)
+
+
+def _key(name: str) -> str:
+    import re
+    key = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "profile"
+    return key[:60]
+
+
+def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: Callable) -> Calibration:
+    """Fit a hardware-and-stack profile to the measured steps of a runs file.
+
+    Parameters
+    ----------
+    path : the runs file (TOML; see README "Calibrate to your cluster")
+    library : the formula library
+    solve, find_preset : symcalc.solve and symcalc.library.presets.find_preset
+    prior_of : (quantity, scope, key) -> prior value in base units, or None
+
+    Raises
+    ------
+    MalformedValueError
+        The file is not a runs file (see :func:`read_runs`).
+    QueryError
+        A run the model cannot express (named, with why), runs of several stacks asked to fit a
+        stack coefficient, or too few runs for the coefficients asked.
+    """
+    from symcalc import units
+    rf = read_runs(path, library)
+    base = find_preset("hardware", rf.hardware)
+    measured: dict[str, tuple[float, str]] = {}
+    for key, number in rf.measured.items():
+        quantity, unit, per = MEASURED[key]
+        value = float(units.Q(number, unit).to_base_units().magnitude)
+        how = f"measured: {key} = {number} ({rf.name})"
+        if per:
+            if per not in base.values:
+                raise QueryError(f"[measured] {key} needs {per} of hardware {base.key}, which the preset does not give")
+            ref = float(units.parse_quantity(base.values[per][0], per).to_base_units().magnitude)
+            value = value / ref
+            how += f" over the preset's {per}"
+        measured[quantity] = (value, how)
+    stacks = sorted({r.stack for r in rf.runs})
+    if len(stacks) > 1 and any(FITTABLE[n][0] == "stack" for n in rf.fit):
+        raise QueryError(f"the runs use {len(stacks)} stacks ({', '.join(stacks)}): a profile holds one value of "
+                         "each stack coefficient; calibrate runs of one stack, or fit only hardware coefficients "
+                         "(fit = [\"sustained_clock_fraction\", \"comm_contention\"])")
+    runs = []
+    for r in rf.runs:
+        given = dict(r.given)
+        for q, (value, _) in measured.items():
+            if q not in given:
+                qs = library.quantities[q]
+                given[q] = (value, qs.unit) if qs.unit else value
+        runs.append(Measured(id=r.id, given=given, options=r.options, hardware=base.key, step_time=r.step_time,
+                             group=r.group, stack=r.stack, model=r.model))
+    coefficients = []
+    for name in rf.fit:
+        scope, spread, share = FITTABLE[name]
+        key = base.key if scope == "hardware" else stacks[0]
+        p = prior_of(name, scope, key)
+        default = library.quantities[name].default
+        if p is None:
+            p = float(units.parse_quantity(default, name).to_base_units().magnitude) if default else (0.15 if share else 1.0)
+        coefficients.append(Coefficient(name=name, scope=scope, key=key, prior=p, spread=spread, share=share,
+                                        unit=library.quantities[name].unit))
+    model = Model(runs, coefficients, solve)
+    if model.unanswered:
+        rid, why = next(iter(model.unanswered.items()))
+        raise QueryError(f"run '{rid}' cannot be predicted: {why}")
+    return Calibration(runs_file=RunsFile(rf.name, rf.hardware, runs, rf.fit, rf.measured), base=base.key,
+                       fit=fit(runs, coefficients, solve, model=model), measured=measured)
