@@ -330,3 +330,26 @@ def test_a_stack_is_set_by_no_other_option_and_each_option_by_one_stack(tmp_path
         toy_variant(tmp_path, append=second.replace("{ {} }", '{ stack = "fsdp" }'))
     assert "option 'stack' sets other options' defaults and is set by option runtime: one level only" \
         in e.value.message
+
+
+# -- the planner searches what the stack runs ------------------------------------------------------------
+
+RUNTIME = STACKS / "runtime.toml"
+
+
+def test_the_planner_searches_only_what_the_stack_runs():
+    lib = load_library(extra=[RUNTIME])
+    plan = symcalc.plan("llama3-8b", "h100", 64, global_batch_size=512, options={"runtime": "data-parallel-only"},
+                        library=lib, top=20)
+    assert plan.rows
+    for row in plan.rows:
+        assert row.layout["tp"] == 1 and row.layout["virtual_stages"] == 1
+        assert row.options["sequence_parallel"] == "false" and row.options["pipeline_schedule"] == "1f1b"
+    assert plan.searched_options["sequence_parallel"] == ["false"]
+    reason = "runtime=data-parallel-only requires tp == 1 (it shards over data-parallel ranks only)"
+    assert plan.rejected[reason] > 0
+    with pytest.raises(BadOptionValueError) as e:
+        symcalc.plan("llama3-8b", "h100", 64, global_batch_size=512, library=lib,
+                     options={"runtime": "data-parallel-only", "pipeline_schedule": "interleaved"})
+    assert e.value.message == ("option pipeline_schedule=interleaved is not supported by runtime=data-parallel-only "
+                               "(it runs: 1f1b)")
