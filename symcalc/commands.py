@@ -126,8 +126,9 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
 # what several commands share, declared once
 _TARGET = click.argument("target")
 _VALUES = click.argument("values", nargs=-1)
-_HARDWARE = click.option("--hardware", metavar="NAME", callback=_given,
-                         help="Fill in a GPU's known values (see `symcalc list hardware`).")
+_HARDWARE = click.option("--hardware", metavar="NAME|profile.toml", callback=_given,
+                         help="Fill in a GPU's known values (see `symcalc list hardware`), or read a hardware "
+                         "profile from a TOML file.")
 _MODEL = click.option("--model", metavar="NAME|config.json", callback=_given,
                       help="Fill in a model's shapes (see `symcalc list models`), or read a Hugging Face config.json.")
 _FORMULAS = click.option("--formulas", "formula_files", multiple=True, metavar="FILE", callback=_given,
@@ -376,7 +377,8 @@ def show(name, as_json, formula_files):
               "or hardware=NAME / model=NAME.")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
-@click.option("--hardware", metavar="NAME", help="A GPU preset for both sides (see `symcalc list hardware`).", callback=_given)
+@click.option("--hardware", metavar="NAME|profile.toml", help="A GPU preset for both sides (see `symcalc list hardware`).",
+              callback=_given)
 @click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).", callback=_given)
 @_STACK
 @_FORMULAS

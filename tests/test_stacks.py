@@ -163,6 +163,15 @@ def test_any_point_of_an_array_that_breaks_a_requirement_is_refused():
     assert e.value.message.endswith("tp = 2 at 2 of 3 points was given")
 
 
+def test_a_preset_value_that_breaks_a_requirement_is_named_with_its_preset(tmp_path):
+    profile = tmp_path / "box.toml"
+    profile.write_text('[box]\ntitle = "a box that runs tp 2"\nsource = "test"\n'
+                       'values.tp = { value = "2", source = "the box wires two GPUs per tensor group" }\n')
+    with pytest.raises(BadOptionValueError) as e:
+        solve("activation_memory_per_layer", {"stack": "fsdp"}, hardware=str(profile))
+    assert e.value.message.endswith("tp = 2 (from hardware box) was given")
+
+
 def test_a_stack_in_force_by_default_is_checked_only_where_the_question_reaches_it(tmp_path):
     lib = toy_variant(tmp_path, 'default = "megatron-core"', 'default = "fsdp"')
     # activation memory per layer does not reach the stack: tp = 2 and interleaving stand

@@ -41,6 +41,7 @@ from symcalc.query import stacks
 from symcalc.query.implied import Resolved, resolve_options
 from symcalc.query.limits import limit_rounding, round_with
 from symcalc.query.parts import parts_of, sum_parts
+from symcalc.query.presetvalues import check_profile, unmeasured
 from symcalc.query.presetvalues import preset_values as _preset_values
 from symcalc.query.presetvalues import presets_of as _presets
 from symcalc.query.relation import relation
@@ -338,7 +339,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     ``hardware`` and ``model`` name presets (``symcalc list hardware``, ``symcalc list models``;
     a model may also be the path of a Hugging Face config.json): they fill in known values and
     options, below anything given explicitly; they supply the target itself only when nothing
-    else can (the answer says it was looked up). Given values imply options where the option data says so (n_kv_heads < n_heads:
+    else can (the answer says it was looked up). ``hardware`` may also be the path of a
+    hardware profile (a .toml file: :func:`symcalc.library.presets.hardware_from_file`).
+    Given values imply options where the option data says so (n_kv_heads < n_heads:
     grouped-query attention). A training stack (``options={"stack": "fsdp"}``: an option whose
     values set other options' defaults, restrict their values and require conditions of given
     values) applies when given, or when the derivation depends on it (see
@@ -379,6 +382,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     typed = read_given(lib, [*(given or {}).items(), *values.items()])
     explicit_options = dict(_option_mapping(options) or {})
     presets = _presets(hardware, model)
+    for p in presets:
+        if p.file:
+            check_profile(lib, p)
     posed = _pose(lib, tq, typed, explicit_options, presets, diagnose)
     opts, implied, knowns = posed.resolved.values, posed.resolved.implied, posed.knowns
     derivation, defaults_used = posed.derivation, posed.defaults_used
@@ -386,7 +392,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     if derivation is None and posed.error is None:      # the target is given (or published)
         result = _conversion(lib, tq, knowns, posed.options, to)
         if knowns[tq.name].origin:
-            result.findings[:] = [Finding("published", tq.name, {"origin": knowns[tq.name].origin})]
+            result.findings[:] = [Finding("published", tq.name, {"origin": knowns[tq.name].origin}),
+                                  *unmeasured(lib, presets, opts, knowns, [tq.name])]
         return result
     if posed.error is not None:
         try:
@@ -399,7 +406,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
             if looked_up is None:
                 raise
             result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, posed.options, to)
-            result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin})]
+            result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
+                                  *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name])]
             result.looked_up = looked_up.origin
             return result
     assert derivation is not None   # a posed question has a derivation, or an error, or its target given
@@ -432,6 +440,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     findings = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
     findings += [c["finding"] for c in found]
     findings += [f for p in presets for f in p.findings]
+    findings += unmeasured(lib, presets, opts, knowns, derivation.route.given)
     findings += [f for f in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if f]
     if reason and reason.get("clash"):
         findings.append(reason["clash"])
