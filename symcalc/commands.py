@@ -15,7 +15,7 @@ import os
 import click
 
 from symcalc.budget import DEFAULT_PLAN_LIMIT, DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
-from symcalc.errors import SymcalcError
+from symcalc.errors import BadOptionValueError, SymcalcError, did_you_mean
 from symcalc.outfile import check_target, write_file
 
 
@@ -39,6 +39,28 @@ def _pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
             raise CliError(f"{name} is given twice")
         out[name] = value
     return out
+
+
+STACK_OPTION = "stack"      # the option --stack NAME gives (formulas/stacks.toml declares it)
+
+
+def _options(lib, items: tuple[str, ...], stack: str | None) -> dict[str, str]:
+    """The --option KEY=VALUE pairs, with --stack NAME as ``stack=NAME``: both given with
+    different values is an error, and so is --stack with a library that has no option stack, or
+    a name that is none of its values (the closest names are suggested)."""
+    options = _pairs(items, "an option")
+    if stack is None:
+        return options
+    if STACK_OPTION not in lib.options:
+        raise CliError(f"--stack: the formula library has no option '{STACK_OPTION}' (training stacks are "
+                       "declared as its values; see `symcalc list options`)")
+    if options.get(STACK_OPTION, stack) != stack:
+        raise CliError(f"--stack {stack} and --option {STACK_OPTION}={options[STACK_OPTION]} disagree; give one")
+    known = lib.options[STACK_OPTION].values
+    if stack not in known:
+        raise BadOptionValueError(f"unknown stack '{stack}'.{did_you_mean(stack, known)} Stacks: "
+                                  f"{', '.join(known)} (see `symcalc show {STACK_OPTION}`)")
+    return {**options, STACK_OPTION: stack}
 
 
 def _library(formula_files: tuple[str, ...]):
@@ -104,12 +126,16 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
 # what several commands share, declared once
 _TARGET = click.argument("target")
 _VALUES = click.argument("values", nargs=-1)
-_HARDWARE = click.option("--hardware", metavar="NAME", callback=_given,
-                         help="Fill in a GPU's known values (see `symcalc list hardware`).")
+_HARDWARE = click.option("--hardware", metavar="NAME|profile.toml", callback=_given,
+                         help="Fill in a GPU's known values (see `symcalc list hardware`), or read a hardware "
+                         "profile from a TOML file.")
 _MODEL = click.option("--model", metavar="NAME|config.json", callback=_given,
                       help="Fill in a model's shapes (see `symcalc list models`), or read a Hugging Face config.json.")
 _FORMULAS = click.option("--formulas", "formula_files", multiple=True, metavar="FILE", callback=_given,
                          help="Load extra formula files on top of the built-in library.")
+_STACK = click.option("--stack", metavar="NAME", callback=_given,
+                      help=f"The training stack that runs the layout (see `symcalc show {STACK_OPTION}`): "
+                      f"--option {STACK_OPTION}=NAME.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -151,9 +177,10 @@ def cli() -> None:
               help="Answer even when given values contradict each other (each conflict becomes a warning).")
 @_HARDWARE
 @_MODEL
+@_STACK
 @_FORMULAS
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
-          hardware, model, formula_files):
+          hardware, model, stack, formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
     from symcalc.query.solve import (
         solve as api_solve,  # on use: the command line starts without it (start-up, Ctrl-C)
@@ -166,7 +193,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
                        "give --latex/--markdown a file name")
     _targets(latex=latex_file, markdown=markdown_file)
     lib = _library(formula_files)
-    result = api_solve(target, _pairs(values, "a value"), options=_pairs(options, "an option"),
+    result = api_solve(target, _pairs(values, "a value"), options=_options(lib, options, stack),
                        to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
                        conflicts="warn" if allow_conflicts else True)
     if latex_file is not None:
@@ -199,8 +226,10 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every point.")
 @_HARDWARE
 @_MODEL
+@_STACK
 @_FORMULAS
-def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json, hardware, model, formula_files):
+def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json, hardware, model, stack,
+          formula_files):
     """Solve TARGET over a range or grid of values: what-if questions in one go.
 
     \b
@@ -217,7 +246,7 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     _targets(csv=csv_file, plot=plot_file)
     lib = _library(formula_files)
     result = api_sweep(target, _pairs(values, "a value"), vary=_pairs(varies, "--vary"),
-                       options=_pairs(options, "an option"), to=to_unit, library=lib,
+                       options=_options(lib, options, stack), to=to_unit, library=lib,
                        hardware=hardware, model=model)
     if csv_file is not None:
         result.to_csv(csv_file)
@@ -247,8 +276,9 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
 @click.option("--brief", is_flag=True, help="Only the verdicts, without the derivations of what disagrees.")
 @_HARDWARE
 @_MODEL
+@_STACK
 @_FORMULAS
-def check(values, options, rtol, as_json, brief, hardware, model, formula_files):
+def check(values, options, rtol, as_json, brief, hardware, model, stack, formula_files):
     """Check claimed numbers against each other: every relation among the NAME=VALUE pairs.
 
     Exit status 0 when all agree within --rtol, 1 when something disagrees, 2 for bad input.
@@ -260,7 +290,7 @@ def check(values, options, rtol, as_json, brief, hardware, model, formula_files)
         check as api_check,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
     lib = _library(formula_files)
-    result = api_check(_pairs(values, "a value"), options=_pairs(options, "an option"), rtol=rtol,
+    result = api_check(_pairs(values, "a value"), options=_options(lib, options, stack), rtol=rtol,
                        library=lib, hardware=hardware, model=model)
     click.echo(result.json() if as_json else result.text(derivations=not brief))
     if not result.ok:
@@ -347,10 +377,12 @@ def show(name, as_json, formula_files):
               "or hardware=NAME / model=NAME.")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
-@click.option("--hardware", metavar="NAME", help="A GPU preset for both sides (see `symcalc list hardware`).", callback=_given)
+@click.option("--hardware", metavar="NAME|profile.toml", help="A GPU preset for both sides (see `symcalc list hardware`).",
+              callback=_given)
 @click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).", callback=_given)
+@_STACK
 @_FORMULAS
-def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, formula_files):
+def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, stack, formula_files):
     """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
     --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
     from symcalc.query.compare import (  # on use: the command line starts without it (start-up, Ctrl-C)
@@ -362,7 +394,7 @@ def compare(target, values, options, vs_items, to_unit, as_json, hardware, model
                        "(e.g. --vs zero_stage=3, --vs \"mfu=45%\", --vs hardware=h100)")
     lib = _library(formula_files)
     vs = split_vs(lib, _pairs(vs_items, "--vs"))
-    result = api_compare(target, _pairs(values, "a value"), options=_pairs(options, "an option"), vs=vs.given,
+    result = api_compare(target, _pairs(values, "a value"), options=_options(lib, options, stack), vs=vs.given,
                          vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
                          vs_model=vs.model, to=to_unit, library=lib)
     if as_json:
@@ -431,10 +463,11 @@ def formulas(latex_file, formula_files):
               help="Draw step time against memory (Pareto front) and the top layouts' breakdowns (.png/.svg/.pdf).")
 @_HARDWARE
 @_MODEL
+@_STACK
 @_FORMULAS
 def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, options, by, top, memory_headroom,
          gpu_hour_price, deadline, budget, tp_across_nodes, even_stages, explain, latex_file, as_json, csv_file,
-         plot_file, hardware, model, formula_files):
+         plot_file, hardware, model, stack, formula_files):
     """Search every parallel layout (tp, pp, cp, dp, ep, micro-batch, schedule, ZeRO, recompute,
     sequence parallelism) of a run, keep those that fit, rank them. NAME=VALUE pairs fix values
     (pp=1, "buffer_memory=4 GB", "tokens_per_second=2e6 token/s" as a throughput target).
@@ -456,7 +489,7 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     given = _pairs(values, "a value")
     top_k = max(top, explain or 0)
     result = api_plan(model, hardware, gpus, tokens=tokens, global_batch_size=global_batch_size, seq_len=seq_len,
-                      gpus_per_node=gpus_per_node, options=_pairs(options, "an option"), by=by, top=top_k,
+                      gpus_per_node=gpus_per_node, options=_options(lib, options, stack), by=by, top=top_k,
                       memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
                       budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages, library=lib,
                       values=given)

@@ -40,6 +40,8 @@ KINDS = {
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",
     "given_target": "the target itself is given: the answer is that value converted",
+    "unmeasured": "a preset value the answer uses was derived or assumed, not measured (value: as written, "
+                  "preset: e.g. 'hardware h100_sxm', basis: 'derived' or 'assumed', source)",
     # violations (result.violations; on_bounds="raise" raises the first)
     "out_of_bounds": "a computed value outside its quantity's bounds (value or None for NaN, unit, "
                      "points and of for arrays, bounds; related: the given values it follows from; "

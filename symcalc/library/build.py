@@ -37,6 +37,7 @@ from symcalc.library.records import (
     Interval,
     OptionSpec,
     QuantitySpec,
+    Requirement,
 )
 from symcalc.library.registry import Library, _option_text
 from symcalc.library.solvability import classify
@@ -59,7 +60,7 @@ QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "dom
                  "source_error"}
 GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
-OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype"}
+OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "options", "supports", "requires"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
                 "consequence", "breakdown"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
@@ -95,6 +96,7 @@ def build(files: list[Path]) -> Library:
             if name in options:
                 raise LibraryError(f"{path.name}: option '{name}' is already declared in {options[name].file}")
             options[name] = _load_option(name, table, path.name, quantities)
+    _check_option_links(options)
     formulas: dict[str, FormulaSpec] = {}
     symbols = {q.symbol: q for q in quantities.values()}
     for path, doc in docs:
@@ -336,6 +338,9 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     sets: dict[str, dict[str, str]] = {}
     sources: dict[str, str] = {}
     dtypes: dict[str, str] = {}
+    option_defaults: dict[str, dict[str, str]] = {}
+    supports: dict[str, dict[str, tuple[str, ...]]] = {}
+    requires: dict[str, tuple[Requirement, ...]] = {}
     for value, spec in values_table.items():
         vwhere = f"{where} value '{value}'"
         if not OPTION_VALUE_RE.match(value):
@@ -351,6 +356,13 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
         sources[value] = str(spec.get("source", ""))
         if "compute_dtype" in spec:
             dtypes[value] = str(spec["compute_dtype"])
+        links = _option_links(spec, vwhere, quantities)
+        if links[0]:
+            option_defaults[value] = links[0]
+        if links[1]:
+            supports[value] = links[1]
+        if links[2]:
+            requires[value] = links[2]
         sets[value] = {}
         for qname, text in _require_table(spec.get("sets", {}), f"{vwhere}: sets").items():
             if qname not in quantities:
@@ -367,7 +379,62 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
                       values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes,
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
-                      main_input=main_input)
+                      main_input=main_input, option_defaults=option_defaults, supports=supports, requires=requires)
+
+
+def _option_links(spec: dict, where: str, quantities: dict[str, QuantitySpec]
+                  ) -> tuple[dict[str, str], dict[str, tuple[str, ...]], tuple[Requirement, ...]]:
+    """An option value's ``options`` (defaults it sets for other options), ``supports`` (the
+    values of other options it runs with) and ``requires`` (conditions on given values), read;
+    the option names in the first two are checked once every option is loaded
+    (:func:`_check_option_links`)."""
+    raw = _require_table(spec.get("options", {}), f"{where}: options")
+    if not all(isinstance(v, (str, int, bool)) for v in raw.values()):
+        raise LibraryError(f"{where}: options sets one value per option, like {{ attention_kernel = \"flash\" }}")
+    defaults = {name: _option_text(v) for name, v in raw.items()}
+    supports: dict[str, tuple[str, ...]] = {}
+    for name, allowed in _require_table(spec.get("supports", {}), f"{where}: supports").items():
+        if not (isinstance(allowed, list) and allowed and all(isinstance(v, (str, int, bool)) for v in allowed)):
+            raise LibraryError(f"{where}: supports.{name} is a list of its values, like [\"1f1b\", \"interleaved\"]")
+        supports[name] = tuple(map(_option_text, allowed))
+    return defaults, supports, _requirements(spec.get("requires", []), where, quantities)
+
+
+def _check_option_links(options: dict[str, OptionSpec]) -> None:
+    """What option values say about other options names real ones: ``options`` and
+    ``supports`` name declared options (not their own) and values they have; an option whose
+    values set other options' defaults is not itself set by another (no chains), and an option
+    is set by at most one other (no precedence between two); and the default an option takes
+    under a value is one that value supports (a stack's defaults are never refused by itself)."""
+    setter: dict[str, str] = {}
+    for opt in options.values():
+        for value in opt.values:
+            where = f"{opt.file}: option '{opt.name}' value '{value}'"
+            for key, links in (("options", opt.option_defaults.get(value, {})),
+                               ("supports", opt.supports.get(value, {}))):
+                for name, vals in links.items():
+                    if name == opt.name:
+                        raise LibraryError(f"{where}: {key} names its own option '{name}'")
+                    if name not in options:
+                        raise LibraryError(f"{where}: {key} names unknown option '{name}'."
+                                           f"{did_you_mean(name, options)}")
+                    for v in (vals,) if isinstance(vals, str) else vals:
+                        if v not in options[name].values:
+                            raise LibraryError(f"{where}: {key}: option {name} has no value '{v}' "
+                                               f"(values: {list(options[name].values)})")
+            for name in opt.option_defaults.get(value, {}):
+                if setter.setdefault(name, opt.name) != opt.name:
+                    raise LibraryError(f"{where}: option {name} is already set by option {setter[name]}; "
+                                       "one option sets another's default")
+            for name, allowed in opt.supports.get(value, {}).items():
+                default = opt.option_defaults.get(value, {}).get(name, options[name].default)
+                if default not in allowed:
+                    raise LibraryError(f"{where}: supports {name} = {list(allowed)}, but {name} defaults to "
+                                       f"'{default}' under it; set it in options = {{ {name} = \"...\" }}")
+    for name, by in setter.items():
+        if options[name].sets_options:
+            raise LibraryError(f"{options[name].file}: option '{name}' sets other options' defaults and is set by "
+                               f"option {by}: one level only")
 
 
 def _implications(entries, values: dict[str, str], where: str, quantities: dict[str, QuantitySpec]) -> tuple:
@@ -387,28 +454,50 @@ def _implications(entries, values: dict[str, str], where: str, quantities: dict[
         for v in [value, *map(_option_text, compatible)]:
             if v not in values:
                 raise LibraryError(f"{where}: implied_by names value '{v}', not one of {list(values)}")
-
-        def resolve(name: str) -> sympy.Expr:
-            if name in quantities and quantities[name].kind != "text":
-                return quantities[name].symbol
-            raise ParseError(f"unknown quantity '{name}'.{did_you_mean(name, quantities)}")
-        try:
-            lhs, op, rhs = parse_condition(entry["when"], resolve)
-        except ParseError as e:
-            raise LibraryError(f"{where}: implied_by '{value}': {e}") from None
-        try:
-            left, right = (dimension_of(x, lambda s: quantities[s.name].dim) for x in (lhs, rhs))
-        except DimensionMismatch as e:
-            raise LibraryError(f"{where}: implied_by '{value}': {e}") from None
-        if left != right and not (lhs.is_number or rhs.is_number):
-            raise LibraryError(f"{where}: implied_by '{value}': the two sides of '{entry['when']}' differ in "
-                               f"dimension ({show(left)} vs {show(right)})")
-        read = sorted({s.name for s in (lhs - rhs).free_symbols})
-        args = [quantities[n].symbol for n in read]
-        out.append((value, Condition(text=entry["when"].strip(), lhs=lhs, op=op, rhs=rhs,
-                                     compatible=tuple(map(_option_text, compatible)), names=tuple(read),
-                                     sides=(compile_expr(lhs, args), compile_expr(rhs, args)))))
+        out.append((value, _condition(entry["when"], f"{where}: implied_by '{value}'", quantities,
+                                      tuple(map(_option_text, compatible)))))
     return tuple(out)
+
+
+def _requirements(entries, where: str, quantities: dict[str, QuantitySpec]) -> tuple[Requirement, ...]:
+    """``requires = [{ when = "tp == 1", why = "..." }, ...]``: conditions given values must
+    satisfy under an option value, each with its reason."""
+    if not isinstance(entries, list):
+        raise LibraryError(f"{where}: requires is a list of {{ when = \"tp == 1\", why = \"...\" }} tables")
+    out = []
+    for entry in entries:
+        if not (isinstance(entry, dict) and set(entry) == {"when", "why"} and isinstance(entry["why"], str)
+                and entry["why"].strip()):
+            raise LibraryError(f"{where}: each requires entry is {{ when = \"tp == 1\", why = \"the reason\" }}")
+        _check_texts(entry, ("why",), f"{where}: requires")
+        out.append(Requirement(_condition(entry["when"], f"{where}: requires", quantities), entry["why"].strip()))
+    return tuple(out)
+
+
+def _condition(text, where: str, quantities: dict[str, QuantitySpec], compatible: tuple[str, ...] = ()) -> Condition:
+    """``lhs op rhs`` over quantities (``n_kv_heads < n_heads``, ``tp == 1``), parsed by the
+    whitelist parser, checked for dimensions and compiled (an implication's or a requirement's)."""
+    if not isinstance(text, str):
+        raise LibraryError(f"{where}: 'when' is a condition in text, like \"tp == 1\"")
+
+    def resolve(name: str) -> sympy.Expr:
+        if name in quantities and quantities[name].kind != "text":
+            return quantities[name].symbol
+        raise ParseError(f"unknown quantity '{name}'.{did_you_mean(name, quantities)}")
+    try:
+        lhs, op, rhs = parse_condition(text, resolve)
+    except ParseError as e:
+        raise LibraryError(f"{where}: {e}") from None
+    try:
+        left, right = (dimension_of(x, lambda s: quantities[s.name].dim) for x in (lhs, rhs))
+    except DimensionMismatch as e:
+        raise LibraryError(f"{where}: {e}") from None
+    if left != right and not (lhs.is_number or rhs.is_number):
+        raise LibraryError(f"{where}: the two sides of '{text}' differ in dimension ({show(left)} vs {show(right)})")
+    read = sorted({s.name for s in (lhs - rhs).free_symbols})
+    args = [quantities[n].symbol for n in read]
+    return Condition(text=text.strip(), lhs=lhs, op=op, rhs=rhs, compatible=compatible, names=tuple(read),
+                     sides=(compile_expr(lhs, args), compile_expr(rhs, args)))
 
 
 def _load_when(table: dict, where: str, options: dict[str, OptionSpec]) -> dict[str, tuple[str, ...]]:

@@ -1,7 +1,9 @@
 """Presets: known values of real hardware and real models, each with its source.
 
 ``formulas/presets/hardware.toml`` and ``models.toml`` hold them; a Hugging Face
-``config.json`` file is read as a model (from disk only, never the network). A preset turns
+``config.json`` file is read as a model, and a TOML file holding one table of hardware.toml as
+a hardware profile (from disk only, never the network). Each value may say how it is known
+(``basis``: measured, datasheet, derived or assumed). A preset turns
 into given values and options for a query; what the user gives explicitly wins, and a preset
 never supplies the quantity being solved for.
 """
@@ -19,6 +21,7 @@ from symcalc.errors import (
     MalformedValueError,
     UnknownNameError,
     closest_names,
+    did_you_mean,
 )
 from symcalc.findings import Finding
 from symcalc.library.loading import formula_dir
@@ -26,6 +29,11 @@ from symcalc.library.loading import formula_dir
 # a preset kind -> the name of its data file under formulas/presets (and of `symcalc list ...`)
 KINDS = {"hardware": "hardware", "model": "models"}
 PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak_flops", "published"}
+VALUE_KEYS = {"value", "source", "basis"}
+# how a preset value is known (optional ``basis`` beside value and source): an answer that uses a
+# derived or assumed one says so (finding "unmeasured")
+BASES = ("measured", "datasheet", "derived", "assumed")
+UNMEASURED = ("derived", "assumed")
 
 
 @dataclass
@@ -43,6 +51,21 @@ class Preset:
     options: dict[str, str] = field(default_factory=dict)
     published: tuple[str, ...] = ()     # values kept even when asked for (the shapes do not model them)
     findings: tuple[Finding, ...] = ()  # what a reader of this preset should know (config.json caveats)
+    basis: dict[str, str] = field(default_factory=dict)       # quantity -> how its value is known (BASES)
+    peak_basis: dict[str, str] = field(default_factory=dict)  # compute dtype -> how its peak is known
+    file: str = ""                      # the profile file it was read from ("" for a built-in preset)
+
+    @property
+    def label(self) -> str:
+        """How answers name it: ``hardware h100_sxm``."""
+        return f"{self.kind} {self.key}"
+
+    def basis_of(self, name: str, compute_dtype: str | None) -> str | None:
+        """How the value this preset gives for ``name`` is known (``basis`` in the data), or None
+        when unstated; ``peak_flops`` is the dense peak of ``compute_dtype``."""
+        if name == "peak_flops" and name not in self.values:
+            return self.peak_basis.get(compute_dtype or "")
+        return self.basis.get(name)
 
     def resolve(self, options: dict[str, str], compute_dtype: str | None) -> dict[str, tuple[str, str]]:
         """Values this preset gives under ``options``: its values, plus the dense peak for the
@@ -91,21 +114,45 @@ def _load(kind: str, key: str, table: dict, file: str) -> Preset:
     unknown = set(table) - PRESET_KEYS
     if unknown:
         raise LibraryError(f"{where}: unknown key(s) {sorted(unknown)}")
-
-    def pairs(section: str) -> dict[str, tuple[str, str]]:
-        out = {}
-        for name, spec in table.get(section, {}).items():
-            if not isinstance(spec, dict) or "value" not in spec or "source" not in spec:
-                raise LibraryError(f"{where}: {section}.{name} needs a value and a source")
-            out[name] = (str(spec["value"]), str(spec["source"]))
-        return out
-
+    try:
+        values, basis = _pairs(table, "values")
+        peaks, peak_basis = _pairs(table, "peak_flops")
+    except ValueError as e:
+        raise LibraryError(f"{where}: {e}") from None
     return Preset(kind=kind, key=key, title=str(table.get("title", key)), source=str(table.get("source", "")),
                   aliases=tuple(table.get("aliases", [])), notes=str(table.get("notes", "")),
-                  values=pairs("values"), peak_flops=pairs("peak_flops"),
+                  values=values, peak_flops=peaks, basis=basis, peak_basis=peak_basis,
                   options={k: str(v).lower() if isinstance(v, bool) else str(v)
                            for k, v in table.get("options", {}).items()},
                   published=tuple(table.get("published", [])))
+
+
+def _pairs(table: dict, section: str) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """``section.NAME = { value, source, basis }`` entries: (name -> (value, source), name -> basis).
+
+    Raises ValueError (the caller adds where) for an entry that is not such a table, lacks a
+    value or a source, has another key, or an unknown basis."""
+    entries = table.get(section, {})
+    if not isinstance(entries, dict):
+        raise ValueError(f"{section} is a table of {{ value = ..., source = ... }} entries")
+    out, basis = {}, {}
+    for name, spec in entries.items():
+        if not isinstance(spec, dict):
+            raise ValueError(f"{section}.{name} is {{ value = ..., source = \"where it comes from\" }}")
+        unknown = sorted(set(spec) - VALUE_KEYS)
+        if unknown:
+            raise ValueError(f"{section}.{name}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], VALUE_KEYS)} "
+                             f"A value holds {', '.join(sorted(VALUE_KEYS))}")
+        if "value" not in spec or isinstance(spec["value"], (bool, dict, list)):
+            raise ValueError(f"{section}.{name} needs a value (a number, or text with a unit)")
+        if not isinstance(spec.get("source"), str) or not spec["source"].strip():
+            raise ValueError(f"{section}.{name} needs a source (where the value comes from)")
+        if "basis" in spec:
+            if spec["basis"] not in BASES:
+                raise ValueError(f"{section}.{name}: basis is one of {', '.join(BASES)}; got {spec['basis']!r:.40}")
+            basis[name] = spec["basis"]
+        out[name] = (str(spec["value"]), spec["source"])
+    return out, basis
 
 
 def find_preset(kind: str, name: str) -> Preset:
@@ -114,7 +161,8 @@ def find_preset(kind: str, name: str) -> Preset:
     Parameters
     ----------
     kind : "hardware" or "model"
-    name : a key, an alias, or (models) the path of a Hugging Face config.json
+    name : a key, an alias, or the path of a file: a Hugging Face config.json (models) or a
+        hardware profile in TOML (see :func:`hardware_from_file`)
 
     Returns
     -------
@@ -125,22 +173,31 @@ def find_preset(kind: str, name: str) -> Preset:
     UnknownNameError
         No preset of ``kind`` has that name (the closest names are suggested).
     MalformedValueError
-        A config.json that cannot be read (see :func:`model_from_hf_config`).
+        A config.json or a hardware profile that cannot be read (see :func:`model_from_hf_config`,
+        :func:`hardware_from_file`).
     """
     if kind == "model" and (name.endswith(".json") or _is_file(name)):
         return model_from_hf_config(name)
-    table = all_presets()[kind]
-    wanted = name.strip().lower().replace("_", "-")
-    for p in table.values():
-        names = [p.key, *p.aliases]
-        if wanted in {n.lower().replace("_", "-") for n in names}:
-            return p
-    pool = [n for p in table.values() for n in (p.key, *p.aliases)]
+    if kind == "hardware" and (name.endswith(".toml") or _is_file(name)):
+        return hardware_from_file(name)
+    found = _lookup(kind, name)
+    if found is not None:
+        return found
+    pool = [n for p in all_presets()[kind].values() for n in (p.key, *p.aliases)]
     near = closest_names(name, pool)
     hint = f" Did you mean: {', '.join(near)}?" if near else ""
-    raise UnknownNameError(f"unknown {kind} '{name}'.{hint} See `symcalc list {KINDS[kind]}`"
-                           + (" (or give the path of a Hugging Face config.json)" if kind == "model" else ""),
-                           near)
+    file = " (or give the path of a Hugging Face config.json)" if kind == "model" else \
+        " (or give the path of a hardware profile, a .toml file)"
+    raise UnknownNameError(f"unknown {kind} '{name}'.{hint} See `symcalc list {KINDS[kind]}`{file}", near)
+
+
+def _lookup(kind: str, name: str) -> Preset | None:
+    """The built-in preset of ``kind`` with this key or alias (case, ``-`` and ``_`` aside), or None."""
+    wanted = name.strip().lower().replace("_", "-")
+    for p in all_presets()[kind].values():
+        if wanted in {n.lower().replace("_", "-") for n in (p.key, *p.aliases)}:
+            return p
+    return None
 
 
 def _is_file(name: str) -> bool:
@@ -149,6 +206,115 @@ def _is_file(name: str) -> bool:
         return Path(name).is_file()
     except (OSError, ValueError):
         return False
+
+
+# -- a hardware profile file ------------------------------------------------------------------
+
+MAX_PROFILE_BYTES = 1 << 20     # a profile is one table of a few kB
+PROFILE_KEYS = {"title", "aliases", "source", "notes", "values", "peak_flops", "base"}
+
+
+def hardware_from_file(path: str | Path) -> Preset:
+    """A hardware profile from a TOML file: one table ``[name]`` as in
+    ``formulas/presets/hardware.toml`` (title, source, ``values.X = { value, source, basis }``,
+    ``peak_flops.DTYPE = { ... }``), optionally ``base = "h100"``: start from that built-in
+    preset and override it with the file's values. What ``symcalc calibrate`` will write.
+
+    Whether each name is a quantity of the library, and each value of its dimension, is checked
+    against the library the question uses (:func:`symcalc.query.presetvalues.check_profile`).
+
+    Returns
+    -------
+    Preset
+        A hardware preset keyed by the table's name, ``file`` the path.
+
+    Raises
+    ------
+    MalformedValueError
+        The file is missing, not a regular file, too large, not text or not TOML; holds other
+        than one table; has unknown keys; or a value without a value or a source.
+    UnknownNameError
+        ``base`` names no built-in hardware preset (the closest names are suggested).
+    """
+    p = Path(path)
+    where = f"hardware profile '{p}'"
+    doc = _read_profile(p, where)
+    tables = [k for k, v in doc.items() if isinstance(v, dict)]
+    loose = [k for k in doc if k not in tables]
+    if loose or len(tables) != 1:
+        found = f"top-level key '{loose[0]}' outside a table" if loose else f"{len(tables)} tables"
+        raise MalformedValueError(f"{where}: {found}; a profile holds exactly one table [name] (with title, "
+                                  "source, values.X = { value, source }, peak_flops.DTYPE = { value, source })")
+    key = tables[0]
+    table = doc[key]
+    here = f"{where}: [{key}]"
+    unknown = sorted(set(table) - PROFILE_KEYS)
+    if unknown:
+        raise MalformedValueError(f"{here}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], PROFILE_KEYS)} "
+                                  f"A profile holds {', '.join(sorted(PROFILE_KEYS))}")
+    for text_key in ("title", "source", "notes", "base"):
+        if text_key in table and not isinstance(table[text_key], str):
+            raise MalformedValueError(f"{here}: {text_key} is text")
+    try:
+        values, basis = _pairs(table, "values")
+        peaks, peak_basis = _pairs(table, "peak_flops")
+    except ValueError as e:
+        raise MalformedValueError(f"{here}: {e}") from None
+    if not values and not peaks:
+        raise MalformedValueError(f"{here}: no values (values.X = {{ value = ..., source = ... }})")
+    source = table.get("source") or str(p)
+    if "base" in table:
+        base = _builtin("hardware", table["base"], f"{here}: base")
+        basis = {**{k: v for k, v in base.basis.items() if k not in values}, **basis}
+        peak_basis = {**{k: v for k, v in base.peak_basis.items() if k not in peaks}, **peak_basis}
+        values, peaks = {**base.values, **values}, {**base.peak_flops, **peaks}
+        source = f"{source}; on {base.key} ({base.source})"
+    name = _label(key)
+    return Preset(kind="hardware", key=name, title=_label(table.get("title") or f"{name} (from {p.name})"),
+                  source=source, notes=table.get("notes", ""), values=values, peak_flops=peaks, basis=basis,
+                  peak_basis=peak_basis, file=str(p))
+
+
+def _builtin(kind: str, name: str, where: str) -> Preset:
+    """A built-in preset by key or alias, for a profile's ``base`` (never a file)."""
+    found = _lookup(kind, name)
+    if found is None:
+        pool = [n for p in all_presets()[kind].values() for n in (p.key, *p.aliases)]
+        raise UnknownNameError(f"{where} = '{name}' is not a built-in {kind} preset.{did_you_mean(name, pool)} "
+                               f"See `symcalc list {KINDS[kind]}`", closest_names(name, pool))
+    return found
+
+
+def _read_profile(p: Path, where: str) -> dict:
+    """The TOML document of a profile file; a clear error for anything else (no such file, not a
+    regular file, too large, not text, not TOML, nested beyond reason)."""
+    if sys.version_info >= (3, 11):   # start-up: a question without a profile never reads TOML here
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    data = _read_bounded(p, where, MAX_PROFILE_BYTES, "a hardware profile is a few kB")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise MalformedValueError(f"{where}: not a text file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise MalformedValueError(f"{where}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise MalformedValueError(f"{where}: nested too deeply to be a hardware profile") from None
+
+
+def _read_bounded(p: Path, where: str, limit: int, usual: str) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, or a one-line error."""
+    try:
+        if not p.is_file():
+            raise MalformedValueError(f"{where}: not a file" if p.exists() else f"{where}: no such file")
+        with open(p, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as e:
+        raise MalformedValueError(f"{where}: cannot be read ({e.strerror or e})") from None
+    if len(data) > limit:
+        raise MalformedValueError(f"{where}: larger than {limit >> 20} MB; {usual}")
+    return data
 
 
 # -- Hugging Face config.json -----------------------------------------------------------------
@@ -261,16 +427,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
 def _read_config(p: Path, where: str) -> dict:
     """The JSON object of a config.json; a clear error for anything else (not a regular file,
     too large, not text, not JSON, nested beyond what a parser should follow)."""
-    try:
-        if not p.is_file():
-            raise MalformedValueError(f"{where}: not a file" if p.exists() else f"{where}: no such file")
-        with open(p, "rb") as fh:
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as e:
-        raise MalformedValueError(f"{where}: cannot be read ({e.strerror or e})") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise MalformedValueError(f"{where}: larger than {MAX_CONFIG_BYTES >> 20} MB; a model's config.json is a "
-                                  "few kB")
+    data = _read_bounded(p, where, MAX_CONFIG_BYTES, "a model's config.json is a few kB")
     try:
         cfg = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:

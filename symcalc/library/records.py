@@ -150,6 +150,24 @@ class OptionSpec:
     # values that given quantities imply: [(option value, Condition)], first match wins
     implied_by: tuple = ()
     main_input: bool = False     # its default value changes the question: said first when it shapes one
+    # value -> {other option: its default under this value} (a training stack sets the kernels
+    # and overlaps it runs); below presets and implications, above the other option's own default
+    option_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
+    # value -> {other option: the values this value runs with}
+    supports: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    # value -> conditions given values must satisfy under it (PyTorch FSDP alone: tp == 1)
+    requires: dict[str, tuple[Requirement, ...]] = field(default_factory=dict)
+
+    @property
+    def sets_options(self) -> bool:
+        """Whether some value of it sets other options' defaults (a training stack)."""
+        return any(self.option_defaults.values())
+
+    @property
+    def links_options(self) -> bool:
+        """Whether some value of it sets, restricts or requires (``options``, ``supports``,
+        ``requires``): a training stack, in force only where a question reaches it."""
+        return self.sets_options or any(self.supports.values()) or any(self.requires.values())
 
 
 @dataclass(frozen=True)
@@ -167,6 +185,19 @@ class Condition(LazyFields):
     names: tuple[str, ...] = ()
     sides: tuple[CompiledFunction, ...] = ()
 
+    def holds_where(self, values: Mapping[str, object]) -> np.ndarray | None:
+        """Where it holds, elementwise over arrays of base-unit values (broadcast together);
+        None if a quantity in it is missing. NaN never satisfies it."""
+        if not set(self.names) <= set(values):
+            return None
+        args = [np.asarray(values[n], dtype=float) for n in self.names]
+        with np.errstate(all="ignore"):
+            a, b = (np.broadcast_to(np.asarray(side(*args), dtype=float), np.broadcast_shapes(*(x.shape for x in args)))
+                    for side in self.sides)
+            tol = 1e-9 * np.maximum(np.maximum(np.abs(a), np.abs(b)), 1e-300)
+            return {"<": a < b - tol, "<=": a <= b + tol, ">": a > b + tol, ">=": a >= b - tol,
+                    "==": np.abs(a - b) <= tol, "!=": np.abs(a - b) > tol}[self.op]
+
     def holds(self, values: dict[str, float]) -> bool | None:
         """Whether it holds for these base-unit values; None if a quantity in it is missing."""
         if not set(self.names) <= set(values):
@@ -176,6 +207,15 @@ class Condition(LazyFields):
         tol = 1e-9 * max(abs(a), abs(b), 1e-300)
         return {"<": a < b - tol, "<=": a <= b + tol, ">": a > b + tol, ">=": a >= b - tol,
                 "==": abs(a - b) <= tol, "!=": abs(a - b) > tol}[self.op]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A condition an option value puts on given values, and why (``requires`` in the data):
+    ``stack = fsdp`` requires ``tp == 1`` because PyTorch FSDP alone is data parallel only."""
+
+    condition: Condition
+    why: str
 
 
 @dataclass

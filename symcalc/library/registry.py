@@ -87,9 +87,16 @@ class Library:
             opt = self.options[key]
             if value not in opt.values:
                 raise BadOptionValueError(
-                    f"option {key}={value} is not allowed; choose one of: {', '.join(opt.values)}")
+                    f"option {key}={value} is not allowed.{did_you_mean(value, opt.values)} "
+                    f"Choose one of: {', '.join(opt.values)}")
             values[key] = value
         return values
+
+    @property
+    def stacks(self) -> tuple[str, ...]:
+        """Options some of whose values set other options' defaults, restrict their values or
+        require conditions of given values (training stacks), in order."""
+        return tuple(name for name, opt in self.options.items() if opt.links_options)
 
     def compute_dtype(self, options: Mapping[str, str]) -> str | None:
         """The dtype the options say the math runs in (picks a hardware preset's dense peak)."""

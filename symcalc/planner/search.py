@@ -22,6 +22,7 @@ from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import MEMORY, MEMORY_PARTS, STEP_TIME, Evaluation, Question, evaluate, metrics
 from symcalc.planner.evaluate import row_given, row_options
 from symcalc.planner.result import GpuScan, PlanResult, PlanRow
+from symcalc.planner.stacks import narrow
 from symcalc.planner.space import (
     MAX_MICRO_BATCH,
     MAX_VIRTUAL_STAGES,
@@ -71,6 +72,7 @@ class _Setup:
     facts: _Facts
     fixed: dict[str, list[int]]
     searched_opts: dict[str, tuple[str, ...]]
+    requires: tuple          # a stack's conditions on the layout: (reason, Condition) (planner.stacks)
     headroom: float          # bytes
     tp_across_nodes: bool
     uneven_pp: bool
@@ -170,6 +172,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
         names[name] = values.pop(raw)
     values = names
     fixed, searched_opts = _fixed_dims(values, options)
+    requires = narrow(lib, options, fixed, searched_opts, max_virtual_stages)
     find_preset("hardware", hardware)     # unknown names first, with the closest names
 
     if model is not None:
@@ -195,7 +198,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     if by in ("days", "gpu_hours") and values.get("n_tokens") is None:
         raise QueryError(f"--by {by} needs the training tokens: --tokens (the model preset gives none)")
     headroom = _headroom(values, facts, lib)
-    common = _Setup(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, headroom=headroom,
+    common = _Setup(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, requires=requires, headroom=headroom,
                     tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
                     max_virtual_stages=max_virtual_stages, by=by)
     if goal:
@@ -306,7 +309,7 @@ def _search(n_gpus: int, setup: _Setup) -> _Search:
                   global_batch_size=facts.global_batch_size,
                   n_experts=facts.n_experts if q.moe else None, tp_across_nodes=setup.tp_across_nodes,
                   uneven_pp=setup.uneven_pp, max_micro_batch=setup.max_micro_batch,
-                  max_virtual_stages=setup.max_virtual_stages)
+                  max_virtual_stages=setup.max_virtual_stages, requires=setup.requires)
     dims = {k: v for k, v in fixed.items() if k != "dp"}
     space = enumerate_space(shape, dims, setup.searched_opts, dp_fixed=fixed.get("dp"))
     ev = evaluate(space, q, shape.global_batch_size, shape.seq_len) if space.size else \

@@ -49,6 +49,9 @@ class Shape:
     uneven_pp: bool = True
     max_micro_batch: int = MAX_MICRO_BATCH
     max_virtual_stages: int = MAX_VIRTUAL_STAGES
+    # conditions a training stack puts on the layout: (the reason in words, a
+    # symcalc.library.records.Condition over layout quantities), e.g. FSDP's tp == 1
+    requires: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ class Space:
     def reasons(self) -> dict[str, int]:
         """Rejection counts by reason in words (rules that rejected nothing left out)."""
         by_name = {r.name: r.reason for r in RULES}
-        return {by_name[k]: v for k, v in self.rejected.items() if v}
+        return {by_name.get(k, k): v for k, v in self.rejected.items() if v}
 
 
 def candidates(s: Shape, fixed: dict[str, list[int]] | None = None,
@@ -192,7 +195,26 @@ def enumerate_space(s: Shape, fixed: dict[str, list[int]] | None = None,
         cols = _cross(cols, name, cand[name])
     cols = _apply(cols, s, "options", rejected, 1)
     cols["n_gpus"] = np.full(len(cols["tp"]), s.n_gpus, dtype=np.int64)
+    cols = _apply_requires(cols, s, rejected)
     return Space(columns=cols, total=total, rejected=rejected)
+
+
+def _apply_requires(cols: dict, s: Shape, rejected: dict) -> dict:
+    """Keep the layouts that satisfy the stack's conditions (``Shape.requires``), each counted
+    under its reason; a condition over a quantity the layout does not hold is left to the
+    solver, which checks given values."""
+    facts = {"seq_len": s.seq_len, "global_batch_size": s.global_batch_size, "n_heads": s.n_heads,
+             "n_kv_heads": s.n_kv_heads, "n_layers": s.n_layers, "gpus_per_node": s.gpus_per_node,
+             **({"n_experts": s.n_experts} if s.n_experts else {})}
+    layout = ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus")
+    for reason, condition in s.requires:
+        holds = condition.holds_where({**facts, **{k: cols[k] for k in layout}})
+        if holds is None:
+            continue
+        keep = np.broadcast_to(np.asarray(holds, dtype=bool), cols["tp"].shape)
+        rejected[reason] = rejected.get(reason, 0) + int(np.count_nonzero(~keep))
+        cols = {c: v[keep] for c, v in cols.items()}
+    return cols
 
 
 def _cross(cols: dict, name: str, values: list) -> dict:

@@ -25,6 +25,7 @@ from symcalc import units
 from symcalc.errors import SymcalcError, UnknownNameError, closest_names
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
+from symcalc.query.implied import resolve_options
 from symcalc.query.results import Result
 from symcalc.query.solve import (
     QueryError,
@@ -337,9 +338,10 @@ def _preset_key(kind: str, name: str | None) -> str | None:
 
 
 def _effective_options(lib: Library, explicit: Mapping, presets: dict) -> dict[str, str]:
-    """Every option's value on one side, as solve resolves it: explicit over preset over default."""
+    """Every option's value on one side, as solve resolves it: explicit over preset over a
+    stack's default over the option's own default."""
     implied = {k: v for p in _presets(presets["hardware"], presets["model"]) for k, v in p.options.items()}
-    return lib.option_values({**implied, **explicit})
+    return resolve_options(lib, explicit, implied, {}).values
 
 
 def _equal(x, y) -> bool:

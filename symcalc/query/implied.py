@@ -6,8 +6,9 @@ that include ``n_kv_heads = 8`` with the multi-head formula would silently give 
 405B, so the option data declares which values imply which option value
 (``implied_by = [{ value = "gqa", when = "n_kv_heads < n_heads" }]`` in options.toml), and
 this module applies it. Precedence, highest first: an option given explicitly, one the user's
-own values imply, a preset's options, one the preset's values imply, the default. An explicit
-option that the user's own values contradict is an error naming both.
+own values imply, a preset's options, one the preset's values imply, a default another option's
+value sets (a training stack's), the option's own default. An explicit option that the user's
+own values contradict is an error naming both.
 """
 
 from __future__ import annotations
@@ -54,15 +55,29 @@ def implied_options(library, knowns: Mapping[str, GivenValue]) -> list[Implicati
     return out
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """Every option's effective value, and what decided the values that are not given or defaults."""
+
+    values: dict[str, str]
+    implied: list[Implication]                  # the implications that decided a value
+    set_by: dict[str, tuple[str, str]]          # option -> (option, value) whose ``options`` set it
+
+
 def resolve_options(library, explicit: Mapping[str, object], preset_options: Mapping[str, str],
-                    knowns: Mapping[str, GivenValue]) -> tuple[dict[str, str], list[Implication]]:
-    """Every option's effective value, and the implications that decided one.
+                    knowns: Mapping[str, GivenValue], *, without: frozenset = frozenset()) -> Resolved:
+    """Every option's effective value, the implications that decided one, and the defaults that
+    other options' values set.
+
+    Precedence, highest first: an explicit option; one the user's own values imply; a preset's
+    options; one the preset's values imply; the default another option's value sets
+    (``options = {...}`` of a training stack's value); the option's own default. ``without``
+    names options whose ``options`` defaults are not applied (a stack the question does not
+    reach: see :mod:`symcalc.query.stacks`).
 
     Returns
     -------
-    (options, implications)
-        Every option's value by name, and the :class:`Implication` records behind the values
-        the given values implied.
+    Resolved
 
     Raises
     ------
@@ -74,6 +89,8 @@ def resolve_options(library, explicit: Mapping[str, object], preset_options: Map
     explicit_keys = set(explicit)
     chosen = dict(preset_options)
     before = library.option_values({**chosen, **dict(explicit)})
+    before.update({k: v for k, (_, v) in _set_defaults(library, before, set(chosen) | explicit_keys,
+                                                       without).items()})
     used = []
     for imp in implied_options(library, knowns):
         holds = (imp.value, *imp.compatible)
@@ -91,4 +108,22 @@ def resolve_options(library, explicit: Mapping[str, object], preset_options: Map
         if before[imp.option] != imp.value:
             used.append(imp)
         chosen[imp.option] = imp.value
-    return library.option_values({**chosen, **dict(explicit)}), used
+    values = library.option_values({**chosen, **dict(explicit)})
+    set_defaults = _set_defaults(library, values, set(chosen) | explicit_keys, without)
+    values.update({k: v for k, (_, v) in set_defaults.items()})
+    return Resolved(values, used, {k: setter for k, (setter, _) in set_defaults.items()})
+
+
+def _set_defaults(library, values: Mapping[str, str], decided: set, without: frozenset
+                  ) -> dict[str, tuple[tuple[str, str], str]]:
+    """option -> ((setting option, its value), the default it sets) for every option not in
+    ``decided`` that an option value under ``values`` sets (``options = {...}`` in the data),
+    leaving out the options in ``without``."""
+    out = {}
+    for name in library.stacks:
+        if name in without:
+            continue
+        for other, value in library.options[name].option_defaults.get(values[name], {}).items():
+            if other not in decided:
+                out[other] = ((name, values[name]), value)
+    return out

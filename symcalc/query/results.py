@@ -78,6 +78,9 @@ class Result(Rendered):
     looked_up: str | None = None           # the preset the answer was looked up in (nothing derives it)
     on_bounds: str = "raise"
     preset_args: dict = field(default_factory=dict)   # hardware=/model= as given to solve
+    # the setting options (training stacks) in force -> whether the question gave them (their
+    # values are in all_options): new values for the same question meet their ``requires``
+    stacks: dict[str, bool] = field(default_factory=dict)
 
     # -- findings -------------------------------------------------------------------------
     @property

@@ -17,6 +17,7 @@ import pint
 from symcalc import units
 from symcalc.engine.rounding import round_whole
 from symcalc.errors import QueryError
+from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
 
 
@@ -53,6 +54,7 @@ def sweep_path(result, values: dict):
     read = _magnitudes(result, values, arrays)
     if read is None:
         return None
+    check_new_values(result, read[0])       # what solve() checks of given values, a stack's conditions
     return sweep(result.derivation, read[0], result.rounding, result.factor, read[1])
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,7 +26,6 @@ from symcalc.errors import (
     ConflictError,
     DimensionError,
     DomainError,
-    LibraryError,
     NoSolutionError,
     NotDeterminedError,
     OutOfBoundsError,
@@ -36,10 +36,14 @@ from symcalc.errors import (
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
-from symcalc.library.presets import all_presets, find_preset
-from symcalc.query.implied import resolve_options
+from symcalc.library.presets import all_presets
+from symcalc.query import stacks
+from symcalc.query.implied import Resolved, resolve_options
 from symcalc.query.limits import limit_rounding, round_with
 from symcalc.query.parts import parts_of, sum_parts
+from symcalc.query.presetvalues import check_profile, unmeasured
+from symcalc.query.presetvalues import preset_values as _preset_values
+from symcalc.query.presetvalues import presets_of as _presets
 from symcalc.query.relation import relation
 from symcalc.query.results import Result, StepView, sentences
 from symcalc.query.values import GivenValue, implausible, read_value
@@ -229,6 +233,96 @@ def _defaults_used(library: Library, plan, defaults: dict, options: Mapping[str,
     return used
 
 
+@dataclass
+class _Posed:
+    """A question with its options, known values and derivation (or why it has none)."""
+
+    resolved: Resolved
+    knowns: dict[str, GivenValue]
+    settled: set[str]                           # options the question itself settles (stacks.decided)
+    derivation: Derivation | None = None        # None: the target is given, or ``error``
+    defaults_used: dict = field(default_factory=dict)
+    error: SymcalcError | None = None
+    diagnosed: bool = True                      # ``error`` carries the search for what is missing
+    in_force: set[str] = field(default_factory=set)     # setting options (stacks) in force
+    quiet: set[str] = field(default_factory=set)        # setting options not in force
+
+    @property
+    def used(self) -> set[str]:
+        """The options the derivation depends on."""
+        return stacks.options_used(self.derivation, self.defaults_used) if self.derivation else set()
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The options that decide this question, for asking it again (Result.all_options): every
+        option's value, less the stacks not in force (their defaults did not apply, so giving
+        them would apply their defaults and conditions to the question asked again)."""
+        return {k: v for k, v in self.resolved.values.items() if k not in self.quiet}
+
+
+def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets: list, diagnose: bool) -> _Posed:
+    """The question's options, known values and derivation, and the training stacks in force.
+
+    A setting option the question does not settle applies its ``options`` defaults only when
+    the derivation depends on it (see :mod:`symcalc.query.stacks`): the question is resolved
+    and derived with the defaults; if the derivation does not depend on the option, it is
+    resolved again without them and, when that changes an option, derived again, and that
+    derivation is taken (unless it depends on the option after all, or only the first one
+    exists). The checks of :func:`symcalc.query.stacks.check_supports` and ``check_requires``
+    run for the stacks the question settles before any derivation, for the others once they
+    are known to be in force.
+    """
+    preset_options = {k: v for p in presets for k, v in p.options.items()}
+    resolved, knowns = _setting(lib, tq.name, typed, explicit, presets, preset_options)
+    settled = stacks.decided(explicit, preset_options, resolved.implied)
+    linked = set(lib.stacks)
+    stacks.check_supports(lib, resolved.values, linked & settled, explicit)
+    stacks.check_requires(lib, resolved.values, linked & settled, knowns, settled)
+    idle = frozenset(linked - settled)
+    posed = _derive(lib, tq, _Posed(resolved, knowns, settled), diagnose and not idle)
+    dropped = idle - posed.used
+    if dropped:
+        resolved2, knowns2 = _setting(lib, tq.name, typed, explicit, presets, preset_options, without=dropped)
+        again = _Posed(resolved2, knowns2, settled, posed.derivation, posed.defaults_used, posed.error,
+                       posed.diagnosed)
+        if resolved2.values != resolved.values:
+            again = _derive(lib, tq, _Posed(resolved2, knowns2, settled), diagnose=False)
+        if (again.error is None and not again.used & dropped) or (again.error and posed.error):
+            posed = again
+    posed.in_force = (linked & settled) | (idle & posed.used)
+    posed.quiet = linked - posed.in_force
+    stacks.check_supports(lib, posed.resolved.values, posed.in_force, set(explicit) | posed.used)
+    stacks.check_requires(lib, posed.resolved.values, posed.in_force - settled, posed.knowns, settled)
+    return posed
+
+
+def _setting(lib: Library, target: str, typed: dict[str, GivenValue], explicit: Mapping, presets: list,
+             preset_options: Mapping[str, str], without: frozenset = frozenset()
+             ) -> tuple[Resolved, dict[str, GivenValue]]:
+    """Every option's value and the known values (typed, then the presets' under those options)."""
+    first = lib.option_values({**preset_options, **explicit})
+    from_presets = _preset_values(lib, presets, first, target, typed)
+    resolved = resolve_options(lib, explicit, preset_options, {**typed, **from_presets}, without=without)
+    if resolved.values != first:      # the dense peak follows the precision
+        from_presets = _preset_values(lib, presets, resolved.values, target, typed)
+    knowns = {**typed, **from_presets}
+    _check_orders(lib, knowns)
+    return resolved, knowns
+
+
+def _derive(lib: Library, tq, posed: _Posed, diagnose: bool) -> _Posed:
+    """``posed`` with its derivation, or the error that says why there is none (the target
+    given: neither)."""
+    if tq.name in posed.knowns:
+        return posed
+    try:
+        posed.derivation, posed.defaults_used = _derivation(lib, tq.name, frozenset(posed.knowns),
+                                                            posed.resolved.values, diagnose=diagnose)
+    except (UnderdeterminedError, NoSolutionError) as e:
+        posed.error, posed.diagnosed = e, diagnose
+    return posed
+
+
 def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           options: Mapping[str, object] | None = None, to: str | None = None,
           library: Library | None = None, on_bounds: str = "raise",
@@ -245,8 +339,13 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     ``hardware`` and ``model`` name presets (``symcalc list hardware``, ``symcalc list models``;
     a model may also be the path of a Hugging Face config.json): they fill in known values and
     options, below anything given explicitly; they supply the target itself only when nothing
-    else can (the answer says it was looked up). Given values imply options where the option
-    data says so (n_kv_heads < n_heads: grouped-query attention).
+    else can (the answer says it was looked up). ``hardware`` may also be the path of a
+    hardware profile (a .toml file: :func:`symcalc.library.presets.hardware_from_file`).
+    Given values imply options where the option data says so (n_kv_heads < n_heads:
+    grouped-query attention). A training stack (``options={"stack": "fsdp"}``: an option whose
+    values set other options' defaults, restrict their values and require conditions of given
+    values) applies when given, or when the derivation depends on it (see
+    :mod:`symcalc.query.stacks`); the answer's assumptions say what it set.
     With more values than the shortest derivation needs, each one it leaves out is solved for
     from the others and compared. A disagreement beyond ``rtol`` is refused with a
     ConflictError (``conflicts=True``), or only reported in ``result.conflicts`` and the
@@ -259,6 +358,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     ``rounding`` ("up", "down" or "nearest") overrides both.
 
     Raises UnknownNameError, DimensionError, DomainError, MalformedValueError (bad input),
+    BadOptionValueError (an option value not allowed, not supported by the stack in force, or
+    whose stack requires what the given values break),
     UnderdeterminedError (the values do not settle the target), NoSolutionError (no value
     satisfies the equations; NotDeterminedError: a whole range does), ConflictError and
     OutOfBoundsError.
@@ -278,33 +379,38 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         raise QueryError(f"{tq.name} is not a whole number: there is nothing to round")
     if given is not None and not isinstance(given, Mapping):
         raise QueryError("given values must be a mapping of name -> value")
-    knowns = read_given(lib, [*(given or {}).items(), *values.items()])
+    typed = read_given(lib, [*(given or {}).items(), *values.items()])
     explicit_options = dict(_option_mapping(options) or {})
     presets = _presets(hardware, model)
-    preset_options = {k: v for p in presets for k, v in p.options.items()}
-    first = lib.option_values({**preset_options, **explicit_options})
-    from_presets = _preset_values(lib, presets, first, tq.name, knowns)
-    opts, implied = resolve_options(lib, explicit_options, preset_options, {**knowns, **from_presets})
-    if opts != first:      # the dense peak follows the precision
-        from_presets = _preset_values(lib, presets, opts, tq.name, knowns)
-    knowns.update(from_presets)
-    _check_orders(lib, knowns)
+    for p in presets:
+        if p.file:
+            check_profile(lib, p)
+    posed = _pose(lib, tq, typed, explicit_options, presets, diagnose)
+    opts, implied, knowns = posed.resolved.values, posed.resolved.implied, posed.knowns
+    derivation, defaults_used = posed.derivation, posed.defaults_used
     notes = [f"option {imp.reason()}" for imp in implied]
-    if tq.name in knowns:
-        result = _conversion(lib, tq, knowns, opts, to)
+    if derivation is None and posed.error is None:      # the target is given (or published)
+        result = _conversion(lib, tq, knowns, posed.options, to)
         if knowns[tq.name].origin:
-            result.findings[:] = [Finding("published", tq.name, {"origin": knowns[tq.name].origin})]
+            result.findings[:] = [Finding("published", tq.name, {"origin": knowns[tq.name].origin}),
+                                  *unmeasured(lib, presets, opts, knowns, [tq.name])]
         return result
-    try:
-        derivation, defaults_used = _derivation(lib, tq.name, frozenset(knowns), opts, diagnose=diagnose)
-    except UnderdeterminedError:
-        looked_up = _preset_values(lib, presets, opts, None, knowns).get(tq.name)
-        if looked_up is None:
-            raise
-        result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, opts, to)
-        result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin})]
-        result.looked_up = looked_up.origin
-        return result
+    if posed.error is not None:
+        try:
+            if posed.diagnosed or not diagnose:
+                raise posed.error
+            _derivation(lib, tq.name, frozenset(knowns), opts, diagnose=True)    # raises, with the diagnosis
+            raise posed.error       # pragma: no cover - the same question fails the same way
+        except UnderdeterminedError:
+            looked_up = _preset_values(lib, presets, opts, None, knowns).get(tq.name)
+            if looked_up is None:
+                raise
+            result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, posed.options, to)
+            result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
+                                  *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name])]
+            result.looked_up = looked_up.origin
+            return result
+    assert derivation is not None   # a posed question has a derivation, or an error, or its target given
     ev = _evaluate(derivation, knowns, defaults_used)
     found: list[dict] = []
     checked: set[str] = set()
@@ -327,13 +433,14 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     exact = ev.values[tq.name]
     how, reason = rounding or tq.whole, None
     if tq.whole and rounding is None:
-        rounded, how, reason = _round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, opts,
+        rounded, how, reason = _round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, posed.options,
                                                 hardware, model)
     else:
         rounded = round_whole(exact, how)
     findings = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
     findings += [c["finding"] for c in found]
     findings += [f for p in presets for f in p.findings]
+    findings += unmeasured(lib, presets, opts, knowns, derivation.route.given)
     findings += [f for f in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if f]
     if reason and reason.get("clash"):
         findings.append(reason["clash"])
@@ -351,12 +458,13 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     return Result(again=_again, library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
                   base_value=exact, rounded_base=rounded, given=knowns, presets={p.kind: p.key for p in presets},
                   preset_args={"hardware": hardware, "model": model},
-                  options=relevant, all_options=opts, defaults_used={k: dict(v) for k, v in defaults_used.items()},
+                  options=relevant, all_options=posed.options,
+                  defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
                   derivation=derivation, closed_form=closed_form(derivation, ev.choices), rounding=how,
                   rounding_reason={k: v for k, v in (reason or {}).items() if k != "clash"} or None,
-                  assumptions=_assumptions(lib, derivation, defaults_used, ev.values, relevant, explicit_options,
-                                           preset_options, implied),
+                  assumptions=_assumptions(lib, defaults_used, ev.values, relevant, posed),
+                  stacks={name: name in posed.settled for name in sorted(posed.in_force)},
                   notes=notes,
                   unused=[u for u in derivation.route.unused if u != tq.fits_in],
                   findings=[f for f in findings if not f.violation] + violations,
@@ -517,10 +625,11 @@ def _limit_at(lib, tq, limit: str, value: float, knowns: dict, opts: dict, hardw
     return float(r.base_value)
 
 
-def _assumptions(lib, derivation: Derivation, defaults_used: dict, values: dict, relevant: dict,
-                 explicit: Mapping, preset_options: Mapping, implied: list) -> list[dict]:
+def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: _Posed) -> list[dict]:
     """Defaults that stand in for a main input of the question (the token count, a utilization,
-    the precision): each said in the answer's first lines, not only among the defaults."""
+    the precision), a training stack in force that the question did not give, and the options
+    such a stack set that the derivation uses: each said in the answer's first lines, not only
+    among the defaults."""
     out = []
     for name, d in defaults_used.items():
         if lib.quantities[name].main_input:
@@ -529,12 +638,16 @@ def _assumptions(lib, derivation: Derivation, defaults_used: dict, values: dict,
                 q = lib.quantities[name]
                 entry["computed"] = with_unit(float(values[name]) / q.factor, q.display_unit)
             out.append(entry)
-    decided = set(explicit) | set(preset_options) | {imp.option for imp in implied}
     for name, value in relevant.items():
         opt = lib.options[name]
-        if opt.main_input and name not in decided:
+        if name not in posed.settled and (opt.main_input or name in posed.in_force):
             out.append({"name": name, "value": value, "source": f"the default of option {name}: {opt.values[value]}",
                         "kind": "option"})
+    for name, value in relevant.items():
+        if name in posed.resolved.set_by:
+            by, by_value = posed.resolved.set_by[name]
+            out.append({"name": name, "value": value, "source": f"set by {by}={by_value}", "kind": "set_by_option",
+                        "option": by, "option_value": by_value})
     return out
 
 
@@ -626,32 +739,6 @@ def over_capacity(lib, q, value, given: Mapping) -> tuple[str, np.ndarray | floa
     cap = given[q.fits_in].magnitude
     with np.errstate(invalid="ignore"):
         return q.fits_in, cap, np.asarray(value, dtype=float) > np.asarray(cap, dtype=float)
-
-
-def _presets(hardware: str | None, model: str | None) -> list:
-    out = []
-    if hardware:
-        out.append(find_preset("hardware", str(hardware)))
-    if model:
-        out.append(find_preset("model", str(model)))
-    return out
-
-
-def _preset_values(lib: Library, presets: list, opts: dict, target: str | None, given: dict) -> dict[str, GivenValue]:
-    """Known values from presets, below the user's own and never the target (unless published,
-    or ``target`` is None: every value, for a target nothing else determines)."""
-    out: dict[str, GivenValue] = {}
-    dtype = lib.compute_dtype(opts)
-    for preset in presets:
-        for name, (text, source) in preset.resolve(opts, dtype).items():
-            if name not in lib.quantities:
-                raise LibraryError(f"preset {preset.key} sets '{name}', which the formula library does not define")
-            if (name == target and name not in preset.published) or name in given or name in out:
-                continue
-            gv = read_value(lib.quantities[name], text)
-            gv.origin = f"{preset.kind} {preset.key}: {source}"
-            out[name] = gv
-    return out
 
 
 def _option_mapping(options) -> Mapping | None:
@@ -849,9 +936,5 @@ def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[Findi
 def _relevant_options(derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:
     """The options that shaped this derivation (selected a formula or set a default used),
     plus any given explicitly."""
-    names = set(explicit)
-    for s in derivation.steps:
-        for f in s.formulas:
-            names |= set(f.when)
-    names |= {d["option"] for d in defaults_used.values() if d.get("option")}
+    names = set(explicit) | stacks.options_used(derivation, defaults_used)
     return {k: opts[k] for k in sorted(names)}

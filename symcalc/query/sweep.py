@@ -38,6 +38,7 @@ from symcalc.library.records import QuantitySpec
 from symcalc.outfile import write_file
 from symcalc.query.results import Result, sentences
 from symcalc.query.solve import out_of_bounds, over_capacity, solve
+from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
 from symcalc.render.formats import render
 from symcalc.units import Q, parse_unit
@@ -199,6 +200,8 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         # the first point's derivation over the whole grid, masked (Result.points: the sweep
         # path for large grids, the general evaluator for small ones; never refused)
         r = template
+        check_new_values(r, {a.name: a.base.reshape([-1 if j == i else 1 for j in range(len(axes))])
+                             for i, a in enumerate(axes)})
         p = r.points(also=(tq.name,) if tq.whole else (), outside=True, **fixed, **grid)
         vals = np.array(np.broadcast_to(p.value, shape), dtype=float)
         exact = np.array(np.broadcast_to(p.also[tq.name][0], shape), dtype=float) if tq.whole else None

@@ -100,14 +100,32 @@ def describe(lib, name: str) -> dict:
                 "file": f.file}
     if name in lib.options:
         o = lib.options[name]
-        return {"kind": "option", "name": o.name, "description": o.description, "default": o.default,
-                "values": {v: {"description": d, "sets": o.sets.get(v, {}), "source": o.sources.get(v, "")}
-                           for v, d in o.values.items()},
+        info = {"kind": "option", "name": o.name, "description": o.description, "default": o.default,
+                "values": {v: _option_value(o, v, d) for v, d in o.values.items()},
                 "formulas": [f.id for f in lib.formulas.values() if o.name in f.when], "file": o.file}
+        set_by = {f"{other.name}={v}": defaults[o.name] for other in lib.options.values()
+                  for v, defaults in other.option_defaults.items() if o.name in defaults}
+        if set_by:
+            info["defaults_by_option"] = set_by
+        return info
     pool = list(lib.quantities) + list(lib.aliases) + list(lib.formulas) + list(lib.options)
     near = closest_names(name, pool)
     hint = f" Did you mean: {', '.join(near)}?" if near else " Try `symcalc list`."
     raise UnknownNameError(f"'{name}' is not a quantity, formula or option.{hint}", near)
+
+
+def _option_value(o, value: str, description: str) -> dict:
+    """One value of an option for ``show``: what it means and sets, and, for a value that sets
+    other options (a training stack), their defaults under it, the values of others it runs
+    with and the conditions it puts on given values."""
+    out = {"description": description, "sets": o.sets.get(value, {}), "source": o.sources.get(value, "")}
+    if o.option_defaults.get(value):
+        out["options"] = dict(o.option_defaults[value])
+    if o.supports.get(value):
+        out["supports"] = {k: list(v) for k, v in o.supports[value].items()}
+    if o.requires.get(value):
+        out["requires"] = [{"when": r.condition.text, "why": r.why} for r in o.requires[value]]
+    return out
 
 
 def preset_catalog(kind: str, term: str | None = None) -> list[dict]:

@@ -129,6 +129,10 @@ def _given_target(f, v):
     return f"{f.quantity} is given: the answer is that value converted"
 
 
+def _unmeasured(f, v):
+    return f"{f.quantity} = {v['value']} from {v['preset']} is {v['basis']}, not measured: {v['source']}"
+
+
 def _out_of_bounds(f, v):
     shown = with_unit(v["value"], v["unit"]) if v["value"] is not None else "undefined (NaN)"
     return (f"{f.quantity} = {shown}{_where(v)} is outside its bounds {_bounds(v['bounds'])}: the values of "
@@ -145,6 +149,6 @@ _SENTENCES = {
     "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
     "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
     "conflict": _conflict, "preset": _preset, "implausible": _implausible, "limits_clash": _limits_clash,
-    "published": _published, "looked_up": _looked_up, "given_target": _given_target,
+    "published": _published, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
     "out_of_bounds": _out_of_bounds, "rounds_outside": _rounds_outside,
 }

@@ -62,12 +62,27 @@ def render_reference(library, presets: dict | None = None) -> str:
         for value, text in o.values.items():
             sets = o.sets.get(value, {})
             extra = (" Sets " + ", ".join(f"{tex_escape(k)} = {tex_escape(v)}" for k, v in sets.items()) + ".") if sets else ""
+            extra += _option_links(o, value)
             out.append(f"  \\item \\texttt{{{tex_escape(value)}}}: {tex_escape(text)}{extra}")
         out.append(r"\end{itemize}")
     if presets:
         out.extend(_presets(presets))
     out.append(r"\end{document}")
     return "\n".join(out) + "\n"
+
+
+def _option_links(o, value: str) -> str:
+    """What a value says of other options (a training stack's defaults, what it runs with) and
+    of given values, as sentences for the reference."""
+    out = ""
+    if o.option_defaults.get(value):
+        out += " Options: " + ", ".join(f"{tex_escape(k)}={tex_escape(v)}" for k, v in o.option_defaults[value].items()) + "."
+    if o.supports.get(value):
+        out += " Supports " + "; ".join(f"{tex_escape(k)} {tex_escape(', '.join(v))}"
+                                        for k, v in o.supports[value].items()) + "."
+    for r in o.requires.get(value, ()):
+        out += f" Requires {tex_escape(r.condition.text)} ({tex_escape(r.why)})."
+    return out
 
 
 def _formula(f, library) -> list[str]:

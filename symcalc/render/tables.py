@@ -75,6 +75,12 @@ def _flat(v) -> str:
         text = str(v["description"])
         if v.get("sets"):
             text += " (sets " + ", ".join(f"{k} = {x}" for k, x in v["sets"].items()) + ")"
+        if v.get("options"):
+            text += "\n    options: " + ", ".join(f"{k}={x}" for k, x in v["options"].items())
+        if v.get("supports"):
+            text += "\n    supports: " + "; ".join(f"{k} {' | '.join(x)}" for k, x in v["supports"].items())
+        for r in v.get("requires", ()):
+            text += f"\n    requires: {r['when']} ({r['why']})"
         return text
     if isinstance(v, dict):
         parts = [f"{k}={_flat(x)}" for k, x in v.items() if x not in (None, "", {}, [])]

@@ -136,7 +136,7 @@ def first_lines(result) -> list[str]:
     input of the question, and options the given values implied."""
     out = []
     for a in result.assumptions:
-        if a["kind"] == "option":
+        if a["kind"] in ("option", "set_by_option"):
             out.append(f"assuming {a['name']} = {a['value']} ({a['source']}; --option {a['name']}=... to change)")
         else:
             shown = f"{a['value']} = {a['computed']}" if a.get("computed") else a["value"]

@@ -1,0 +1,54 @@
+"""What a training stack lets the planner search: the options it runs with and the layouts it allows.
+
+A stack is an option whose values restrict other options (``supports``) and require conditions
+of given values (``requires``; see :mod:`symcalc.query.stacks`). The solver refuses a question
+that breaks them; the planner must not ask one, so the searched options are narrowed to the
+supported values (ZeRO stages, recompute modes, sequence parallelism, the pipeline schedule)
+and the conditions over layout quantities become rules of the space
+(:func:`symcalc.planner.space.enumerate_space`), each rejection counted under its reason. The
+stack is the one given (``--stack`` or ``options``), else the option's default: every plan asks
+step-time questions, which the stack is an assumption of.
+"""
+
+from __future__ import annotations
+
+from symcalc.errors import BadOptionValueError
+from symcalc.planner.space import SEARCHED_OPTIONS
+
+
+def narrow(library, options: dict, fixed: dict[str, list[int]], searched: dict[str, tuple[str, ...]],
+           max_virtual_stages: int) -> tuple[tuple[str, object], ...]:
+    """Narrow ``searched`` (option -> values) and ``fixed["virtual_stages"]`` in place to what the
+    stacks allow; return their conditions as (reason, Condition) pairs for ``Shape.requires``.
+
+    Raises
+    ------
+    BadOptionValueError
+        A value fixed by the question that the stack does not run
+        (``option zero_stage=0 is not supported by stack=fsdp (it runs: 2, 3)``).
+    """
+    requires = []
+    for name in library.stacks:
+        spec = library.options[name]
+        value = options.get(name, spec.default)
+        for other, allowed in spec.supports.get(value, {}).items():
+            if other in SEARCHED_OPTIONS:
+                current = searched.get(other, SEARCHED_OPTIONS[other])
+                keep = tuple(v for v in current if v in allowed)
+                if not keep:
+                    _refuse(other, current[0], name, value, allowed)
+                searched[other] = keep
+            elif other == "pipeline_schedule":
+                stages = fixed.get("virtual_stages", list(range(1, max_virtual_stages + 1)))
+                kept = [v for v in stages if ("interleaved" if v > 1 else "1f1b") in allowed]
+                if not kept:
+                    _refuse(other, "interleaved" if stages[0] > 1 else "1f1b", name, value, allowed)
+                fixed["virtual_stages"] = kept
+        requires += [(f"{name}={value} requires {r.condition.text} ({r.why})", r.condition)
+                     for r in spec.requires.get(value, ())]
+    return tuple(requires)
+
+
+def _refuse(option: str, value: str, stack: str, stack_value: str, allowed) -> None:
+    raise BadOptionValueError(f"option {option}={value} is not supported by {stack}={stack_value} "
+                              f"(it runs: {', '.join(allowed)})")
