@@ -35,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runs as published  # noqa: E402  (calibration/runs.py)
 
 import symcalc  # noqa: E402
-from symcalc import units  # noqa: E402
 from symcalc.library.presets import find_preset  # noqa: E402
 from symcalc.query.calibrate import Coefficient, Measured, Model, coefficients_for, fit  # noqa: E402
 
@@ -50,6 +49,24 @@ SPEC = {
 
 def load() -> dict:
     return published.load_toml(published.PUBLISHED)
+
+
+def load_configs() -> dict:
+    return published.load_toml(published.CONFIGS)
+
+
+def questions(data: dict | None = None, configs: dict | None = None) -> list[dict]:
+    """The Megatron runs of sections 1 and 3 (those with a full layout) as questions: id,
+    hardware, options, given (seq_len with its unit), for the planner's tests and
+    calibration/published_layouts.py."""
+    out = []
+    for r in published.calibration_runs():
+        if r.source not in ("megatron_2021", "megatron_core_2024"):
+            continue
+        given = dict(r.given)
+        given["seq_len"] = f"{given['seq_len']} token"
+        out.append(dict(id=r.id, hardware=r.hardware, options=dict(r.options), given=given, measured=r.measured))
+    return out
 
 
 # -- hardware -------------------------------------------------------------------------------------

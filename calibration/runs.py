@@ -157,16 +157,9 @@ def _symcalc_given(given: dict) -> dict:
     return out
 
 
-def _stack_defaults() -> dict:   # TEMP until the engine applies a stack's option defaults
-    doc = load_toml(HERE.parent / "formulas" / "stacks.toml")
-    return {k: v.get("options", {}) for k, v in doc["options"]["stack"]["values"].items()}
-
-
-_STACKS = _stack_defaults()
-
-
-def with_stack_defaults(options: dict) -> dict:  # TEMP until the engine applies a stack's option defaults
-    return {**_STACKS.get(options.get("stack", "megatron-core"), {}), **options}
+def with_stack_defaults(options: dict) -> dict:
+    """The options as given: the engine applies the stack's defaults itself."""
+    return dict(options)
 
 
 def groups(runs: list[Run]) -> dict:

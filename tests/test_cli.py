@@ -108,7 +108,11 @@ def test_list_is_searchable(cli):
     assert any(q["name"] == "mfu" for q in d["quantities"])
     d = json.loads(cli("list", "zero", "--json").out)
     assert {f["id"] for f in d["formulas"]} >= {"weight_memory_zero3", "optimizer_memory_zero1"}
-    assert [o["name"] for o in d["options"]] == ["zero_stage"]
+    names = [o["name"] for o in d["options"]]
+    # every option whose name, meaning or values say ZeRO: the ZeRO stage itself, ZeRO-2's gather
+    # schedule, the parameter gather's overlap, and the stacks that support ZeRO stages
+    assert {"zero_stage", "zero2_param_gather", "overlap_param_gather"} <= set(names)
+    assert all("zero" in json.dumps(o).lower() for o in d["options"])
     d = json.loads(cli("list", "quantities", "-s", "send rate", "--json").out)
     assert [q["name"] for q in d["quantities"]] == ["link_bandwidth"]
     # words after the kind are the search: the same as -s "send rate"

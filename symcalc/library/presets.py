@@ -30,9 +30,10 @@ from symcalc.library.loading import formula_dir
 KINDS = {"hardware": "hardware", "model": "models"}
 PRESET_KEYS = {"title", "aliases", "source", "notes", "options", "values", "peak_flops", "published"}
 VALUE_KEYS = {"value", "source", "basis"}
-# how a preset value is known (optional ``basis`` beside value and source): an answer that uses a
+# how a preset value is known (optional ``basis`` beside value and source; "fitted": by calibration on
+# measured runs, calibration/fit.py or `symcalc calibrate`): an answer that uses a
 # derived or assumed one says so (finding "unmeasured")
-BASES = ("measured", "datasheet", "derived", "assumed")
+BASES = ("measured", "datasheet", "fitted", "derived", "assumed")
 UNMEASURED = ("derived", "assumed")
 
 

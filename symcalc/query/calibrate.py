@@ -18,12 +18,26 @@ iteration in one array pass. Cost: O(groups x iterations) compiled evaluations.
 from __future__ import annotations
 
 import math
+import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from symcalc.errors import QueryError, SymcalcError
+from symcalc import units
+from symcalc.errors import (
+    BadOptionValueError,
+    MalformedValueError,
+    QueryError,
+    SymcalcError,
+    UnknownNameError,
+    UnknownOptionError,
+    did_you_mean,
+)
+from symcalc.escape import toml_string
+from symcalc.units.format import fmt
 
 # how far a run's relative step-time error is trusted (log units): the fit's noise scale
 RUN_NOISE = 0.05
@@ -310,11 +324,7 @@ def read_runs(path, library) -> RunsFile:
         Missing or unreadable file, unknown keys, a run without a step time, a value or option
         the library does not know (named, with close names).
     """
-    import sys
-    from pathlib import Path
-
-    from symcalc.errors import MalformedValueError, UnknownNameError, UnknownOptionError, BadOptionValueError
-    if sys.version_info >= (3, 11):
+    if sys.version_info >= (3, 11):   # start-up: tomllib is imported when a runs file is read
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
@@ -343,7 +353,6 @@ def read_runs(path, library) -> RunsFile:
         raise MalformedValueError(f"{where}: 'fit' is a list of coefficients, some of: {', '.join(FITTABLE)}")
     for n in fit_names:
         if n not in FITTABLE:
-            from symcalc.errors import did_you_mean
             raise MalformedValueError(f"{where}: fit names '{n}', not a coefficient calibrate can fit."
                                       f"{did_you_mean(str(n), FITTABLE)} Fittable: {', '.join(FITTABLE)}")
     measured = doc.get("measured", {})
@@ -351,7 +360,6 @@ def read_runs(path, library) -> RunsFile:
         raise MalformedValueError(f"{where}: [measured] is a table of numbers ({', '.join(MEASURED)})")
     for k, v in measured.items():
         if k not in MEASURED:
-            from symcalc.errors import did_you_mean
             raise MalformedValueError(f"{where}: [measured] {k} is not a measurement calibrate reads.{did_you_mean(k, MEASURED)}"
                                       f" It reads: {', '.join(MEASURED)}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
@@ -396,8 +404,6 @@ def read_runs(path, library) -> RunsFile:
 
 def _number(value, q, where: str):
     """A given value as a number, or a (number, canonical unit) pair for a value with a unit."""
-    from symcalc import units
-    from symcalc.errors import MalformedValueError
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise MalformedValueError(f"{where}: {q.name} = {value!r} is not a number or a value with a unit")
     if isinstance(value, (int, float)):
@@ -412,7 +418,6 @@ def _number(value, q, where: str):
 
 
 def _table(obj, where: str) -> dict:
-    from symcalc.errors import MalformedValueError
     if not isinstance(obj, dict):
         raise MalformedValueError(f"{where} must be a table")
     return {str(k): (str(v).lower() if isinstance(v, bool) else v) for k, v in obj.items()}
@@ -421,8 +426,6 @@ def _table(obj, where: str) -> dict:
 def _step_time(row: dict, given: dict, where: str) -> float:
     """The measured step time in s: given as `step_time = "3.2 s"`, or from `tokens_per_second`
     (whole cluster) with the run's global batch and sequence length."""
-    from symcalc import units
-    from symcalc.errors import MalformedValueError
     if "step_time" in row:
         try:
             q = units.parse_quantity(str(row["step_time"]), "step_time")
@@ -459,7 +462,6 @@ class Calibration:
 
     def profile_values(self) -> dict[str, tuple[str, str, str]]:
         """quantity -> (value text, source, basis) for the profile file."""
-        from symcalc.units.format import fmt
         out = {}
         for name, (value, how) in self.measured.items():
             out[name] = (_text(name, value, fmt), how, "measured")
@@ -471,7 +473,6 @@ class Calibration:
 
     def profile(self) -> str:
         """The profile as TOML: one hardware table that names its base preset."""
-        from symcalc.escape import toml_string
         lines = [f"# A hardware profile written by `symcalc calibrate` from {toml_string(self.runs_file.name)}.",
                  "# Use it as --hardware THIS_FILE (solve, sweep, plan); values not listed come from the base preset.",
                  f"[{_key(self.runs_file.name)}]",
@@ -495,7 +496,6 @@ def _text(name: str, value: float, fmt) -> str:
 
 
 def _key(name: str) -> str:
-    import re
     key = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "profile"
     return key[:60]
 
@@ -518,7 +518,6 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
         A run the model cannot express (named, with why), runs of several stacks asked to fit a
         stack coefficient, or too few runs for the coefficients asked.
     """
-    from symcalc import units
     rf = read_runs(path, library)
     base = find_preset("hardware", rf.hardware)
     measured: dict[str, tuple[float, str]] = {}

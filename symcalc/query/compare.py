@@ -163,7 +163,7 @@ class Comparison(Rendered):
         for name in dict.fromkeys([*self.a.given, *self.b.given]):
             ga, gb = self.a.given.get(name), self.b.given.get(name)
             from_preset = any(g is not None and g.origin for g in (ga, gb))
-            used = name not in self.a.unused or name not in self.b.unused
+            used = (ga is not None and name not in self.a.unused) or (gb is not None and name not in self.b.unused)
             if from_preset and used and not (ga and gb and _equal(ga.magnitude, gb.magnitude)):
                 out.append(InputDifference(name, "value", ga.text if ga else None, gb.text if gb else None))
         return out
