@@ -55,7 +55,7 @@ ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
-                 "default", "default_source", "source", "limit", "limit_meaning", "fits_in",
+                 "default", "default_source", "source", "limit", "limit_meaning", "fits_in", "exposed_part_of",
                  "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "usual",
                  "source_error"}
 GIVEN_IS = ("at_most", "at_least")
@@ -253,6 +253,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         aliases=tuple(aliases), domain=domain, whole=whole, default=default,
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
+        exposed_part_of=table.get("exposed_part_of"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
         not_above=_names(table.get("not_above", []), where, "not_above"), usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
@@ -283,8 +284,13 @@ def _plausible_range(spec, dim, where: str) -> tuple[float, float] | None:
 
 def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
     """``fits_in`` names a declared quantity of the same dimension (memory fits in memory), and
-    so does every name in ``not_above``."""
+    so do every name in ``not_above`` and ``exposed_part_of`` (the total an exposed time is part of)."""
     for q in quantities.values():
+        total = q.exposed_part_of
+        if total is not None and (not isinstance(total, str) or total not in quantities
+                                  or quantities[total].dim != q.dim):
+            raise LibraryError(f"{q.file}: quantity '{q.name}': exposed_part_of names {total!r}, which is not a "
+                               "declared quantity of the same dimension")
         for other in q.not_above:
             if other not in quantities or quantities[other].dim != q.dim:
                 raise LibraryError(f"{q.file}: quantity '{q.name}': not_above names {other!r}, which is not a "

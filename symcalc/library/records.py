@@ -106,6 +106,9 @@ class QuantitySpec(LazyFields):
     # a capacity this quantity must not exceed when it is known: per-GPU memory fits in
     # gpu_memory. Sweeps mark (and plots draw) it; a single answer above it is warned about.
     fits_in: str | None = None
+    # the total this quantity is the exposed (not hidden) part of: a collective's exposed time
+    # beside its whole time (step_tp_comm_time of step_tp_comm_total_time); breakdowns show both
+    exposed_part_of: str | None = None
     # a given value of this quantity is a limit the answer must keep: "at_most" (a budget, a
     # deadline, a bubble target, memory) or "at_least" (free memory, a throughput target).
     # A whole-number answer rounds the way that keeps it (see symcalc.query.limits).

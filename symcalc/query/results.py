@@ -81,6 +81,10 @@ class Result(Rendered):
     # the setting options (training stacks) in force -> whether the question gave them (their
     # values are in all_options): new values for the same question meet their ``requires``
     stacks: dict[str, bool] = field(default_factory=dict)
+    # the solver's one-step answer for another quantity from this answer's values (a collective's
+    # whole time beside its exposed part in the breakdown), and what it gave
+    companion: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    _companions: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- findings -------------------------------------------------------------------------
     @property
@@ -160,26 +164,55 @@ class Result(Rendered):
 
         ``{"of": total's name, "unit": its display unit, "total": its value, "parts": [{"name",
         "value", "share"}, ...]}``, in the order the formula writes them; values in the total's
-        unit, shares as fractions of it (arrays for a sweep)."""
-        for step in reversed(self.steps):
+        unit, shares as fractions of it (arrays for a sweep). A part that is itself a sum in the
+        derivation carries its own ``parts`` (compute by kind); a part that is the exposed share
+        of a whole (``exposed_part_of`` in the data: a collective's exposed time) carries
+        ``whole`` and ``hidden``, the time it runs in all and what compute hides of it."""
+        sums = {}
+        for step in self.steps:
             f = step.formulas[0]
-            if len(step.formulas) != 1 or not f.breakdown:
-                continue
-            total = f.lhs_name
-            if total is None or list(step.solves_for) != [total]:
-                continue    # solved backwards for one of its parts: not a breakdown of the total
-            unit = self.unit if total == self.target else self.library.quantities[total].display_unit
-            factor = self.factor if total == self.target else self.library.quantities[total].factor
-            whole = self.values[total]
-            parts = []
-            for name in f.breakdown:
-                v = self.values[name]
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    share = np.asarray(v, dtype=float) / np.asarray(whole, dtype=float)
-                parts.append({"name": name, "value": _scale(v, factor),
-                              "share": float(share) if share.ndim == 0 else share})
-            return {"of": total, "unit": unit, "total": _scale(whole, factor), "parts": parts}
-        return None
+            if len(step.formulas) == 1 and f.breakdown and f.lhs_name and list(step.solves_for) == [f.lhs_name]:
+                sums[f.lhs_name] = f
+        top = next((name for name in reversed([s.formulas[0].lhs_name for s in self.steps])
+                    if name in sums), None)
+        if top is None:
+            return None
+        unit = self.unit if top == self.target else self.library.quantities[top].display_unit
+        factor = self.factor if top == self.target else self.library.quantities[top].factor
+        whole = self.values[top]
+        return {"of": top, "unit": unit, "total": _scale(whole, factor),
+                "parts": self._parts(sums[top], sums, factor, whole)}
+
+    def _parts(self, formula, sums: dict, factor: float, whole) -> list[dict]:
+        parts = []
+        for name in formula.breakdown:
+            v = self.values[name]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = np.asarray(v, dtype=float) / np.asarray(whole, dtype=float)
+            part: dict = {"name": name, "value": _scale(v, factor), "share": float(share) if share.ndim == 0 else share}
+            if name in sums:
+                part["parts"] = self._parts(sums[name], sums, factor, whole)
+            total_name = self.library.quantities[name].exposed_part_of
+            if total_name and np.ndim(v) == 0:
+                total = self.companion_value(total_name)
+                if total is not None:
+                    part["whole"] = _scale(total, factor)
+                    part["hidden"] = _scale(max(total - float(v), 0.0), factor)
+                    part["whole_of"] = total_name
+            parts.append(part)
+        return parts
+
+    def companion_value(self, name: str) -> float | None:
+        """``name``'s value from the quantities this answer computed (a collective's whole time
+        beside its exposed part): one more step of the same derivation's values, asked of the
+        solver that made this record, cached; None where it cannot be had."""
+        if name in self.values and np.ndim(self.values[name]) == 0:
+            return float(self.values[name])
+        if self.companion is None:
+            return None
+        if name not in self._companions:
+            self._companions[name] = self.companion(self, name)
+        return self._companions[name]
 
     @property
     def numeric_symbols(self) -> list[str]:

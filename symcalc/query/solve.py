@@ -78,6 +78,24 @@ def _again(result: Result, values: dict, masked: bool = False, also: tuple[str, 
     return reuse.function(result, values, solve)
 
 
+def _companion(result: Result, name: str) -> float | None:
+    """Result.companion_value: ``name`` from the scalar values ``result`` computed, given as
+    known (so its derivation is the one step that combines them), under the same options."""
+    lib = result.library
+    known = {}
+    for k, v in result.values.items():
+        q = lib.quantities.get(k)
+        if q is None or q.kind == "text" or isinstance(v, str) or np.ndim(v) != 0 or not np.isfinite(v):
+            continue
+        known[k] = (float(v), q.unit) if q.unit else float(v)
+    try:
+        r = _solve_again(name, known, options=result.all_options, library=lib, on_bounds="flag", diagnose=False,
+                         conflicts=False)
+    except SymcalcError:
+        return None
+    return float(r.base_value) if np.ndim(r.base_value) == 0 else None
+
+
 def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str],
                 diagnose: bool = True, exclude: frozenset = frozenset()):
     """The cached derivation for (target, known names, options), built on first use.
@@ -455,7 +473,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
     relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
-    return Result(again=_again, library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
+    return Result(again=_again, companion=_companion, library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
                   base_value=exact, rounded_base=rounded, given=knowns, presets={p.kind: p.key for p in presets},
                   preset_args={"hardware": hardware, "model": model},
                   options=relevant, all_options=posed.options,

@@ -78,10 +78,21 @@ def result_dict(result) -> dict:
 
 
 def _breakdown(result) -> dict | None:
-    """The parts of a derived total with their shares (Result.breakdown), in plain types."""
+    """The parts of a derived total with their shares (Result.breakdown), in plain types: a part
+    that is a sum keeps its own ``parts``; a collective's exposed part its ``whole`` (hidden or
+    not, ``whole_of`` names it) and ``hidden``."""
     b = result.breakdown
     if b is None:
         return None
-    return {"of": b["of"], "unit": b["unit"], "total": _plain(b["total"]),
-            "parts": [{"name": p["name"], "value": _plain(p["value"]), "share": _plain(p["share"])}
-                      for p in b["parts"]]}
+
+    def part(p: dict) -> dict:
+        out = {"name": p["name"], "value": _plain(p["value"]), "share": _plain(p["share"])}
+        for key in ("whole", "hidden"):
+            if key in p:
+                out[key] = _plain(p[key])
+        if "whole_of" in p:
+            out["whole_of"] = p["whole_of"]
+        if "parts" in p:
+            out["parts"] = [part(c) for c in p["parts"]]
+        return out
+    return {"of": b["of"], "unit": b["unit"], "total": _plain(b["total"]), "parts": [part(p) for p in b["parts"]]}

@@ -71,18 +71,29 @@ def render_text(result) -> str:
 
 def breakdown_lines(result) -> list[str]:
     """The parts of a total the derivation adds up (step_time's compute, communication, bubble...)
-    with their shares; nothing for a sweep or a derivation without such a sum."""
+    with their shares, a sum's own parts indented under it (compute by kind), and beside each
+    collective's exposed time the time it runs in all; nothing for a sweep or a derivation
+    without such a sum."""
     b = result.breakdown
     if b is None or np.ndim(b["total"]):
         return []
-    width = max(len(p["name"]) for p in b["parts"])
     lines = [f"Breakdown of {b['of']} = {with_unit(b['total'], b['unit'])}:"]
-    for p in b["parts"]:
-        if p["value"] == 0:
-            continue    # a part this layout does not have (no context or expert parallelism)
-        desc = result.library.quantities[p["name"]].description
-        lines.append(f"  {p['name']:<{width}}  {with_unit(p['value'], b['unit']):>12}  {p['share'] * 100:5.1f} %  "
-                     f"{desc[:72] + ('...' if len(desc) > 72 else '')}")
+
+    def walk(parts: list[dict], depth: int) -> None:
+        width = max(len(p["name"]) for p in parts) + 2 * (1 - depth)
+        for p in parts:
+            if p["value"] == 0 and not p.get("whole"):
+                continue    # a part this layout does not have (no context or expert parallelism)
+            name = "  " * depth + p["name"]
+            desc = result.library.quantities[p["name"]].description
+            if "whole" in p:
+                desc = (f"exposed {with_unit(p['value'], b['unit'])} of {with_unit(p['whole'], b['unit'])} in all "
+                        f"({with_unit(p['hidden'], b['unit'])} hidden behind compute)")
+            lines.append(f"  {name:<{width + 2 * depth}}  {with_unit(p['value'], b['unit']):>12}  "
+                         f"{p['share'] * 100:5.1f} %  {desc[:78] + ('...' if len(desc) > 78 else '')}")
+            if "parts" in p:
+                walk(p["parts"], depth + 1)
+    walk(b["parts"], 0)
     return lines + [""]
 
 
