@@ -16,6 +16,7 @@ from symcalc.render.common import (
     value_latex,
 )
 from symcalc.library.printing import latex
+from symcalc.units.format import with_unit_latex
 from symcalc.render.text import was_rounded
 
 LONG = 140  # characters of LaTeX after which an equation is scaled to the line width
@@ -155,12 +156,27 @@ def _step(step, lib, numbers, result) -> list[str]:
 
 
 def _breakdown(result) -> list[str]:
-    """The parts of a derived total, one row each with its share (nothing for a sweep)."""
+    """The parts of a derived total, one row each with its share, sub-parts indented under
+    their part and a collective's exposed time beside its whole (nothing for a sweep)."""
     b = result.breakdown
     if b is None or has_arrays(result):
         return []
     lib = result.library
-    rows = [f"  ${lib.quantities[p['name']].latex}$ & \\texttt{{{tex_escape(p['name'])}}} & "
-            f"${value_latex(result, p['name'])}$ & {p['share'] * 100:.1f}\\,\\% \\\\" for p in b["parts"]]
+    rows: list[str] = []
+
+    def add(parts: list[dict], depth: int) -> None:
+        for p in parts:
+            if p["value"] == 0 and not p.get("whole"):
+                continue    # a part this layout does not have
+            indent = "\\quad " * depth
+            note = ""
+            if "whole" in p:
+                note = (f"of ${with_unit_latex(p['whole'], b['unit'])}$ "
+                        f"(${with_unit_latex(p['hidden'], b['unit'])}$ hidden)")
+            rows.append(f"  {indent}${lib.quantities[p['name']].latex}$ & \\texttt{{{tex_escape(p['name'])}}} & "
+                        f"${value_latex(result, p['name'])}$ & {p['share'] * 100:.1f}\\,\\% & {note} \\\\")
+            add(p.get("parts", []), depth + 1)
+
+    add(b["parts"], 0)
     return ["\\paragraph{Breakdown.} " + f"${lib.quantities[b['of']].latex}$ is the sum of:",
-            "\\begin{center}\\begin{tabular}{llrr}", *rows, "\\end{tabular}\\end{center}"]
+            "\\begin{center}\\begin{tabular}{llrrl}", *rows, "\\end{tabular}\\end{center}"]
