@@ -360,7 +360,8 @@ def held_out_run(row: dict) -> Run:
     if tp > 1 and stack in ("megatron-core", "torchtitan"):
         options["sequence_parallel"] = "true"
     return Run(id=row["id"], source=source_of(row), regime=_regime(row, options, given), hardware=_hardware(row["hardware"]),
-               given=given, options=options, measured=float(row["step_time_s"]), figure=row.get("measured", ""))
+               given=given, options=options, measured=float(row["step_time_s"]), figure=row.get("measured", ""),
+               scored=row.get("scored", True), why_not_scored=row.get("unscored", ""))
 
 
 def _regime(row: dict, options: dict, given: dict) -> str:
