@@ -213,10 +213,16 @@ def _hardware(text: str) -> str:
     raise KeyError(text)
 
 
-def _stack(text: str) -> str:
+def _stack(text: str, printed: str = "") -> str:
+    """The stack a source's software translates to. NeMo AutoModel rows that print "TE +
+    DeepEP" run Transformer Engine's kernels and DeepEP's dispatcher (Megatron-Core's), with
+    PyTorch FSDP2 for the data parallelism (zero_stage 3): megatron-core; its others
+    (torch.compile, no DeepEP) are FSDP2 with PyTorch's kernels: torchtitan."""
     t = text.lower()
     if "llm-foundry" in t or "fms-fsdp" in t:
         return "fsdp"
+    if "automodel" in t and "DeepEP" in printed:
+        return "megatron-core"
     if "torchtitan" in t or "automodel" in t:
         return "torchtitan"
     if "deepspeed" in t:
@@ -285,7 +291,7 @@ def held_out_runs() -> list[Run]:
 
 def held_out_run(row: dict) -> Run:
     a, lay = row["arch"], row["layout"]
-    stack = _stack(row["stack"])
+    stack = _stack(row["stack"], row.get("printed", ""))
     tp, pp, cp = lay.get("tp", 1), lay.get("pp", 1), lay.get("cp", 1)
     given = dict(n_layers=a["n_layers"], d_model=a["d_model"], n_heads=a["n_heads"],
                  n_kv_heads=a.get("n_kv_heads", a["n_heads"]), vocab_size=a["vocab_size"], seq_len=row["seq_len"],
