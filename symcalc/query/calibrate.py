@@ -21,7 +21,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +34,11 @@ from symcalc.errors import (
     SymcalcError,
     UnknownNameError,
     UnknownOptionError,
+    closest_names,
     did_you_mean,
 )
 from symcalc.escape import toml_string
+from symcalc.render.formats import Rendered
 from symcalc.units.format import fmt
 
 # how far a run's relative step-time error is trusted (log units): the fit's noise scale
@@ -98,11 +100,16 @@ class Fit:
                 out.append((c, v))
         return out
 
-    def improved(self) -> bool:
+    def mean_error(self, which: str) -> float:
+        """Mean |relative error| of the runs predicted both before and after (``which``: either)."""
         ok = np.isfinite(self.before) & np.isfinite(self.after)
-        if not ok.any():
-            return False
-        return float(np.mean(np.abs(self.after[ok]))) < float(np.mean(np.abs(self.before[ok]))) * 0.995
+        errors = self.before if which == "before" else self.after
+        return float(np.mean(np.abs(errors[ok]))) if ok.any() else float("nan")
+
+    def improved(self) -> bool:
+        """Whether the fit lowered the mean |error| by more than half a per cent of itself."""
+        before, after = self.mean_error("before"), self.mean_error("after")
+        return bool(np.isfinite(before) and after < before * 0.995)
 
 
 class Model:
@@ -239,7 +246,8 @@ def fit(runs: Sequence[Measured], coefficients: Sequence[Coefficient], solve: Ca
     if len(constrained) > int(ok.sum()):
         raise QueryError(f"{int(ok.sum())} run(s) cannot fit {len(constrained)} coefficients "
                          f"({', '.join(sorted({model.coefficients[k].name for k in constrained}))}): give at least "
-                         f"as many runs as coefficients, or fit fewer (--fit)")
+                         "as many runs as coefficients, or fit fewer (--fit NAME for each, e.g. "
+                         "--fit sustained_clock_fraction)")
     spread = np.ones(len(x0))
 
     def residuals_many(xs: np.ndarray) -> np.ndarray:
@@ -312,17 +320,25 @@ class RunsFile:
     runs: list[Measured]
     fit: list[str]
     measured: dict[str, float]          # MEASURED key -> number
+    title: str = ""
 
 
-def read_runs(path, library) -> RunsFile:
+def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | None = None) -> RunsFile:
     """Read a runs file (TOML): base hardware, default stack and options, and [[runs]] tables of
     given values with a measured step time (or token throughput).
+
+    ``hardware`` and ``fit`` (the command's --hardware and --fit) replace the file's own.
 
     Raises
     ------
     MalformedValueError
-        Missing or unreadable file, unknown keys, a run without a step time, a value or option
-        the library does not know (named, with close names).
+        Missing or unreadable file, not TOML, unknown keys, no hardware, a run without a step
+        time, a run giving a value of a coefficient being fitted.
+    UnknownNameError
+        A given value of a quantity the library does not know, or a coefficient calibrate cannot
+        fit (close names suggested).
+    UnknownOptionError, BadOptionValueError
+        An option, or a value of one (the stack among them), the library does not know.
     """
     if sys.version_info >= (3, 11):   # start-up: tomllib is imported when a runs file is read
         import tomllib
@@ -344,17 +360,25 @@ def read_runs(path, library) -> RunsFile:
         raise MalformedValueError(f"{where}: not valid TOML ({e})") from None
     unknown = sorted(set(doc) - RUNS_KEYS)
     if unknown:
-        raise MalformedValueError(f"{where}: unknown key '{unknown[0]}' (a runs file has: {', '.join(sorted(RUNS_KEYS))})")
-    hardware = doc.get("hardware")
+        raise MalformedValueError(f"{where}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], RUNS_KEYS)} "
+                                  f"A runs file has: {', '.join(sorted(RUNS_KEYS))}")
+    hardware = doc.get("hardware") if hardware is None else hardware
     if not isinstance(hardware, str) or not hardware:
-        raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required")
-    fit_names = doc.get("fit", list(FITTABLE))
+        raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required "
+                                  "(or give --hardware NAME)")
+    if fit is not None:
+        fit_names, fit_where = list(fit), "--fit"
+    else:
+        fit_names, fit_where = doc.get("fit", list(FITTABLE)), f"{where}: fit"
     if not isinstance(fit_names, list) or not fit_names:
-        raise MalformedValueError(f"{where}: 'fit' is a list of coefficients, some of: {', '.join(FITTABLE)}")
-    for n in fit_names:
-        if n not in FITTABLE:
-            raise MalformedValueError(f"{where}: fit names '{n}', not a coefficient calibrate can fit."
-                                      f"{did_you_mean(str(n), FITTABLE)} Fittable: {', '.join(FITTABLE)}")
+        raise MalformedValueError(f"{fit_where} is a list of coefficients, some of: {', '.join(FITTABLE)}")
+    for coef in fit_names:
+        if coef not in FITTABLE:
+            raise UnknownNameError(f"{fit_where} names '{coef}', not a coefficient calibrate can fit."
+                                   f"{did_you_mean(str(coef), FITTABLE)} Fittable: {', '.join(FITTABLE)}",
+                                   closest_names(str(coef), FITTABLE))
+    if len(set(fit_names)) < len(fit_names):
+        raise MalformedValueError(f"{fit_where} names a coefficient twice")
     measured = doc.get("measured", {})
     if not isinstance(measured, dict):
         raise MalformedValueError(f"{where}: [measured] is a table of numbers ({', '.join(MEASURED)})")
@@ -378,7 +402,8 @@ def read_runs(path, library) -> RunsFile:
             raise MalformedValueError(f"{rwhere}: a run is a table")
         unknown = sorted(set(row) - RUN_KEYS)
         if unknown:
-            raise MalformedValueError(f"{rwhere}: unknown key '{unknown[0]}' (a run has: {', '.join(sorted(RUN_KEYS))})")
+            raise MalformedValueError(f"{rwhere}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], RUN_KEYS)} "
+                                      f"A run has: {', '.join(sorted(RUN_KEYS))}")
         given = {**base_given, **_table(row.get("given", {}), f"{rwhere}: given")}
         options = {**base_options, **_table(row.get("options", {}), f"{rwhere}: options")}
         stack = str(row.get("stack", options.get("stack", default_stack)))
@@ -388,18 +413,32 @@ def read_runs(path, library) -> RunsFile:
             try:
                 q = library.quantity(name)
             except UnknownNameError as e:
-                raise MalformedValueError(f"{rwhere}: given {e}") from None
+                raise UnknownNameError(f"{rwhere}: given: {e}", e.suggestions) from None
+            if q.name in fit_names:
+                raise MalformedValueError(f"{rwhere}: given {q.name}, a coefficient being fitted; leave it out, "
+                                          "or fit without it (fit, --fit)")
             given[q.name] = _number(given.pop(name), q, rwhere)
         try:
-            library.option_values({k: v for k, v in options.items()})
-        except (UnknownOptionError, BadOptionValueError) as e:
-            raise MalformedValueError(f"{rwhere}: {e}") from None
+            library.option_values(options)
+        except UnknownOptionError as e:
+            raise UnknownOptionError(f"{rwhere}: {e}", e.suggestions) from None
+        except BadOptionValueError as e:
+            raise BadOptionValueError(f"{rwhere}: {e}") from None
+        options = {k: _option_text(v) for k, v in options.items()}
         step = _step_time(row, given, rwhere)
         model = row.get("model", doc.get("model"))
         out.append(Measured(id=rid, given=given, options=options, hardware=hardware, step_time=step,
                             group=rid, stack=stack, model=str(model) if model else None))
     name = str(doc.get("name", p.stem))
-    return RunsFile(name=name, hardware=hardware, runs=out, fit=list(fit_names), measured=dict(measured))
+    return RunsFile(name=name, hardware=hardware, runs=out, fit=list(fit_names), measured=dict(measured),
+                    title=str(doc.get("title", "")))
+
+
+def _option_text(value) -> str:
+    """An option's value as the library names it (TOML's true and 3 as "true" and "3")."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()
 
 
 def _number(value, q, where: str):
@@ -452,31 +491,46 @@ def _step_time(row: dict, given: dict, where: str) -> float:
 
 
 @dataclass
-class Calibration:
-    """What `symcalc calibrate` found: the fit, the measured hardware values, and the profile."""
+class Calibration(Rendered):
+    """What `symcalc calibrate` found: the fit, the measured hardware values, and the profile
+    (rendered through the registry: ``.text()``, ``.as_dict()``, ``.json()``)."""
+
+    TEXT_FORMAT = "calibration_text"
+    JSON_FORMAT = "calibration_json"
 
     runs_file: RunsFile
     base: str                                   # the base hardware preset's key
     fit: Fit
     measured: dict[str, tuple[float, str]]      # quantity -> (value in base units, where from)
+    profile_path: str | None = None             # where the profile was written (by whoever wrote it)
+
+    @property
+    def stacks(self) -> list[str]:
+        return sorted({r.stack for r in self.fit.runs})
+
+    def predicted(self, which: str) -> np.ndarray:
+        """Each run's predicted step time (s) with the priors (``"before"``) or the fit (``"after"``)."""
+        errors = self.fit.before if which == "before" else self.fit.after
+        return np.array([r.step_time for r in self.fit.runs]) * (1 + errors)
 
     def profile_values(self) -> dict[str, tuple[str, str, str]]:
         """quantity -> (value text, source, basis) for the profile file."""
         out = {}
         for name, (value, how) in self.measured.items():
-            out[name] = (_text(name, value, fmt), how, "measured")
+            out[name] = (value_text(name, value), how, "measured")
         n = len([e for e in self.fit.after if np.isfinite(e)])
         for c, v in zip(self.fit.coefficients, self.fit.values):
-            out[c.name] = (_text(c.name, v, fmt), f"fitted by symcalc calibrate on {n} measured steps of "
-                           f"{self.runs_file.name} (prior {_text(c.name, c.prior, fmt)})", "fitted")
+            out[c.name] = (value_text(c.name, v), f"fitted by symcalc calibrate on {n} measured steps of "
+                           f"{self.runs_file.name} (prior {value_text(c.name, c.prior)})", "fitted")
         return out
 
     def profile(self) -> str:
         """The profile as TOML: one hardware table that names its base preset."""
+        title = self.runs_file.title or self.runs_file.name
         lines = [f"# A hardware profile written by `symcalc calibrate` from {toml_string(self.runs_file.name)}.",
                  "# Use it as --hardware THIS_FILE (solve, sweep, plan); values not listed come from the base preset.",
                  f"[{_key(self.runs_file.name)}]",
-                 f"title = {toml_string(self.runs_file.name + ' (calibrated on ' + self.base + ')')}",
+                 f"title = {toml_string(title + ' (calibrated on ' + self.base + ')')}",
                  f"base = {toml_string(self.base)}",
                  f"source = {toml_string('symcalc calibrate: ' + str(len(self.runs_file.runs)) + ' measured steps')}"]
         for name, (text, source, basis) in self.profile_values().items():
@@ -485,12 +539,15 @@ class Calibration:
         return "\n".join(lines) + "\n"
 
 
-def _text(name: str, value: float, fmt) -> str:
-    """A coefficient's value as the profile writes it (with its unit)."""
-    units_of = {"layer_pass_overhead": ("us", 1e-6), "intra_node_bus_bandwidth": ("GB/s", 1e9),
-                "intra_node_ring_bus_bandwidth": ("GB/s", 1e9), "achievable_hbm_bandwidth": ("TB/s", 1e12)}
-    if name in units_of:
-        unit, f = units_of[name]
+# the unit a value is written in, where its base unit would read badly (0.002877 s)
+TEXT_UNITS = {"layer_pass_overhead": ("us", 1e-6), "intra_node_bus_bandwidth": ("GB/s", 1e9),
+              "intra_node_ring_bus_bandwidth": ("GB/s", 1e9), "achievable_hbm_bandwidth": ("TB/s", 1e12)}
+
+
+def value_text(name: str, value: float) -> str:
+    """A coefficient's or measured value (base units) as the profile writes it, with its unit."""
+    if name in TEXT_UNITS:
+        unit, f = TEXT_UNITS[name]
         return f"{fmt(value / f)} {unit}"
     return fmt(value)
 
@@ -500,26 +557,59 @@ def _key(name: str) -> str:
     return key[:60]
 
 
-def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: Callable) -> Calibration:
+def library_prior(library, base) -> Callable[[str, str, str], float | None]:
+    """The ``prior_of`` of a user's calibration on the hardware preset ``base``: a coefficient's
+    value as a question would use it without the fit: the preset's (a preset's value is preferred
+    to the stack's), else the stack's (formulas/stacks.toml), else None (the quantity's default)."""
+    sets = library.options["stack"].sets if "stack" in library.options else {}
+
+    def prior_of(name: str, scope: str, key: str) -> float | None:
+        text = base.values[name][0] if name in base.values else None
+        if text is None and scope == "stack":
+            text = sets.get(key, {}).get(name)
+        if text is None:
+            return None
+        return float(units.parse_quantity(str(text), name).to_base_units().magnitude)
+    return prior_of
+
+
+def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: Callable | None = None, *,
+              hardware: str | None = None, fit_names: Sequence[str] | None = None,
+              name: str | None = None) -> Calibration:
     """Fit a hardware-and-stack profile to the measured steps of a runs file.
 
     Parameters
     ----------
-    path : the runs file (TOML; see README "Calibrate to your cluster")
+    path : the runs file (TOML; see calibration/examples/h100_fsdp_runs.toml)
     library : the formula library
     solve, find_preset : symcalc.solve and symcalc.library.presets.find_preset
-    prior_of : (quantity, scope, key) -> prior value in base units, or None
+    prior_of : (quantity, scope, key) -> prior value in base units, or None for the quantity's
+        default; by default :func:`library_prior` (the base preset's value, else the stack's)
+    hardware, fit_names : the base preset and the coefficients to fit, instead of the file's
+    name : the profile's name, instead of the file's (or its file name's)
 
     Raises
     ------
-    MalformedValueError
-        The file is not a runs file (see :func:`read_runs`).
+    MalformedValueError, UnknownNameError, UnknownOptionError, BadOptionValueError
+        The file is not a runs file, or names what the library does not know (see :func:`read_runs`).
     QueryError
-        A run the model cannot express (named, with why), runs of several stacks asked to fit a
-        stack coefficient, or too few runs for the coefficients asked.
+        A base that is a profile file, a run the model cannot express (named, with why), runs of
+        several stacks asked to fit a stack coefficient, or too few runs for the coefficients asked.
     """
-    rf = read_runs(path, library)
-    base = find_preset("hardware", rf.hardware)
+    rf = read_runs(path, library, hardware=hardware, fit=fit_names)
+    if name is not None:
+        rf = replace(rf, name=name)
+    try:
+        base = find_preset("hardware", rf.hardware)
+    except UnknownNameError as e:
+        raise UnknownNameError(f"unknown hardware '{rf.hardware}'.{did_you_mean(rf.hardware, e.suggestions)} "
+                               "calibrate starts from a built-in preset: see `symcalc list hardware`",
+                               e.suggestions) from None
+    if base.file:
+        raise QueryError(f"hardware '{rf.hardware}' is a profile file: calibrate starts from a built-in preset, "
+                         "which the profile it writes names as its base (give --hardware NAME, see "
+                         "`symcalc list hardware`)")
+    prior_of = prior_of or library_prior(library, base)
     measured: dict[str, tuple[float, str]] = {}
     for key, number in rf.measured.items():
         quantity, unit, per = MEASURED[key]
@@ -534,9 +624,12 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
         measured[quantity] = (value, how)
     stacks = sorted({r.stack for r in rf.runs})
     if len(stacks) > 1 and any(FITTABLE[n][0] == "stack" for n in rf.fit):
-        raise QueryError(f"the runs use {len(stacks)} stacks ({', '.join(stacks)}): a profile holds one value of "
-                         "each stack coefficient; calibrate runs of one stack, or fit only hardware coefficients "
-                         "(fit = [\"sustained_clock_fraction\", \"comm_contention\"])")
+        asked = [n for n in rf.fit if FITTABLE[n][0] == "stack"]
+        hardware_only = [n for n in rf.fit if FITTABLE[n][0] == "hardware"] or \
+            [n for n in FITTABLE if FITTABLE[n][0] == "hardware"]
+        raise QueryError(f"the runs use {len(stacks)} stacks ({', '.join(stacks)}) and the fit asks for stack "
+                         f"coefficients ({', '.join(asked)}): a profile holds one value of each; calibrate the runs "
+                         f"of one stack, or fit hardware coefficients only (--fit {' --fit '.join(hardware_only)})")
     runs = []
     for r in rf.runs:
         given = dict(r.given)
@@ -547,18 +640,36 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
         runs.append(Measured(id=r.id, given=given, options=r.options, hardware=base.key, step_time=r.step_time,
                              group=r.group, stack=r.stack, model=r.model))
     coefficients = []
-    for name in rf.fit:
-        scope, spread, share = FITTABLE[name]
+    for coef in rf.fit:
+        scope, spread, share = FITTABLE[coef]
         key = base.key if scope == "hardware" else stacks[0]
-        p = prior_of(name, scope, key)
-        default = library.quantities[name].default
+        p = prior_of(coef, scope, key)
+        default = library.quantities[coef].default
         if p is None:
-            p = float(units.parse_quantity(default, name).to_base_units().magnitude) if default else (0.15 if share else 1.0)
-        coefficients.append(Coefficient(name=name, scope=scope, key=key, prior=p, spread=spread, share=share,
-                                        unit=library.quantities[name].unit))
+            p = float(units.parse_quantity(default, coef).to_base_units().magnitude) if default else \
+                (0.15 if share else 1.0)
+        coefficients.append(Coefficient(name=coef, scope=scope, key=key, prior=p, spread=spread, share=share,
+                                        unit=library.quantities[coef].unit))
     model = Model(runs, coefficients, solve)
     if model.unanswered:
         rid, why = next(iter(model.unanswered.items()))
+        why = _why_not(next(r for r in runs if r.id == rid), coefficients, solve) or why
         raise QueryError(f"run '{rid}' cannot be predicted: {why}")
-    return Calibration(runs_file=RunsFile(rf.name, rf.hardware, runs, rf.fit, rf.measured), base=base.key,
-                       fit=fit(runs, coefficients, solve, model=model), measured=measured)
+    result = fit(runs, coefficients, solve, model=model)
+    lost = [r.id for r, e in zip(result.runs, result.before) if not np.isfinite(e)]
+    if lost:
+        raise QueryError(f"run '{lost[0]}' cannot be predicted: the step time has no finite value at its given "
+                         "values and options (check them with `symcalc solve step_time ...`)")
+    return Calibration(runs_file=replace(rf, runs=runs), base=base.key, fit=result, measured=measured)
+
+
+def _why_not(run: Measured, coefficients: Sequence[Coefficient], solve: Callable) -> str | None:
+    """Why the model cannot answer ``run``, as the solver says it when asked to find out (what
+    else to give); the fit's own questions do not ask, to stay fast."""
+    given = {**run.given, **{c.name: ((c.prior, c.unit) if c.unit else c.prior) for c in coefficients}}
+    try:
+        solve("step_time", given, options=run.options, hardware=run.hardware, model=run.model, conflicts=False,
+              on_bounds="flag")
+    except SymcalcError as e:
+        return str(e)
+    return None
