@@ -1,9 +1,9 @@
 """The one registry of output formats: a format's name -> the function that renders a record.
 
-Records (Result, Comparison, Sweep) offer ``.text()``, ``.latex()``, ``.plot()`` ... for
-convenience; each goes through :func:`render`, so the query layer names a format, never a
-renderer module, and a renderer is imported only when its format is first used (matplotlib
-for a plot, nothing for a cached text answer). Adding a format is one line here.
+Records (Result, Comparison, Sweep, PlanResult, Calibration) offer ``.text()``, ``.latex()``,
+``.plot()`` ... for convenience; each goes through :func:`render`, so the query layer names a
+format, never a renderer module, and a renderer is imported only when its format is first used
+(matplotlib for a plot, nothing for a cached text answer). Adding a format is one line here.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ FORMATS = {
     "plan_csv": "symcalc.render.plan:plan_csv",
     "plan_html": "symcalc.render.plan:plan_html",
     "plan_plot": "symcalc.render.plan:plan_plot",
+    "calibration_text": "symcalc.render.calibration:calibration_text",
+    "calibration_json": "symcalc.render.calibration:calibration_dict",
 }
 
 
