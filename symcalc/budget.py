@@ -44,6 +44,10 @@ DEFAULT_QUESTION_LIMIT = 30.0
 #: on 16,384 H100s, about 1 s warm), and planning backwards or a nothing-fits hint searches
 #: several GPU counts. Twelve times the cold search leaves room for a slow or shared machine.
 DEFAULT_PLAN_LIMIT = 120.0
+#: Seconds a calibration (``symcalc calibrate``) may take: it solves the step time once per group
+#: of runs sharing options (a cold derivation of a few seconds each for a stack not asked before)
+#: and evaluates the compiled answers a few hundred times while fitting.
+DEFAULT_CALIBRATE_LIMIT = 120.0
 #: Seconds the search for what would settle an underdetermined question may take.
 DEFAULT_DIAGNOSIS_LIMIT = 1.0
 #: Seconds one symbolic inversion (one step or block) may take before numbers are used instead.

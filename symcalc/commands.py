@@ -14,7 +14,14 @@ import os
 
 import click
 
-from symcalc.budget import DEFAULT_PLAN_LIMIT, DEFAULT_QUESTION_LIMIT, ENV_LIMIT, parse_seconds, question
+from symcalc.budget import (
+    DEFAULT_CALIBRATE_LIMIT,
+    DEFAULT_PLAN_LIMIT,
+    DEFAULT_QUESTION_LIMIT,
+    ENV_LIMIT,
+    parse_seconds,
+    question,
+)
 from symcalc.errors import BadOptionValueError, SymcalcError, did_you_mean
 from symcalc.outfile import check_target, write_file
 
@@ -152,6 +159,7 @@ def cli() -> None:
       symcalc solve train_time --model llama3-8b --hardware h100 n_gpus=64 mfu=40%
       symcalc sweep train_time --model llama3-8b --hardware h100 mfu=40% --vary n_gpus=64:1024:5:log
       symcalc compare model_state_memory n_params=7e9 dp=64 --option zero_stage=2 --vs zero_stage=3
+      symcalc calibrate calibration/examples/h100_fsdp_runs.toml -o h100_fsdp.toml
       symcalc list memory
       symcalc list hardware
       symcalc show young_interval
@@ -527,6 +535,52 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
                 click.echo(f"wrote {f}")
     if not result.rows:
         raise click.exceptions.Exit(1)
+
+
+@cli.command()
+@limited(default=DEFAULT_CALIBRATE_LIMIT)
+@click.argument("runs_file", metavar="RUNS.toml", callback=_given)
+@click.option("--hardware", metavar="NAME", callback=_given,
+              help="The built-in GPU preset the runs ran on, the profile's base (instead of the runs file's "
+              "hardware; see `symcalc list hardware`).")
+@click.option("--output", "-o", "output", metavar="PROFILE.toml", required=True, callback=_given,
+              help="Write the fitted hardware profile to this file ('-' for stdout).")
+@click.option("--fit", "fit_names", multiple=True, metavar="COEF", callback=_given,
+              help="A coefficient to fit (repeatable; instead of the runs file's fit): sustained_clock_fraction, "
+              "comm_contention, layer_pass_overhead, elementwise_traffic_factor.")
+@click.option("--name", metavar="NAME", callback=_given,
+              help="The profile's name (instead of the runs file's name).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_FORMULAS
+def calibrate(runs_file, hardware, output, fit_names, name, as_json, formula_files):
+    """Fit the step-time model to steps measured on your cluster (RUNS.toml: each run's layout,
+    options and step time) and write the fitted coefficients as a hardware profile, to use as
+    --hardware PROFILE.toml in solve, sweep and plan. Prints each run's error before and after.
+
+    \b
+    symcalc calibrate calibration/examples/h100_fsdp_runs.toml -o h100_fsdp.toml
+    symcalc calibrate runs.toml --hardware h100 --fit sustained_clock_fraction -o ours.toml
+    """
+    from symcalc.library.presets import (
+        find_preset,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    from symcalc.query.calibrate import (
+        calibrate as api_calibrate,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    from symcalc.query.solve import (
+        solve as api_solve,  # on use: the command line starts without it (start-up, Ctrl-C)
+    )
+    if output == "-" and as_json:
+        raise CliError("--json and -o - would both write to standard output; give -o a file name")
+    _targets(output=output)
+    lib = _library(formula_files)
+    result = api_calibrate(runs_file, lib, functools.partial(api_solve, library=lib), find_preset,
+                           hardware=hardware, fit_names=list(fit_names) or None, name=name)
+    _write(output, result.profile(), "--output")
+    if output == "-":
+        return
+    result.profile_path = output
+    click.echo(result.json() if as_json else result.text())
 
 
 @cli.command()
