@@ -98,7 +98,7 @@ def test_built_in_presets_read_the_basis_of_each_value():
     assert p.basis == {"gemm_efficiency": "assumed"} and p.peak_basis == {"bf16": "datasheet"}
     assert p.basis_of("gemm_efficiency", "bf16") == "assumed" and p.basis_of("peak_flops", "bf16") == "datasheet"
     assert p.basis_of("peak_flops", "fp8") is None
-    with pytest.raises(Exception, match="basis is one of measured, datasheet, derived, assumed"):
+    with pytest.raises(Exception, match="basis is one of measured, datasheet, fitted, derived, assumed"):
         _load("hardware", "x", {"values": {"gpu_memory": {"value": "80 GB", "source": "s", "basis": "guessed"}}},
               "hardware.toml")
 
@@ -116,7 +116,7 @@ BAD = [
     ("no source", PROFILE.replace('source = "nvidia-smi", ', ""), "malformed_value",
      "values.gpu_memory needs a source (where the value comes from)"),
     ("unknown basis", PROFILE.replace('"measured"', '"guessed"'), "malformed_value",
-     "values.gpu_memory: basis is one of measured, datasheet, derived, assumed; got 'guessed'"),
+     "values.gpu_memory: basis is one of measured, datasheet, fitted, derived, assumed; got 'guessed'"),
     ("unknown quantity", PROFILE.replace("values.gpu_memory", "values.gpu_memroy"), "unknown_name",
      "values.gpu_memroy: the library defines no quantity 'gpu_memroy'. Did you mean: gpu_memory"),
     ("wrong dimension", PROFILE.replace('"96 GB"', '"96 GB/s"'), "dimension", "values.gpu_memory: "),
