@@ -100,7 +100,7 @@ def by_hand(tp, pp, dp, micro_batch_size, n_gpus, d_model=12288, n_layers=96, n_
     # GELU on d_ffn / tp; 3.5 passes; the scores' softmax and dropout (9 bytes x 2 forwards + 11)
     memory = ew * 3.5 * bpa * msl * ((10 + 5) * d + 2 * 4 * d / tp) / hbm + ew * 29 * H * msl * S / (tp * hbm)
     device = (gemm + attention + memory) / passes
-    overhead = passes * ((host ** 4 + device ** 4) ** 0.25 - device)
+    overhead = passes * ((host ** 2 + device ** 2) ** 0.5 - device)
     layer_time = gemm + attention + memory + overhead
     lm_head = 3 * (2 * msl * V * d / (tp * rate) + bpa * (msl * (d + V / tp) + V * d / tp) / hbm) + loss * msl * V / (tp * hbm)
     cp_comm = passes * (cp - 1) * 2 * msl * d * bpa / (tp * cp_bw)

@@ -38,8 +38,9 @@ EXAMPLES: list[tuple[Any, ...]] = [
     ("GPT-3 175B on 1024 A100s (TP 8, PP 8, DP 16, batch 1536): step time from the layout, no MFU guessed?",
      "step_time", {"tp": "8", "pp": "8", "dp": "16", "n_gpus": "1024", "global_batch_size": "1536",
                    "micro_batch_size": "1", "seq_len": "2048 token"},
-     {"recompute": "full", "attention_kernel": "eager"},
-     "the step-time model (formulas/step_time.toml); Narayanan et al. 2021 measured 140 TFLOP/s a GPU",
+     {"stack": "megatron-lm-2021", "recompute": "full"},
+     "the step-time model (formulas/step_time.toml) with the code of the published run (Megatron-LM of 2021); "
+     "Narayanan et al. 2021 measured 140 TFLOP/s a GPU",
      {"model": "gpt3-175b", "hardware": "a100-80gb"}),
 ]
 

@@ -112,7 +112,9 @@ def test_list_is_searchable(cli):
     # every option whose name, meaning or values say ZeRO: the ZeRO stage itself, ZeRO-2's gather
     # schedule, the parameter gather's overlap, and the stacks that support ZeRO stages
     assert {"zero_stage", "zero2_param_gather", "overlap_param_gather"} <= set(names)
-    assert all("zero" in json.dumps(o).lower() for o in d["options"])
+    # (the stack matches through what its values support: fsdp runs zero_stage 0, 2 or 3)
+    assert "stack" in names
+    assert all("zero" in cli("show", n, "--json").out.lower() for n in names)
     d = json.loads(cli("list", "quantities", "-s", "send rate", "--json").out)
     assert [q["name"] for q in d["quantities"]] == ["link_bandwidth"]
     # words after the kind are the search: the same as -s "send rate"
@@ -150,9 +152,10 @@ def test_example_command_runs_the_built_in_examples(cli):
     assert "step_time = 3.158 s" in run.out          # 6 x 30e9 x 1e6 / (0.45 x 989.4e12 x 128)
     d = json.loads(cli("example", "--json").out)
     assert len(d) == 8 and d[1]["target"] == "mfu"
-    # the last one is the step-time model on GPT-3's layout: within 12 % of the 31.47 s that
-    # Narayanan et al. 2021's 140 TFLOP/s a GPU means (4.511e18 FLOP / (1024 x 140e12))
-    assert d[7]["target"] == "step_time" and d[7]["value"] == pytest.approx(31.47, rel=0.12)
+    # the last one is the step-time model on GPT-3's layout under the code of the published run
+    # (Megatron-LM 2021): within the issue's 5 % of the 31.47 s that Narayanan et al. 2021's
+    # 140 TFLOP/s a GPU means (4.511e18 FLOP / (1024 x 140e12))
+    assert d[7]["target"] == "step_time" and d[7]["value"] == pytest.approx(31.47, rel=0.05)
 
 
 def _console_script():

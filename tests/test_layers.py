@@ -37,6 +37,7 @@ UPWARD = {
     ("symcalc.query.compare", "symcalc.render.formats"): "Comparison.text() / .json(), the same way",
     ("symcalc.query.sweep", "symcalc.render.formats"): "Sweep.plot(), the same way (matplotlib only when drawn)",
     ("symcalc.planner.result", "symcalc.render.formats"): "PlanResult.text() / .json() / .plot(), the same way",
+    ("symcalc.query.calibrate", "symcalc.render.formats"): "Calibration.text() / .json(), the same way",
 }
 
 
