@@ -197,7 +197,9 @@ class Result(Rendered):
                 total = self.companion_value(total_name)
                 if total is not None:
                     part["whole"] = _scale(total, factor)
-                    part["hidden"] = _scale(max(total - float(v), 0.0), factor)
+                    hidden = total - float(v)
+                    hidden = 0.0 if hidden <= 1e-9 * abs(total) else hidden      # round-off, not time
+                    part["hidden"] = _scale(hidden, factor)
                     part["whole_of"] = total_name
             parts.append(part)
         return parts
