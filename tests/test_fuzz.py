@@ -3,7 +3,8 @@ message (exit status 2 on the command line) or a correct, finite answer; never a
 hang, or NaN printed as an answer.
 
 About 5,000 generated cases in all (the `max_examples` below); the derandomized profile keeps
-CI reproducible. Hostile files (config.json nested a hundred thousand deep or megabytes long,
+CI reproducible. ``SYMCALC_FUZZ_SCALE=10 pytest tests/test_fuzz.py`` runs ten times as many
+(a long run, outside the suite's five minutes). Hostile files (config.json nested a hundred thousand deep or megabytes long,
 formula files with nested powers, products of sums, sixty symbols, constants past floating
 point, TeX that reads or runs) and random questions over the whole library each run under a
 time limit: a hang is a failure. An oracle for the answers that do come back: MFU from its four inputs is
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import string
 import time
@@ -32,6 +34,12 @@ from symcalc.library.loading import load_library  # noqa: E402
 from symcalc.library.presets import model_from_hf_config  # noqa: E402
 
 FAST = settings(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+SCALE = float(os.environ.get("SYMCALC_FUZZ_SCALE", "1"))
+
+
+def examples(n: int) -> int:
+    """``n`` generated cases, times SYMCALC_FUZZ_SCALE."""
+    return max(1, round(n * SCALE))
 LIB = symcalc.default_library()
 NAMES = sorted(LIB.quantities)
 OPTIONS = {k: sorted(o.values) for k, o in LIB.options.items()}
@@ -103,7 +111,7 @@ def mfu_by_hand(n_params: float, tps: float, n_gpus: float, peak: float) -> floa
 
 # ---- values ------------------------------------------------------------------------------------
 
-@settings(FAST, max_examples=2000)
+@settings(FAST, max_examples=examples(2000))
 @given(name=st.sampled_from(NAMES), raw=st.one_of(VALUES, NUMBERS))
 def test_any_value_for_any_quantity_parses_or_is_refused_clearly(name, raw):
     from symcalc.query.values import read_value
@@ -118,7 +126,7 @@ def test_any_value_for_any_quantity_parses_or_is_refused_clearly(name, raw):
         assert math.isfinite(float(v.magnitude)) and q.domain.contains(float(v.magnitude))
 
 
-@settings(FAST, max_examples=1200)
+@settings(FAST, max_examples=examples(1200))
 @given(slot=st.sampled_from(["n_params", "tokens_per_second", "n_gpus", "peak_flops"]), raw=VALUES,
        as_json=st.booleans())
 def test_cli_solve_with_one_generated_value(capsys, slot, raw, as_json):
@@ -143,7 +151,7 @@ def _misspell(draw_name: str, op: int, pos: int, ch: str) -> str:
             draw_name.upper(), draw_name.replace("_", "-"), draw_name + "s", ch * 3][op % 6]
 
 
-@settings(FAST, max_examples=600)
+@settings(FAST, max_examples=examples(600))
 @given(name=st.sampled_from(NAMES), op=st.integers(0, 5), pos=st.integers(0, 40),
        ch=st.sampled_from(list("abxz_19 .=-'\"")), where=st.sampled_from(["target", "given"]))
 def test_misspelled_names_get_suggestions_or_work(capsys, name, op, pos, ch, where):
@@ -154,7 +162,7 @@ def test_misspelled_names_get_suggestions_or_work(capsys, name, op, pos, ch, whe
     assert_clean_cli(code, out, err)
 
 
-@settings(FAST, max_examples=500)
+@settings(FAST, max_examples=examples(500))
 @given(key=st.one_of(st.sampled_from(sorted(OPTIONS)), st.text(max_size=12)),
        value=st.one_of(st.sampled_from(sorted({v for vs in OPTIONS.values() for v in vs})), st.text(max_size=10)),
        twice=st.booleans())
@@ -166,7 +174,7 @@ def test_options_that_do_not_exist_or_contradict(capsys, key, value, twice):
     assert_clean_cli(code, out, err)
 
 
-@settings(FAST, max_examples=40)     # each underdetermined one runs the (slow) diagnosis
+@settings(FAST, max_examples=examples(40))     # each underdetermined one runs the (slow) diagnosis
 @given(target=st.sampled_from(NAMES), known=st.lists(st.sampled_from(NAMES), min_size=0, max_size=4, unique=True),
        magnitude=st.sampled_from(["1", "64", "0.5", "80 GB", "1e-9", "1e30"]))
 def test_random_questions_answer_or_say_what_is_missing(capsys, target, known, magnitude):
@@ -181,7 +189,7 @@ HF_GOOD = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 
            "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False}
 
 
-@settings(FAST, max_examples=300)
+@settings(FAST, max_examples=examples(300))
 @given(drop=st.lists(st.sampled_from(sorted(HF_GOOD)), unique=True),
        bad=st.dictionaries(st.sampled_from(sorted(HF_GOOD)), st.one_of(NUMBERS, JUNK, st.none(), st.lists(st.integers()))),
        cut=st.one_of(st.none(), st.integers(0, 200)))
@@ -217,7 +225,7 @@ FORMULA_PARTS = {
 }
 
 
-@settings(FAST, max_examples=150)
+@settings(FAST, max_examples=examples(150))
 @given(equation=FORMULA_PARTS["equation"], fid=FORMULA_PARTS["id"], title=st.one_of(st.just("t"), JUNK),
        extra=st.sampled_from(["", "default = true", "when = { zero_stage = ['9'] }", "bogus_key = 1",
                               "consequence = 'yes'", "from_given = ['nope']"]),
@@ -263,7 +271,7 @@ def _nest(value, depth: int, kind: str):
     return value
 
 
-@settings(FAST, max_examples=60)
+@settings(FAST, max_examples=examples(60))
 @given(depth=st.one_of(st.integers(0, 50), st.integers(900, 1100), st.integers(50_000, 200_000)),
        kind=st.sampled_from(["list", "dict"]), where=st.sampled_from(["num_hidden_layers", "num_local_experts",
                                                                        "num_experts_per_tok", "text_config", "extra"]),
@@ -303,7 +311,7 @@ def _hostile_equation(draw_kind: str, n: int, e1: int, e2: int, e3: int, k: int)
     return f"s0 = (s1 + s2)^{e1} + s3 * s1^{e2}"        # high but admissible degrees
 
 
-@settings(FAST, max_examples=120)
+@settings(FAST, max_examples=examples(120))
 @given(kind=st.sampled_from(["nested powers", "product of sums", "many symbols", "huge constant", "power of a sum"]),
        n=st.integers(3, 60), e1=st.integers(1, 64), e2=st.integers(1, 64), e3=st.integers(1, 64),
        k=st.integers(1, 80), latex=st.sampled_from(LATEX), solve_for=st.integers(0, 3))
@@ -326,7 +334,7 @@ def test_a_hostile_formula_file_is_refused_at_load_or_answers_in_time(capsys, tm
 
 # ---- random questions over the whole built-in library, each within its limit ----------------
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=examples(40))
 @given(seed=st.integers(0, 2**32 - 1))
 def test_random_questions_over_the_library_end_within_their_limit(capsys, seed):
     """The generator of benchmarks/random_questions.py (which asks a thousand): a random target

@@ -50,10 +50,8 @@ def test_symbolic_work_past_its_limit_falls_back_to_numbers(tmp_path, monkeypatc
     r = symcalc.solve("x_slow", y_slow=100, library=lib)
     assert r.value == pytest.approx((-5 + math.sqrt(25 + 12 * 100)) / 6, rel=1e-9)       # the positive root
     assert r.steps[0].method == "numeric" and "x_slow found numerically (quadratic_slow)" in r.warnings
-    # answered, but not kept: another process with more time finds the closed form (neither
-    # derivation: the one with the training stack's defaults, which shows the question does not
-    # depend on the stack, nor the one without them)
-    assert cache.stats["errors"] == errors + 2
+    # answered, but not kept: another process with more time finds the closed form
+    assert cache.stats["errors"] == errors + 1
     assert not list((tmp_path / "cache").glob("derivation-*"))
 
 

@@ -106,13 +106,42 @@ def build(files: list[Path]) -> Library:
         algorithms = doc.get("algorithms", [])
         if not isinstance(algorithms, list):
             raise LibraryError(f"{path.name}: 'algorithms' must be an array of tables ([[algorithms]])")
-        loaded = [_load_formula(t, path.name, quantities, options, symbols) for t in entries]
-        loaded += [_load_algorithm(t, path.name, quantities, options) for t in algorithms]
+        memo = _memo_key(path, doc, docs)
+        loaded = _LOADED.get(memo) if memo else None
+        if loaded is None:
+            loaded = [_load_formula(t, path.name, quantities, options, symbols) for t in entries]
+            loaded += [_load_algorithm(t, path.name, quantities, options) for t in algorithms]
+            if memo:
+                _LOADED[memo] = loaded
         for f in loaded:
             if f.id in formulas:
                 raise LibraryError(f"{path.name}: formula id '{f.id}' is already used in {formulas[f.id].file}")
             formulas[f.id] = f
     return Library(quantities, options, formulas, files, meta)
+
+
+# A file's formulas, parsed and checked, by what they depend on (see _memo_key): a library
+# built again with one more file (a user's --formulas, a test's) parses only the new file.
+_LOADED: dict[tuple, list] = {}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _memo_key(path: Path, doc: dict, docs: list[tuple[Path, dict]]) -> tuple | None:
+    """What a file's formulas depend on: the file's own tables, and the declarations (as
+    written) of every quantity and option they name. The same key gives the same formulas
+    whatever other files are loaded beside it. None when the file is not plain data."""
+    try:
+        text = repr((doc.get("formulas", []), doc.get("algorithms", [])))
+    except Exception:
+        return None
+    names = set(_IDENTIFIER.findall(text))
+    declared: list = []
+    for other, d in docs:
+        for kind in ("quantities", "options"):
+            table = d.get(kind, {})
+            if isinstance(table, dict):
+                declared += [(kind, n, other.name, repr(table[n])) for n in sorted(names & set(table))]
+    return (path.name, text, tuple(declared))
 
 
 MAX_FILE_BYTES = 8 << 20      # the built-in files are tens of kB

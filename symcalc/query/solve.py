@@ -11,6 +11,8 @@ The CLI is a thin layer over :func:`solve`.
 
 from __future__ import annotations
 
+import copy
+
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,6 +107,9 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     ``diagnose=False`` skips the search for what is missing when the knowns do not suffice.
     """
     key = (target, known, tuple(sorted(options.items())), frozenset(exclude))
+    failed = library.derivation_cache.get(("underdetermined", diagnose, key))
+    if failed is not None:          # the same question found no route before: the same answer
+        raise copy.copy(failed)
     hit = library.derivation_cache.get(key) or _cached_derivation(library, key)
     if hit is not None:
         library.derivation_cache[key] = hit
@@ -119,6 +124,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
                              limits=_limits(library) if not library.quantities[target].fits_in else {},
                              exclude=exclude, hints=_hints(library, target, known, options) if diagnose else None)
         except UnderdeterminedError as e:
+            library.derivation_cache[("underdetermined", diagnose, key)] = e
             if not diagnose:
                 raise
             own = library.quantities[target]
@@ -303,7 +309,11 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
         resolved2, knowns2 = _setting(lib, tq.name, typed, explicit, presets, preset_options, without=dropped)
         again = _Posed(resolved2, knowns2, settled, posed.derivation, posed.defaults_used, posed.error,
                        posed.diagnosed)
-        if resolved2.values != resolved.values:
+        changed = {k for k, v in resolved2.values.items() if resolved.values.get(k) != v}
+        if changed and (posed.error or changed & posed.used or _differ(knowns2, knowns)):
+            # a derivation that uses none of the changed options, from the same known values,
+            # holds without the stack's defaults too: it is kept (half the cold work of a
+            # question the stack does not reach)
             again = _derive(lib, tq, _Posed(resolved2, knowns2, settled), diagnose=False)
         if (again.error is None and not again.used & dropped) or (again.error and posed.error):
             posed = again
@@ -312,6 +322,12 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
     stacks.check_supports(lib, posed.resolved.values, posed.in_force, set(explicit) | posed.used)
     stacks.check_requires(lib, posed.resolved.values, posed.in_force - settled, posed.knowns, settled)
     return posed
+
+
+def _differ(a: Mapping[str, GivenValue], b: Mapping[str, GivenValue]) -> bool:
+    """Whether two sets of known values differ in a name or a value."""
+    return a.keys() != b.keys() or any(a[k] is not b[k] and (a[k].text, a[k].origin) != (b[k].text, b[k].origin)
+                                       for k in a)
 
 
 def _setting(lib: Library, target: str, typed: dict[str, GivenValue], explicit: Mapping, presets: list,
