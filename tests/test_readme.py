@@ -27,6 +27,9 @@ def _commands() -> list[tuple[list[str], str | None]]:
                 continue
             argv = shlex.split(line, comments=True)[1:]
             argv = [str(HF / "llama3-8b-config.json") if a == "./config.json" else a for a in argv]
+            # a file of the repository the README names (an example runs file): from the root,
+            # since the commands run in a scratch directory
+            argv = [str(README.parent / a) if "/" in a and (README.parent / a).is_file() else a for a in argv]
             shown = lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith(("$", "symcalc")) else None
             out.append((argv, shown))
     return out
