@@ -2,7 +2,7 @@
 
 Each copy of the formula files renames every quantity, alias and formula id with a suffix
 (``n_params`` -> ``n_params_c1``), so copy k is a second, independent library of the same
-shape; the options file is kept once (its values are shared). Each size is loaded without
+shape (its options renamed as well). Each size is loaded without
 the disk cache, in a fresh process (so no memo table carries over from a smaller size), and
 the exponent of load time against formula count is fitted on log-log axes: 1 is linear.
 """
@@ -32,17 +32,15 @@ def replicate(copies: int, into: Path) -> int:
     in notes and descriptions (harmless)."""
     lib = load_library(use_cache=False)
     names = set(lib.quantities) | set(lib.aliases) | set(lib.formulas)
-    # options declared next to their formulas (step_time.toml's overlap_grad_reduce) are copied
-    # with them, so renamed too; options.toml's are shared by the copies
-    names |= {name for name, opt in lib.options.items() if opt.file != "options.toml"}
+    # options are renamed too: a copy's training stack sets its own copy's options (one option
+    # may not be set by two)
+    names |= set(lib.options)
     pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b")
     into.mkdir(parents=True, exist_ok=True)
     for k in range(copies):
         for path in sorted(formula_dir().glob("*.toml")):
             text = path.read_text()
             if k > 0:
-                if path.name == "options.toml":
-                    continue
                 text = pattern.sub(lambda m, k=k: f"{m.group(1)}_c{k}", text)
                 # an algorithm's id is renamed, the registered function it calls is not
                 text = re.sub(r'(function\s*=\s*")(\w+)_c\d+"', r'\1\2"', text)

@@ -336,7 +336,7 @@ def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail
     if detail:
         t = q.solve(STEP_TIME, given, opts, on_bounds="flag")
         m = q.solve(MEMORY, given, opts, on_bounds="flag")
-        bd = t.breakdown
+        bd = t.breakdown_of(wholes=False)
         if bd:
             row.step_parts = {p["name"]: float(p["value"]) * t.factor for p in bd["parts"]}
         row.memory_parts = {n: float(m.values[n]) for n in MEMORY_PARTS if n in m.values}

@@ -159,6 +159,10 @@ class Result(Rendered):
 
     @property
     def breakdown(self) -> dict | None:
+        """:meth:`breakdown_of` with the collectives' whole times."""
+        return self.breakdown_of(wholes=True)
+
+    def breakdown_of(self, wholes: bool = True) -> dict | None:
         """The parts of a total the derivation adds up from named quantities (a formula marked
         ``breakdown``: step_time = compute + exposed TP + ... + optimizer), or None.
 
@@ -167,7 +171,9 @@ class Result(Rendered):
         unit, shares as fractions of it (arrays for a sweep). A part that is itself a sum in the
         derivation carries its own ``parts`` (compute by kind); a part that is the exposed share
         of a whole (``exposed_part_of`` in the data: a collective's exposed time) carries
-        ``whole`` and ``hidden``, the time it runs in all and what compute hides of it."""
+        ``whole`` and ``hidden``, the time it runs in all and what compute hides of it (each one
+        more solving step: ``wholes=False`` leaves them out, for a caller that reads the parts
+        only)."""
         sums = {}
         for step in self.steps:
             f = step.formulas[0]
@@ -181,9 +187,9 @@ class Result(Rendered):
         factor = self.factor if top == self.target else self.library.quantities[top].factor
         whole = self.values[top]
         return {"of": top, "unit": unit, "total": _scale(whole, factor),
-                "parts": self._parts(sums[top], sums, factor, whole)}
+                "parts": self._parts(sums[top], sums, factor, whole, wholes)}
 
-    def _parts(self, formula, sums: dict, factor: float, whole) -> list[dict]:
+    def _parts(self, formula, sums: dict, factor: float, whole, wholes: bool) -> list[dict]:
         parts = []
         for name in formula.breakdown:
             v = self.values[name]
@@ -191,9 +197,9 @@ class Result(Rendered):
                 share = np.asarray(v, dtype=float) / np.asarray(whole, dtype=float)
             part: dict = {"name": name, "value": _scale(v, factor), "share": float(share) if share.ndim == 0 else share}
             if name in sums:
-                part["parts"] = self._parts(sums[name], sums, factor, whole)
+                part["parts"] = self._parts(sums[name], sums, factor, whole, wholes)
             total_name = self.library.quantities[name].exposed_part_of
-            if total_name and np.ndim(v) == 0:
+            if wholes and total_name and np.ndim(v) == 0:
                 total = self.companion_value(total_name)
                 if total is not None:
                     part["whole"] = _scale(total, factor)

@@ -169,6 +169,20 @@ def parse_unit(text: str, what: str = "unit", value_text: str | None = None) -> 
     if text is None or not str(text).strip() or str(text).strip() in {"1", "count"}:
         return ureg.dimensionless
     raw = str(text).strip()
+    known = _UNITS_READ.get((id(ureg), raw))
+    if known is not None:       # read before: a planner reads each preset's units per question
+        return known
+    unit = _read_unit(raw, what, value_text)
+    if len(_UNITS_READ) < 4096:
+        _UNITS_READ[(id(ureg), raw)] = unit
+    return unit
+
+
+_UNITS_READ: dict = {}
+
+
+def _read_unit(raw: str, what: str, value_text: str | None) -> pint.Unit:
+    ureg = registry()
     shown = value_text or raw
     if len(raw) > MAX_UNIT_TEXT or not _ALLOWED_CHARS.match(raw):
         raise MalformedValueError(f"{what}: '{shown[:40]}' is not a unit")
