@@ -25,6 +25,8 @@ def pytest_configure(config):
     suite neither reads nor fills the user's, and starts cold every run."""
     import os
     import tempfile
+    if hasattr(config, "workerinput"):      # a pytest-xdist worker: share the controller's cache
+        return
     config._symcalc_cache = tempfile.mkdtemp(prefix="symcalc-test-cache-")
     os.environ["SYMCALC_CACHE_DIR"] = config._symcalc_cache
     # what the diagnosis finds must not depend on how busy the machine is (1 s by default;
