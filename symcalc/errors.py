@@ -179,3 +179,13 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """" Did you mean: a, b?" or "" when nothing is close."""
     near = closest_names(word, candidates)
     return f" Did you mean: {', '.join(near)}?" if near else ""
+
+
+def unknown_key(keys: Iterable[str], allowed: Iterable[str], holds: str) -> str | None:
+    """The sentence for the first key of ``keys`` not in ``allowed`` ("unknown key 'x'. Did you
+    mean: y? A run has: ..."), with ``holds`` before the allowed keys; None when all are known."""
+    allowed = sorted(allowed)
+    unknown = sorted(set(keys) - set(allowed))
+    if not unknown:
+        return None
+    return f"unknown key '{unknown[0]}'.{did_you_mean(unknown[0], allowed)} {holds} {', '.join(allowed)}"

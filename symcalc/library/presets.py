@@ -22,6 +22,7 @@ from symcalc.errors import (
     UnknownNameError,
     closest_names,
     did_you_mean,
+    unknown_key,
 )
 from symcalc.findings import Finding
 from symcalc.library.loading import formula_dir
@@ -115,17 +116,22 @@ def _load(kind: str, key: str, table: dict, file: str) -> Preset:
     unknown = set(table) - PRESET_KEYS
     if unknown:
         raise LibraryError(f"{where}: unknown key(s) {sorted(unknown)}")
-    try:
-        values, basis = _pairs(table, "values")
-        peaks, peak_basis = _pairs(table, "peak_flops")
-    except ValueError as e:
-        raise LibraryError(f"{where}: {e}") from None
+    values, basis, peaks, peak_basis = _value_tables(table, where, LibraryError)
     return Preset(kind=kind, key=key, title=str(table.get("title", key)), source=str(table.get("source", "")),
                   aliases=tuple(table.get("aliases", [])), notes=str(table.get("notes", "")),
                   values=values, peak_flops=peaks, basis=basis, peak_basis=peak_basis,
                   options={k: str(v).lower() if isinstance(v, bool) else str(v)
                            for k, v in table.get("options", {}).items()},
                   published=tuple(table.get("published", [])))
+
+
+def _value_tables(table: dict, where: str, error: type[Exception]) -> tuple[dict, dict, dict, dict]:
+    """A preset's or profile's ``values`` and ``peak_flops`` (with their bases); a malformed
+    entry raises ``error`` naming ``where``."""
+    try:
+        return (*_pairs(table, "values"), *_pairs(table, "peak_flops"))
+    except ValueError as e:
+        raise error(f"{where}: {e}") from None
 
 
 def _pairs(table: dict, section: str) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
@@ -140,10 +146,9 @@ def _pairs(table: dict, section: str) -> tuple[dict[str, tuple[str, str]], dict[
     for name, spec in entries.items():
         if not isinstance(spec, dict):
             raise ValueError(f"{section}.{name} is {{ value = ..., source = \"where it comes from\" }}")
-        unknown = sorted(set(spec) - VALUE_KEYS)
-        if unknown:
-            raise ValueError(f"{section}.{name}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], VALUE_KEYS)} "
-                             f"A value holds {', '.join(sorted(VALUE_KEYS))}")
+        wrong = unknown_key(spec, VALUE_KEYS, "A value holds")
+        if wrong:
+            raise ValueError(f"{section}.{name}: {wrong}")
         if "value" not in spec or isinstance(spec["value"], (bool, dict, list)):
             raise ValueError(f"{section}.{name} needs a value (a number, or text with a unit)")
         if not isinstance(spec.get("source"), str) or not spec["source"].strip():
@@ -249,18 +254,13 @@ def hardware_from_file(path: str | Path) -> Preset:
     key = tables[0]
     table = doc[key]
     here = f"{where}: [{key}]"
-    unknown = sorted(set(table) - PROFILE_KEYS)
-    if unknown:
-        raise MalformedValueError(f"{here}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], PROFILE_KEYS)} "
-                                  f"A profile holds {', '.join(sorted(PROFILE_KEYS))}")
+    wrong = unknown_key(table, PROFILE_KEYS, "A profile holds")
+    if wrong:
+        raise MalformedValueError(f"{here}: {wrong}")
     for text_key in ("title", "source", "notes", "base"):
         if text_key in table and not isinstance(table[text_key], str):
             raise MalformedValueError(f"{here}: {text_key} is text")
-    try:
-        values, basis = _pairs(table, "values")
-        peaks, peak_basis = _pairs(table, "peak_flops")
-    except ValueError as e:
-        raise MalformedValueError(f"{here}: {e}") from None
+    values, basis, peaks, peak_basis = _value_tables(table, here, MalformedValueError)
     if not values and not peaks:
         raise MalformedValueError(f"{here}: no values (values.X = {{ value = ..., source = ... }})")
     source = table.get("source") or str(p)

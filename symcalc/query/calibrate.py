@@ -36,6 +36,7 @@ from symcalc.errors import (
     UnknownOptionError,
     closest_names,
     did_you_mean,
+    unknown_key,
 )
 from symcalc.escape import toml_string
 from symcalc.render.formats import Rendered
@@ -358,10 +359,9 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise MalformedValueError(f"{where}: not valid TOML ({e})") from None
-    unknown = sorted(set(doc) - RUNS_KEYS)
-    if unknown:
-        raise MalformedValueError(f"{where}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], RUNS_KEYS)} "
-                                  f"A runs file has: {', '.join(sorted(RUNS_KEYS))}")
+    wrong = unknown_key(doc, RUNS_KEYS, "A runs file has:")
+    if wrong:
+        raise MalformedValueError(f"{where}: {wrong}")
     hardware = doc.get("hardware") if hardware is None else hardware
     if not isinstance(hardware, str) or not hardware:
         raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required "
@@ -400,10 +400,9 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
         rwhere = f"{where}: [[runs]] '{rid}'"
         if not isinstance(row, dict):
             raise MalformedValueError(f"{rwhere}: a run is a table")
-        unknown = sorted(set(row) - RUN_KEYS)
-        if unknown:
-            raise MalformedValueError(f"{rwhere}: unknown key '{unknown[0]}'.{did_you_mean(unknown[0], RUN_KEYS)} "
-                                      f"A run has: {', '.join(sorted(RUN_KEYS))}")
+        wrong = unknown_key(row, RUN_KEYS, "A run has:")
+        if wrong:
+            raise MalformedValueError(f"{rwhere}: {wrong}")
         given = {**base_given, **_table(row.get("given", {}), f"{rwhere}: given")}
         options = {**base_options, **_table(row.get("options", {}), f"{rwhere}: options")}
         stack = str(row.get("stack", options.get("stack", default_stack)))
