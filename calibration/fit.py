@@ -107,7 +107,7 @@ def measured(runs: list) -> list[Measured]:
     for r in runs:
         given = {k: v for k, v in r.given.items() if k != "seq_len"}
         given["seq_len"] = (r.given["seq_len"], "token")
-        opts = published.with_stack_defaults(r.options)
+        opts = dict(r.options)
         out.append(Measured(id=r.id, given=given, options=opts, hardware=find_preset("hardware", r.hardware).key,
                             step_time=r.measured,
                             group=r.source, stack=opts.get("stack", "megatron-core")))

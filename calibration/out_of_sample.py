@@ -119,9 +119,7 @@ def predict(qs: list[dict]) -> np.ndarray:
     out = np.empty(len(qs))
     for (hardware, options, names), idx in by_key.items():
         given = {n: np.array([float(qs[i]["given"][n]) for i in idx]) for n in names}
-        import runs as published   # calibration/runs.py: TEMP stack defaults until the engine applies them
-        result = symcalc.solve("step_time", _symcalc_given(given), options=published.with_stack_defaults(dict(options)),
-                               hardware=hardware)
+        result = symcalc.solve("step_time", _symcalc_given(given), options=dict(options), hardware=hardware)
         out[idx] = np.broadcast_to(np.asarray(result.quantity_value.to("s").magnitude, dtype=float), (len(idx),))
     return out
 

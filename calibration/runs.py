@@ -157,11 +157,6 @@ def _symcalc_given(given: dict) -> dict:
     return out
 
 
-def with_stack_defaults(options: dict) -> dict:
-    """The options as given: the engine applies the stack's defaults itself."""
-    return dict(options)
-
-
 def groups(runs: list[Run]) -> dict:
     """Runs that share hardware, options and given names: one solve answers them all."""
     by_key: dict = {}
@@ -185,7 +180,7 @@ def predict(runs: list[Run], coefficients: dict | None = None, errors: dict | No
             if any(v is None for v in vals):
                 continue
             extra[name] = np.array([float(v) for v in vals])
-        opts = with_stack_defaults(dict(options))
+        opts = dict(options)
         try:
             r = symcalc.solve("step_time", {**given, **extra}, options=opts, hardware=hardware,
                               conflicts=False, on_bounds="flag")

@@ -12,7 +12,6 @@ The CLI is a thin layer over :func:`solve`.
 from __future__ import annotations
 
 import copy
-
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -290,9 +289,9 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
     A setting option the question does not settle applies its ``options`` defaults only when
     the derivation depends on it (see :mod:`symcalc.query.stacks`): the question is resolved
     and derived with the defaults; if the derivation does not depend on the option, it is
-    resolved again without them and, when that changes an option, derived again, and that
-    derivation is taken (unless it depends on the option after all, or only the first one
-    exists). The checks of :func:`symcalc.query.stacks.check_supports` and ``check_requires``
+    resolved again without them and that resolution is taken, with the first derivation when it
+    uses none of the options that changed and the known values are the same, else derived again
+    (and kept unless it depends on the option after all, or only the first one exists). The checks of :func:`symcalc.query.stacks.check_supports` and ``check_requires``
     run for the stacks the question settles before any derivation, for the others once they
     are known to be in force.
     """
