@@ -95,3 +95,22 @@ def test_json_keeps_the_shape_of_a_grid():
     # 6 * 70e9 * 2e12 / (64 * 0.3 * 989e12) s = 512.0 days
     assert len(value) == 2 and len(value[0]) == 2
     assert value[0][0] == pytest.approx(6 * 70e9 * 2e12 / (64 * 0.3 * 989e12) / 86400, rel=1e-12)
+
+
+def test_latex_breakdown_nests_compute_shows_the_hidden_part_and_what_the_stack_set(tmp_path, pdflatex):
+    """GPT-3 175B under Megatron-LM 2021 (every TP collective exposed): compute split by kind,
+    indented under it; the TP time beside its whole with 0 s hidden; the options the stack set."""
+    r = symcalc.solve("step_time", dict(d_model=12288, n_layers=96, n_heads=96, vocab_size=51200,
+                                        seq_len="2048 token", tp=8, pp=8, dp=16, n_gpus=1024,
+                                        global_batch_size=1536, micro_batch_size=1),
+                      options={"stack": "megatron-lm-2021", "recompute": "full"}, hardware="a100-80gb")
+    tex = r.latex(standalone=True)
+    assert "\\quad $T_{\\mathrm{GEMM}}$" in tex                      # a part of compute, indented
+    tp = next(p for p in r.breakdown["parts"] if p["name"] == "step_tp_comm_time")
+    assert tp["hidden"] == 0 and tp["whole"] == pytest.approx(tp["value"], rel=1e-12)   # nothing overlaps in 2021
+    assert "Set by \\texttt{stack=megatron-lm-2021}:" in tex and "attention\\_\\allowbreak{}kernel=eager" in tex
+    (tmp_path / "bd.tex").write_text(tex)
+    run = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "bd.tex"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:]
+

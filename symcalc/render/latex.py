@@ -178,5 +178,13 @@ def _breakdown(result) -> list[str]:
             add(p.get("parts", []), depth + 1)
 
     add(b["parts"], 0)
-    return ["\\paragraph{Breakdown.} " + f"${lib.quantities[b['of']].latex}$ is the sum of:",
-            "\\begin{center}\\begin{tabular}{llrrl}", *rows, "\\end{tabular}\\end{center}"]
+    out = ["\\paragraph{Breakdown.} " + f"${lib.quantities[b['of']].latex}$ is the sum of:",
+           "\\begin{center}\\begin{tabular}{llrrl}", *rows, "\\end{tabular}\\end{center}"]
+    by: dict[str, list[str]] = {}
+    for a in result.assumptions:
+        if a.get("kind") == "set_by_option":
+            by.setdefault(f"{a['option']}={a['option_value']}", []).append(f"{a['name']}={a['value']}")
+    for setter, names in by.items():
+        out.append(f"Set by \\texttt{{{tex_escape(setter)}}}: "
+                   + ", ".join(f"\\texttt{{{tex_escape(n)}}}" for n in names) + ".")
+    return out
