@@ -293,7 +293,7 @@ def _read_profile(p: Path, where: str) -> dict:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
-    data = _read_bounded(p, where, MAX_PROFILE_BYTES, "a hardware profile is a few kB")
+    data = read_bounded(p, where, MAX_PROFILE_BYTES, "a hardware profile is a few kB")
     try:
         return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -304,7 +304,7 @@ def _read_profile(p: Path, where: str) -> dict:
         raise MalformedValueError(f"{where}: nested too deeply to be a hardware profile") from None
 
 
-def _read_bounded(p: Path, where: str, limit: int, usual: str) -> bytes:
+def read_bounded(p: Path, where: str, limit: int, usual: str) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes, or a one-line error."""
     try:
         if not p.is_file():
@@ -428,7 +428,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
 def _read_config(p: Path, where: str) -> dict:
     """The JSON object of a config.json; a clear error for anything else (not a regular file,
     too large, not text, not JSON, nested beyond what a parser should follow)."""
-    data = _read_bounded(p, where, MAX_CONFIG_BYTES, "a model's config.json is a few kB")
+    data = read_bounded(p, where, MAX_CONFIG_BYTES, "a model's config.json is a few kB")
     try:
         cfg = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:

@@ -39,6 +39,7 @@ from symcalc.errors import (
     unknown_key,
 )
 from symcalc.escape import toml_string
+from symcalc.library.presets import read_bounded
 from symcalc.render.formats import Rendered
 from symcalc.units.format import fmt
 
@@ -347,14 +348,7 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
         import tomli as tomllib
     p = Path(path)
     where = f"runs file '{p}'"
-    try:
-        data = p.read_bytes()[: MAX_RUNS_BYTES + 1] if p.is_file() else None
-    except OSError as e:
-        raise MalformedValueError(f"{where}: cannot be read ({e.strerror or e})") from None
-    if data is None:
-        raise MalformedValueError(f"{where}: no such file")
-    if len(data) > MAX_RUNS_BYTES:
-        raise MalformedValueError(f"{where}: larger than 1 MB; a runs file lists a few dozen runs")
+    data = read_bounded(p, where, MAX_RUNS_BYTES, "a runs file lists a few dozen runs")
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
