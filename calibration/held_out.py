@@ -76,6 +76,36 @@ def stat_line(name: str, s: dict, width: int) -> str:
             f"{s['bias'] * 100:+6.1f} %  {s['too_slow'] * 100:5.0f} %")
 
 
+def floor(pairs: list) -> dict:
+    """What no model of these inputs can beat: rows whose question is the same command line
+    (same model, layout, options and hardware; typically one benchmark table re-published by
+    later releases) but whose published step times differ.
+
+    A deterministic model gives one answer p per question. Over a group with published times
+    t_min..t_max its largest |p / t - 1| is at least (t_max - t_min) / (t_max + t_min), and its
+    summed |p / t_i - 1| is convex and piecewise linear in p, so the least sum is reached at
+    one of the t_i. Summing those least errors over the groups (rows alone in their group add
+    0) and dividing by all rows gives the floor of the mean. Cost: O(n log n) over the rows.
+
+    Returns {"groups": groups with more than one row, "rows": their rows, "max_floor": the
+    least possible max |error|, "mean_floor": the least possible mean |error|, "worst": the
+    widest group's run ids and published times}.
+    """
+    groups: dict = defaultdict(list)
+    for r, _ in pairs:
+        groups[r.command()].append(r.measured)
+    multi = [sorted(t) for t in groups.values() if len(t) > 1]
+    if not multi:
+        return {"groups": 0, "rows": 0, "max_floor": 0.0, "mean_floor": 0.0}
+    max_floor = max((t[-1] - t[0]) / (t[-1] + t[0]) for t in multi)
+    least_sum = sum(min(sum(abs(p / ti - 1) for ti in t) for p in t) for t in multi)
+    widest = max((cmd for cmd, t in groups.items() if len(t) > 1),
+                 key=lambda c: max(groups[c]) / min(groups[c]))
+    worst = [(r.id, r.measured) for r, _ in pairs if r.command() == widest]
+    return {"groups": len(multi), "rows": sum(len(t) for t in multi), "max_floor": max_floor,
+            "mean_floor": least_sum / len(pairs), "worst": worst}
+
+
 def report(pairs: list, failures: dict, unscored: list, bys: list[str]) -> list[str]:
     lines = []
     header = "rows  mean|e| median|e|  max|e|    bias  too slow"
@@ -93,6 +123,12 @@ def report(pairs: list, failures: dict, unscored: list, bys: list[str]) -> list[
                   ("rows on one side", one_side, TARGETS["one_side"])]
         lines.append("Targets: " + "; ".join(f"{n} {pct(v).strip()} (target <= {pct(t).strip()}: "
                                              f"{'met' if v <= t else 'NOT met'})" for n, v, t in checks))
+        f = floor(pairs)
+        if f["groups"]:
+            lines.append(f"Floor of any model: {f['rows']} rows ask {f['groups']} questions more than once (same inputs, "
+                         f"another release) with other published times: no model can do better than mean |error| "
+                         f"{pct(f['mean_floor']).strip()} and max |error| {pct(f['max_floor']).strip()} on these rows. "
+                         "Widest: " + ", ".join(f"{i} {t:.3g} s" for i, t in f["worst"]))
     if unscored:
         lines.append(f"Not scored ({len(unscored)}, marked in the data):")
         lines += [f"  {r.id}: {r.why_not_scored}" for r in unscored]
@@ -125,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"all": stats(np.array([e for _, e in pairs])), "targets": TARGETS,
                           **{f"by_{by}": dict(table(pairs, by)) for by in bys},
-                          "rows": {r.id: e for r, e in pairs},
+                          "rows": {r.id: e for r, e in pairs}, "floor": floor(pairs),
                           "unscored": {r.id: r.why_not_scored for r in unscored}, "not_expressible": failures},
                          indent=1))
         return 0
