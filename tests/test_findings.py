@@ -19,13 +19,17 @@ from symcalc.render.findings import _SENTENCES, finding_dict, sentence
 
 # Llama 2 7B on H100s (80 GB), dp = 8, ZeRO-1, full recomputation, flash attention.
 # Model states: (2 + 2 + 12/8) = 5.5 bytes x 6,738,415,616 parameters = 37,061,285,888 bytes.
-# Per sequence of the micro-batch: each layer's input, 32 x 2 x 4096 x 4096 = 1,073,741,824 bytes,
-# and the layer being recomputed, 34 x 4096 x 4096 = 570,425,344 bytes: 1,644,167,168 bytes.
-# micro_batch_size = 64: 37,061,285,888 + 64 x 1,644,167,168 = 142,287,984,640 bytes = 142.29 GB,
-# 62.29 GB over 80 GB; the largest part is activation_memory = 64 x 1,073,741,824 = 68.72 GB.
+# Per sequence of the micro-batch (formulas/activations.toml, peak_memory.toml): each layer's
+# input, 32 x 2 x 4096 x 4096 = 1,073,741,824 bytes; the layer being recomputed, 4096 x 2 x
+# (4 x 4096 norms + 4 x 4096 Q, K, V, output + 3 x 11008 SwiGLU) + 4 x 32 x 4096 flash statistics
+# = 539,492,352 bytes; the logits and cross-entropy, 4096 x 32000 x 10 = 1,310,720,000 bytes:
+# 2,923,954,176 bytes. The total is the caching allocator's reserved figure, 1.1 x the tensors.
+# micro_batch_size = 64: 1.1 x (37,061,285,888 + 64 x 2,923,954,176) = 246.61 GB, 166.61 GB over
+# 80 GB; the largest part is the logits, loss_memory_excess = 64 x 1,310,720,000 = 83.89 GB.
 MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
                   options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"})
-STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 32 * 2 * 4096 * 4096 + 34 * 4096 * 4096
+STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 32 * 2 * 4096 * 4096 + 4096 * 2 * (8 * 4096 + 3 * 11008) + 4 * 32 * 4096 \
+    + 4096 * 32000 * 10
 MFU_QUESTION = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
 
 
@@ -37,8 +41,8 @@ def test_every_kind_has_a_sentence():
 
 def test_an_answer_over_the_gpu_memory_is_an_over_capacity_record():
     r = symcalc.solve("total_memory_per_gpu", micro_batch_size=64, **MEMORY_JOB)
-    total = STATES + 64 * PER_SEQUENCE
-    assert total == 142_287_984_640
+    total = 1.1 * (STATES + 64 * PER_SEQUENCE)
+    assert PER_SEQUENCE == 2_923_954_176
     assert r.base_value == pytest.approx(total, rel=1e-12)
     [f] = r.findings
     assert (f.kind, f.quantity, f.related, f.mask) == ("over_capacity", "total_memory_per_gpu", ("gpu_memory",), None)
@@ -47,20 +51,20 @@ def test_an_answer_over_the_gpu_memory_is_an_over_capacity_record():
     assert v["value"] == pytest.approx(total / 1e9, rel=1e-12)
     assert v["excess"] == pytest.approx(total / 1e9 - 80, rel=1e-12)
     assert v["points"] is None and v["of"] is None
-    assert v["largest"][0] == "activation_memory" and v["largest"][1] == pytest.approx(64 * 1_073_741_824 / 1e9)
-    assert sentence(f) == ("total_memory_per_gpu = 142.3 GB exceeds gpu_memory = 80 GB by 62.29 GB: it does not "
-                           "fit; the largest part is activation_memory = 68.72 GB")
+    assert v["largest"][0] == "loss_memory_excess" and v["largest"][1] == pytest.approx(64 * 1_310_720_000 / 1e9)
+    assert sentence(f) == ("total_memory_per_gpu = 246.6 GB exceeds gpu_memory = 80 GB by 166.6 GB: it does not "
+                           "fit; the largest part is loss_memory_excess = 83.89 GB")
     assert r.warnings == [sentence(f)] and r.violations == []
 
 
 def test_over_capacity_on_an_array_carries_where_it_holds():
-    # 37.06 + 1.6442 b GB: b = 16 -> 63.37 GB fits; 32 -> 89.67 and 64 -> 142.29 do not
-    r = symcalc.solve("total_memory_per_gpu", micro_batch_size=np.array([16, 32, 64]), **MEMORY_JOB)
+    # 1.1 x (37.06 + 2.924 b) GB: b = 4 -> 53.63 GB fits; 16 -> 92.23 and 64 -> 246.6 do not
+    r = symcalc.solve("total_memory_per_gpu", micro_batch_size=np.array([4, 16, 64]), **MEMORY_JOB)
     [f] = r.findings
     assert f.kind == "over_capacity" and f.mask.tolist() == [False, True, True]
     assert (f.values["points"], f.values["of"], f.values["largest"]) == (2, 3, None)
-    assert sentence(f) == ("total_memory_per_gpu = 142.3 GB exceeds gpu_memory = 80 GB at 2 of 3 points by "
-                           "62.29 GB: it does not fit")
+    assert sentence(f) == ("total_memory_per_gpu = 246.6 GB exceeds gpu_memory = 80 GB at 2 of 3 points by "
+                           "166.6 GB: it does not fit")
 
 
 def test_a_value_nothing_needs_is_a_not_used_record():
@@ -117,7 +121,7 @@ def test_an_implausible_value_records_the_likely_slip():
 
 
 def test_json_carries_the_sentences_and_the_records():
-    d = json.loads(symcalc.solve("total_memory_per_gpu", micro_batch_size=np.array([16, 32, 64]), **MEMORY_JOB).json())
+    d = json.loads(symcalc.solve("total_memory_per_gpu", micro_batch_size=np.array([4, 16, 64]), **MEMORY_JOB).json())
     [f] = d["findings"]
     assert f["kind"] == "over_capacity" and f["quantity"] == "total_memory_per_gpu"
     assert f["related"] == ["gpu_memory"] and f["mask"] == [False, True, True]
@@ -128,14 +132,14 @@ def test_json_carries_the_sentences_and_the_records():
 
 
 def test_a_sweep_drops_the_over_capacity_warning_by_its_kind():
-    # 37.06 + 1.6442 b <= 80 GB  <=>  b <= 26.12: 38 of b = 1..64 do not fit, and the worst, b = 64,
-    # is the 142.29 GB above. The capacity (mask and reason) says so; the warning would repeat it.
+    # 1.1 x (37.06 + 2.924 b) <= 80 GB  <=>  b <= 12.20: 52 of b = 1..64 do not fit, and the worst,
+    # b = 64, is the 246.61 GB above. The capacity (mask and reason) says so; the warning would repeat it.
     # (the sweep takes its first point's derivation over the grid: that point fits, and the
     # grid's capacity mask is the sweep's own, not a finding of an array solve)
     s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64"}, **MEMORY_JOB)
-    over = np.arange(1, 65) > 26
-    assert s.values[-1] == pytest.approx(142.29, abs=0.01) and int(over.sum()) == 38
+    over = np.arange(1, 65) > 12
+    assert s.values[-1] == pytest.approx(246.61, abs=0.01) and int(over.sum()) == 52
     assert s.capacity == ("gpu_memory", 80.0) and s.feasible.tolist() == (~over).tolist()
     assert not any(f.kind == "over_capacity" for f in s.findings) and s.warnings == []
-    assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 80 GB at 38 points"]
+    assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 80 GB at 52 points"]
     assert s.as_dict()["findings"] == []

@@ -37,7 +37,7 @@ def share_of_colour(img: np.ndarray, rgb: tuple[int, int, int], tol: float = 0.0
 
 
 def test_memory_line_plot_has_labels_limit_line_and_marked_points(tmp_path):
-    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64"}, **MEMORY_JOB)
+    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:24"}, **MEMORY_JOB)
     svg = tmp_path / "memory.svg"
     s.plot(svg)
     texts = svg_texts(svg)
@@ -60,8 +60,9 @@ def test_memory_line_plot_has_labels_limit_line_and_marked_points(tmp_path):
         return grey.mean(axis=1).max()
     assert dotted(slice(row - 8, row + 4)) > 0.2                         # one row of dots across the plot
     assert dotted(slice(row + 30, row + 60)) < 0.2                       # and not elsewhere
-    assert share_of_colour(img, (31, 119, 180)) > 0.002                  # the feasible line (blue)
-    assert share_of_colour(img, (214, 39, 40)) > 0.002                   # the points that do not fit (red)
+    # b = 1..12 fit and 13..24 do not (tests/test_sweep.py): a dozen points of each colour
+    assert share_of_colour(img, (31, 119, 180)) > 0.001                  # the feasible line (blue)
+    assert share_of_colour(img, (214, 39, 40)) > 0.001                   # the points that do not fit (red)
 
 
 def test_training_days_heatmap_has_a_colour_bar_and_log_axis(tmp_path):

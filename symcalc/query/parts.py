@@ -9,6 +9,7 @@ reads such a formula and the values of a derivation and returns the parts, large
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,11 +61,32 @@ def sum_parts(library, formula, values: dict, leave_out: str | None = None) -> P
 
 
 def parts_of(library, derivation, values: dict, name: str, leave_out: str | None = None) -> Parts | None:
-    """The parts of ``name`` as the derivation computed it (its step's formula is a sum), or None."""
+    """The parts of ``name`` as the derivation computed it (its step's formula is a sum), or None.
+
+    A part that is itself a sum in the derivation is replaced by its own parts (the memory total
+    is the tensors' sum plus the allocator's reserve: the largest part is a tensor, not the
+    sum of them). O(steps x depth)."""
+    sums = {}
     for step in derivation.steps:
-        if name in step.unknowns and len(step.formulas) == 1:
-            return sum_parts(library, step.formulas[0], values, leave_out)
-    return None
+        if len(step.formulas) == 1:
+            for unknown in step.unknowns:
+                sums.setdefault(unknown, step.formulas[0])
+    if name not in sums:
+        return None
+    top = sum_parts(library, sums[name], values, leave_out)
+    if top is None:
+        return None
+    flat: list[tuple[str, float]] = []
+    pending = list(top.parts)
+    while pending:
+        part, value = pending.pop()
+        inner = sum_parts(library, sums[part], values, leave_out) if part in sums else None
+        if inner is not None and inner.parts and math.isclose(inner.total_value, value, rel_tol=1e-9):
+            pending.extend(inner.parts)
+        else:
+            flat.append((part, value))
+    flat.sort(key=lambda p: -p[1])
+    return Parts(top.total, top.total_value, tuple(flat))
 
 
 def _first(v) -> float:

@@ -870,6 +870,33 @@ def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str 
                     f"leaving {name} = {shown}; the largest part is {others[0][0] if others else name}")
         ids = ", ".join(f.id for f in earlier.formulas)
         return f"it would need {name} = {shown} ({ids}), outside {_bounds_text(q)}"
+    return _known_parts_overflow(lib, derivation, step, values)
+
+
+def _known_parts_overflow(lib, derivation: Derivation, step, values: dict) -> str | None:
+    """Why a block with a sum in it has no root: the parts known before the block already
+    exceed the total, even with the parts the block solves for at their least (a memory part
+    at 0). The unknown (a micro-batch, say) then sits in several parts at once, so no earlier
+    step leaves a negative remainder to point at (_out_of_range_input). O(size of the block)."""
+    for f in step.formulas:
+        if not f.breakdown or f.lhs_name in step.unknowns:
+            continue
+        least = {n: lib.quantities[n].domain.lo for n in f.breakdown if n in step.unknowns}
+        if any(not math.isfinite(v) for v in least.values()):
+            continue
+        split = sum_parts(lib, f, {**values, **least})
+        if split is None:
+            continue
+        known = [(n, v) for n, v in split.parts if n not in least and v != 0]
+        need = sum(v for _, v in known) + sum(least.values())
+        if not known or need <= split.total_value:
+            continue
+        t = lib.quantities[split.total]
+        listed = " + ".join(f"{n} = {with_unit(v / t.factor, t.display_unit)}" for n, v in known)
+        alone = " alone" if len(known) == 1 else f" (together {with_unit(need / t.factor, t.display_unit)})"
+        return (f"{listed}{alone} already exceed{'s' if len(known) == 1 else ''} {split.total} = "
+                f"{with_unit(split.total_value / t.factor, t.display_unit)}{_origin(lib, derivation, split.total, values)}"
+                f", with nothing left for {' or '.join(least)}; the largest part is {known[0][0]}")
     return None
 
 
