@@ -452,7 +452,9 @@ def formulas(latex_file, formula_files):
               show_default=True, help="Rank by step time, training days, GPU-hours, cost or memory per GPU.")
 @click.option("--top", default=10, show_default=True, metavar="K", help="Show the K best layouts.")
 @click.option("--headroom", "memory_headroom", metavar="GB", callback=_given,
-              help="Memory each GPU keeps free (default 10 % of gpu_memory: 8 GB on an 80 GB GPU).")
+              help="Memory each GPU keeps free beyond what the model counts (the allocator's reserve, CUDA "
+                   "context and NCCL are counted: --option memory_figure=device); default 5 % of gpu_memory: "
+                   "4 GB on an 80 GB GPU.")
 @click.option("--price", "gpu_hour_price", metavar="USD/hour", callback=_given,
               help="GPU-hour price, e.g. \"2 USD/hour\" (for cost).")
 @click.option("--deadline", metavar="TIME", callback=_given,

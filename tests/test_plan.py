@@ -83,8 +83,10 @@ def small_plan():
 def test_vectorised_ranking_equals_a_loop_of_solve(small_plan):
     """Every valid layout of Llama 2 7B on 8 H100s (batch 16, one option combination) asked
     of symcalc.solve one by one (step_time and total_memory_per_gpu), kept when it fits in
-    80 GB - 8 GB, sorted by step time then memory: the same layouts, the same order, the same
-    values as the planner's arrays."""
+    80 GB - 4 GB, sorted by step time then memory: the same layouts, the same order, the same
+    values as the planner's arrays. The planner's memory is nvidia-smi's figure
+    (memory_figure = device: tensors, allocator reserve, CUDA context, NCCL) and it keeps 5 %
+    (4 GB) free: 76 GB."""
     p = small_plan
     s = Shape(n_gpus=8, gpus_per_node=8, n_heads=32, n_kv_heads=32, n_layers=32, seq_len=4096, global_batch_size=16)
     space = enumerate_space(s, fixed={"virtual_stages": [1]}, options={k: (v,) for k, v in ONE.items()
@@ -96,9 +98,9 @@ def test_vectorised_ranking_equals_a_loop_of_solve(small_plan):
         given.update(global_batch_size=16, seq_len="4096 token")
         kw = dict(model="llama2-7b", hardware="h100", options=dict(ONE), on_bounds="flag")
         t = symcalc.solve("step_time", given, **kw)
-        m = symcalc.solve("total_memory_per_gpu", given, **kw)
+        m = symcalc.solve("total_memory_per_gpu", given, **{**kw, "options": {**ONE, "memory_figure": "device"}})
         mem = m.to("byte").magnitude
-        if mem <= 72e9 and not t.violations and not m.violations:
+        if mem <= 76e9 and not t.violations and not m.violations:
             brute.append((t.to("s").magnitude, mem, tuple(given[k] for k in ("tp", "pp", "cp", "dp", "micro_batch_size"))))
     brute.sort(key=lambda x: (x[0], x[1]))
     assert p.fitting == len(brute) and len(p.rows) == len(brute) > 10
@@ -136,7 +138,7 @@ PLAN = ["plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--
 def test_cli_text_json_and_recheck(cli, small_plan):
     run = cli(*PLAN, "--top", "3")
     assert run.code == 0, run.err
-    assert f"{small_plan.fitting:,} fit in 72 GB" in run.out and "Rejected:" in run.out
+    assert f"{small_plan.fitting:,} fit in 76 GB" in run.out and "Rejected:" in run.out
     j = cli(*PLAN, "--top", "3", "--json").json()
     assert j["counts"]["fitting"] == small_plan.fitting
     best = j["rows"][0]

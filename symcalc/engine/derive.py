@@ -202,6 +202,21 @@ def derive(library, route: Route, options: dict[str, str], constants: dict[str, 
     return derivation
 
 
+def _subs_outside_min_max(expr: sympy.Expr, subs: dict) -> sympy.Expr:
+    """``expr.subs(subs)`` that leaves the arguments of Min and Max as they are.
+
+    Substituting large expressions into a Min or Max makes sympy compare them (MinMaxBase's
+    _is_connected factors their differences): seconds per substitution for the memory total,
+    whose busiest-stage term is a Max of two sums. The arguments stay named quantities, as the
+    closed form's numeric steps do. O(size of expr)."""
+    nodes = [m for m in sympy.preorder_traversal(expr) if isinstance(m, (sympy.Min, sympy.Max))]
+    if not nodes:
+        return expr.subs(subs)
+    hold = {m: sympy.Dummy() for m in nodes}
+    back = {d: m for m, d in hold.items()}
+    return expr.xreplace(hold).subs(subs).xreplace(back)
+
+
 def closed_form(derivation: Derivation, choices: dict[int, int] | None = None) -> Printed:
     """The target as one expression in the knowns (numeric steps stay as their symbol).
 
@@ -220,7 +235,7 @@ def closed_form(derivation: Derivation, choices: dict[int, int] | None = None) -
                     continue
                 k = (choices or {}).get(i, 0)
                 cand = s.candidates[k if 0 <= k < len(s.candidates) else 0]
-                composed = expr.subs({quantities[u].symbol: cand[u] for u in s.unknowns})
+                composed = _subs_outside_min_max(expr, {quantities[u].symbol: cand[u] for u in s.unknowns})
                 if not _small(composed):
                     break           # long enough to read: the rest stay intermediates
                 expr = composed

@@ -33,9 +33,14 @@ from symcalc.planner.space import (
 )
 from symcalc.query.values import read_value
 
-# the memory left free on each GPU unless memory_headroom is given: CUDA context, NCCL and
-# allocator buffers, fragmentation (stated in the help and the README)
-DEFAULT_HEADROOM_FRACTION = 0.10
+# the planner's memory is nvidia-smi's figure (memory_figure = device: the tensors, the caching
+# allocator's fitted reserve, the CUDA context and NCCL's buffers, formulas/peak_memory.toml)
+# unless the options say otherwise; the headroom left free on each GPU unless memory_headroom is
+# given is for what that does not count: allocator spikes beyond the fitted reserve, workspaces
+# of kernels and CUDA graphs, pipeline stages that hold more than the average (stated in the help
+# and the README)
+PLAN_MEMORY_FIGURE = "device"
+DEFAULT_HEADROOM_FRACTION = 0.05
 LAYOUT_DIMS = ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages")
 BY = ("time", "days", "gpu_hours", "cost", "memory")
 # planner-only values: not part of the layout question
@@ -144,7 +149,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     may be anything) and ``named`` (keywords): other given values; a layout quantity (tp, pp,
     cp, dp, ep, micro_batch_size, virtual_stages) fixes that dimension (an int or a list of
     ints).
-    ``memory_headroom``: memory each GPU keeps free (default 10 % of gpu_memory). ``by``: time,
+    ``memory_headroom``: memory each GPU keeps free beyond the counted memory (default 5 % of gpu_memory; the memory is memory_figure = device unless the options say). ``by``: time,
     days, gpu_hours, cost (needs ``gpu_hour_price``) or memory.
     """
     t0 = time.perf_counter()
@@ -155,6 +160,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
         raise QueryError("a plan needs --hardware (see `symcalc list hardware`) and a model: --model (see "
                          "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
     options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+    options.setdefault("memory_figure", PLAN_MEMORY_FIGURE)
     twice = sorted(set(values or {}) & set(named))
     if twice:
         raise QueryError(f"{twice[0]} is given twice")
