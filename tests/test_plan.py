@@ -176,7 +176,7 @@ def test_cli_errors_are_one_line(cli):
 
 def test_nothing_fits_says_what_is_closest_and_what_would_fit(cli):
     """Llama 2 70B on 8 H100s with ZeRO-1 fixed: weights alone (70e9 x 2 B / 8 = 17 GB) and 16 B
-    of ZeRO-1 states... do not fit in 72 GB; the message names the closest layout, its
+    of ZeRO-1 states... do not fit in 76 GB; the message names the closest layout, its
     overshoot and largest part, and a GPU count that fits."""
     run = cli("plan", "--model", "llama2-70b", "--hardware", "h100", "--gpus", "8", "--global-batch-size", "16",
               *itertools.chain.from_iterable(("--option", f"{k}={v}") for k, v in ONE.items()))
