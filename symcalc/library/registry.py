@@ -95,8 +95,12 @@ class Library:
     @property
     def stacks(self) -> tuple[str, ...]:
         """Options some of whose values set other options' defaults, restrict their values or
-        require conditions of given values (training stacks), in order."""
-        return tuple(name for name, opt in self.options.items() if opt.links_options)
+        require conditions of given values (training stacks), in order. Read on every solve:
+        found once (the options do not change after loading)."""
+        found = self.__dict__.get("_stacks")
+        if found is None:
+            found = self.__dict__["_stacks"] = tuple(name for name, opt in self.options.items() if opt.links_options)
+        return found
 
     def compute_dtype(self, options: Mapping[str, str]) -> str | None:
         """The dtype the options say the math runs in (picks a hardware preset's dense peak)."""

@@ -32,7 +32,14 @@ def sum_parts(library, formula, values: dict, leave_out: str | None = None) -> P
     """The parts of ``formula`` when it reads ``total = term + term + ...`` with one quantity in
     each term, evaluated at ``values`` (scalars; the first element of arrays); ``leave_out``
     names a part not to list (the one a backwards solve was after). None for any other shape.
-    O(size of the formula)."""
+    O(size of the formula). A formula marked ``breakdown`` is a plain sum of its named parts:
+    read from the values, without sympy."""
+    if getattr(formula, "breakdown", ()):
+        total_name = formula.lhs_name
+        if total_name not in values or any(n not in values for n in formula.breakdown):
+            return None
+        parts = sorted(((n, _first(values[n])) for n in formula.breakdown if n != leave_out), key=lambda p: -p[1])
+        return Parts(total_name, _first(values[total_name]), tuple(parts))
     import sympy  # start-up: only a message about what does not fit reads a sum
 
     from symcalc.library.compiling import unit_factors  # (sympy's, as above)
@@ -63,10 +70,10 @@ def sum_parts(library, formula, values: dict, leave_out: str | None = None) -> P
 def parts_of(library, derivation, values: dict, name: str, leave_out: str | None = None) -> Parts | None:
     """The parts of ``name`` as the derivation computed it (its step's formula is a sum), or None.
 
-    A part that is itself a sum in the derivation is replaced by its own parts (the memory total
-    is the tensors' sum plus the allocator's reserve: the largest part is a tensor, not the
-    sum of them). O(steps x depth)."""
-    sums = {}
+    A part that is itself a breakdown sum in the derivation is replaced by its own parts (the
+    memory total is the tensors' sum plus the allocator's reserve: the largest part is a tensor,
+    not the sum of them). O(steps x depth)."""
+    sums: dict = {}
     for step in derivation.steps:
         if len(step.formulas) == 1:
             for unknown in step.unknowns:
@@ -80,7 +87,7 @@ def parts_of(library, derivation, values: dict, name: str, leave_out: str | None
     pending = list(top.parts)
     while pending:
         part, value = pending.pop()
-        inner = sum_parts(library, sums[part], values, leave_out) if part in sums else None
+        inner = sum_parts(library, sums[part], values, leave_out) if part in sums and sums[part].breakdown else None
         if inner is not None and inner.parts and math.isclose(inner.total_value, value, rel_tol=1e-9):
             pending.extend(inner.parts)
         else:
