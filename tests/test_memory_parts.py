@@ -209,3 +209,13 @@ def test_the_latex_breakdown_lists_the_memory_parts_and_compiles(tmp_path, pdfla
     run = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "mem.tex"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout[-2000:]
+
+
+def test_a_sum_of_given_parts_is_told_about_the_textbook_figure(cli):
+    # the seeds' question (seed 001: 60 + 20 = 80 GB) leaves the logits and the ZeRO-3 buffers
+    # open: the error names the values that would count them and the option that leaves them out
+    run = cli("solve", "total_memory_per_gpu", "model_state_memory=60GB", "activation_memory=20GB")
+    assert run.code == 2 and "or --option memory_figure=textbook" in run.err
+    ok = cli("solve", "total_memory_per_gpu", "model_state_memory=60GB", "activation_memory=20GB",
+             "--option", "memory_figure=textbook", "--brief")
+    assert ok.code == 0 and ok.out.startswith("total_memory_per_gpu = 80 GB")

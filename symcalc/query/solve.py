@@ -97,6 +97,35 @@ def _companion(result: Result, name: str) -> float | None:
     return float(r.base_value) if np.ndim(r.base_value) == 0 else None
 
 
+MAX_SETTLING_OPTIONS = 3
+
+
+def _settling_options(library: Library, target: str, known: frozenset, options: dict[str, str]) -> list[str]:
+    """Option values that would settle an underdetermined question by what they set: the
+    textbook memory sum (memory_figure=textbook sets the logits and ZeRO-3 buffers to 0) answers
+    `total_memory_per_gpu model_state_memory=60GB activation_memory=20GB`, which the counted
+    parts cannot. Only values that set a coefficient are tried, each by routing alone (no
+    derivation is built). An option value can only open a route by setting a quantity that
+    nothing in force gives a value (a coefficient with a default is already admitted): only
+    those are tried. O(such values x routing), at most MAX_SETTLING_OPTIONS named."""
+    found: list[str] = []
+    in_force = library.coefficient_defaults(options)
+    for name, opt in library.options.items():
+        for value, sets in opt.sets.items():
+            if value == options.get(name) or opt.links_options or all(q in in_force for q in sets):
+                continue
+            trial = {**options, name: value}
+            defaults = {k: v for k, v in library.coefficient_defaults(trial).items() if k not in known}
+            try:
+                find_route(library.active_formulas(trial), target, known, defaults, diagnose=False)
+            except SymcalcError:
+                continue
+            found.append(f"{name}={value}")
+            if len(found) == MAX_SETTLING_OPTIONS:
+                return found
+    return found
+
+
 def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str],
                 diagnose: bool = True, exclude: frozenset = frozenset()):
     """The cached derivation for (target, known names, options), built on first use.
@@ -130,6 +159,10 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
             if own.default is not None:
                 e.message += (f". ({target} has a default, {own.default}, but it is only used as an input; "
                               "give it to use it)")
+                e.args = (e.message,)
+            settle = _settling_options(library, target, known, options)
+            if settle:
+                e.message += f"; or --option {' | --option '.join(settle)}"
                 e.args = (e.message,)
             raise e from None
         used = _defaults_used(library, plan, defaults, options)
