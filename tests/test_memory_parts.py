@@ -219,3 +219,12 @@ def test_a_sum_of_given_parts_is_told_about_the_textbook_figure(cli):
     ok = cli("solve", "total_memory_per_gpu", "model_state_memory=60GB", "activation_memory=20GB",
              "--option", "memory_figure=textbook", "--brief")
     assert ok.code == 0 and ok.out.startswith("total_memory_per_gpu = 80 GB")
+
+
+def test_a_micro_batch_that_cannot_fit_says_the_smallest_breaks_the_limit(cli):
+    # Llama 3 70B under torchtitan without recomputation: one 8192-token sequence keeps, per layer
+    # and token, 4 x 2 x 8192 (norms) + 2 x (2 x 8192 + 2 x 1024 + 4 x 28672) (attention and eager
+    # SwiGLU) + 4 x 64 = 332,032 bytes: x 80 layers x 8192 tokens = 217.6 GB, beyond an 80 GB H100
+    run = cli("solve", "micro_batch_size", "--model", "llama3-70b", "--hardware", "h100", "--stack", "torchtitan",
+              "dp=64", "n_gpus=64", "memory_headroom=0GB")
+    assert run.code == 2 and "rounds down to 0" in run.err and "the smallest already breaks it" in run.err

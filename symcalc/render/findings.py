@@ -141,8 +141,10 @@ def _out_of_bounds(f, v):
 
 def _rounds_outside(f, v):
     u = v["unit"]
+    why = ("no whole value keeps the limit the question gives: the smallest already breaks it"
+           if v["how"] == "down" else "a whole number this small makes no sense here")
     return (f"{f.quantity} = {with_unit(v['value'], u)} rounds {v['how']} to {with_unit(v['rounded'], u)}, "
-            f"outside {_bounds(v['bounds'])}: a whole number this small makes no sense here")
+            f"outside {_bounds(v['bounds'])}: {why}")
 
 
 _SENTENCES = {
