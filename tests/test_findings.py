@@ -22,16 +22,16 @@ from symcalc.render.findings import _SENTENCES, finding_dict, sentence
 # Per sequence of the micro-batch (formulas/activations.toml, peak_memory.toml): each layer's
 # input, 32 x 2 x 4096 x 4096 = 1,073,741,824 bytes; the layer being recomputed, 4096 x 2 x
 # (4 x 4096 norms + 4 x 4096 Q, K, V, output + 3 x 11008 SwiGLU) + 4 x 32 x 4096 flash statistics
-# = 539,492,352 bytes; the logits and cross-entropy, 4096 x 32000 x 10 = 1,310,720,000 bytes:
-# 2,923,954,176 bytes. The total asked for is the tensors' peak (memory_figure = allocated: no
+# = 539,492,352 bytes; the logits and cross-entropy, 4096 x 32000 x 12 = 1,572,864,000 bytes:
+# 3,186,098,176 bytes. The total asked for is the tensors' peak (memory_figure = allocated: no
 # fitted allocator reserve in these expectations).
-# micro_batch_size = 64: 37,061,285,888 + 64 x 2,923,954,176 = 224.19 GB, 144.19 GB over 80 GB; the
-# largest part is the logits, loss_memory_excess = 64 x 1,310,720,000 = 83.89 GB.
+# micro_batch_size = 64: 37,061,285,888 + 64 x 3,186,098,176 = 240.97 GB, 160.97 GB over 80 GB; the
+# largest part is the logits, loss_memory_excess = 64 x 1,572,864,000 = 100.66 GB.
 MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
                   options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash",
                            "memory_figure": "allocated"})
 STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 32 * 2 * 4096 * 4096 + 4096 * 2 * (8 * 4096 + 3 * 11008) + 4 * 32 * 4096 \
-    + 4096 * 32000 * 10
+    + 4096 * 32000 * 12
 MFU_QUESTION = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
 
 
@@ -44,7 +44,7 @@ def test_every_kind_has_a_sentence():
 def test_an_answer_over_the_gpu_memory_is_an_over_capacity_record():
     r = symcalc.solve("total_memory_per_gpu", micro_batch_size=64, **MEMORY_JOB)
     total = STATES + 64 * PER_SEQUENCE
-    assert PER_SEQUENCE == 2_923_954_176
+    assert PER_SEQUENCE == 3_186_098_176
     assert r.base_value == pytest.approx(total, rel=1e-12)
     [f] = r.findings
     assert (f.kind, f.quantity, f.related, f.mask) == ("over_capacity", "total_memory_per_gpu", ("gpu_memory",), None)
@@ -53,20 +53,20 @@ def test_an_answer_over_the_gpu_memory_is_an_over_capacity_record():
     assert v["value"] == pytest.approx(total / 1e9, rel=1e-12)
     assert v["excess"] == pytest.approx(total / 1e9 - 80, rel=1e-12)
     assert v["points"] is None and v["of"] is None
-    assert v["largest"][0] == "loss_memory_excess" and v["largest"][1] == pytest.approx(64 * 1_310_720_000 / 1e9)
-    assert sentence(f) == ("total_memory_per_gpu = 224.2 GB exceeds gpu_memory = 80 GB by 144.2 GB: it does not "
-                           "fit; the largest part is loss_memory_excess = 83.89 GB")
+    assert v["largest"][0] == "loss_memory_excess" and v["largest"][1] == pytest.approx(64 * 1_572_864_000 / 1e9)
+    assert sentence(f) == ("total_memory_per_gpu = 241 GB exceeds gpu_memory = 80 GB by 161 GB: it does not "
+                           "fit; the largest part is loss_memory_excess = 100.7 GB")
     assert r.warnings == [sentence(f)] and r.violations == []
 
 
 def test_over_capacity_on_an_array_carries_where_it_holds():
-    # 37.06 + 2.924 b GB: b = 4 -> 48.76 GB fits; 16 -> 83.84 and 64 -> 224.2 do not
+    # 37.06 + 3.186 b GB: b = 4 -> 49.81 GB fits; 16 -> 88.04 and 64 -> 241 do not
     r = symcalc.solve("total_memory_per_gpu", micro_batch_size=np.array([4, 16, 64]), **MEMORY_JOB)
     [f] = r.findings
     assert f.kind == "over_capacity" and f.mask.tolist() == [False, True, True]
     assert (f.values["points"], f.values["of"], f.values["largest"]) == (2, 3, None)
-    assert sentence(f) == ("total_memory_per_gpu = 224.2 GB exceeds gpu_memory = 80 GB at 2 of 3 points by "
-                           "144.2 GB: it does not fit")
+    assert sentence(f) == ("total_memory_per_gpu = 241 GB exceeds gpu_memory = 80 GB at 2 of 3 points by "
+                           "161 GB: it does not fit")
 
 
 def test_a_value_nothing_needs_is_a_not_used_record():
@@ -134,14 +134,14 @@ def test_json_carries_the_sentences_and_the_records():
 
 
 def test_a_sweep_drops_the_over_capacity_warning_by_its_kind():
-    # 37.06 + 2.924 b <= 80 GB  <=>  b <= 14.69: 50 of b = 1..64 do not fit, and the worst,
-    # b = 64, is the 224.19 GB above. The capacity (mask and reason) says so; the warning would repeat it.
+    # 37.06 + 3.186 b <= 80 GB  <=>  b <= 13.48: 51 of b = 1..64 do not fit, and the worst,
+    # b = 64, is the 240.97 GB above. The capacity (mask and reason) says so; the warning would repeat it.
     # (the sweep takes its first point's derivation over the grid: that point fits, and the
     # grid's capacity mask is the sweep's own, not a finding of an array solve)
     s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64"}, **MEMORY_JOB)
-    over = np.arange(1, 65) > 14
-    assert s.values[-1] == pytest.approx(224.19, abs=0.01) and int(over.sum()) == 50
+    over = np.arange(1, 65) > 13
+    assert s.values[-1] == pytest.approx(240.97, abs=0.01) and int(over.sum()) == 51
     assert s.capacity == ("gpu_memory", 80.0) and s.feasible.tolist() == (~over).tolist()
     assert not any(f.kind == "over_capacity" for f in s.findings) and s.warnings == []
-    assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 80 GB at 50 points"]
+    assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 80 GB at 51 points"]
     assert s.as_dict()["findings"] == []

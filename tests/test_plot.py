@@ -61,7 +61,7 @@ def test_memory_line_plot_has_labels_limit_line_and_marked_points(tmp_path):
         return grey.mean(axis=1).max()
     assert dotted(slice(row - 8, row + 4)) > 0.2                         # one row of dots across the plot
     assert dotted(slice(row + 30, row + 60)) < 0.2                       # and not elsewhere
-    # b = 1..14 fit and 15..24 do not (tests/test_sweep.py): a dozen points of each colour, or near
+    # b = 1..13 fit and 14..24 do not (tests/test_sweep.py): a dozen points of each colour, or near
     assert share_of_colour(img, (31, 119, 180)) > 0.001                  # the feasible line (blue)
     assert share_of_colour(img, (214, 39, 40)) > 0.001                   # the points that do not fit (red)
 

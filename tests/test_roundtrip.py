@@ -155,7 +155,7 @@ QUESTIONS = 300       # distinct (world, target, swapped input) questions at mos
 
 def test_random_multi_step_questions_solve_back():
     rng = random.Random(7)
-    counts = {"back": 0, "refused": 0}
+    counts = {"back": 0, "refused": 0, "another root": 0}
     wrong, asked, tried = [], set(), 0
     while sum(counts.values()) + len(wrong) < QUESTIONS and tried < 10 * QUESTIONS:
         tried += 1
@@ -180,6 +180,11 @@ def test_random_multi_step_questions_solve_back():
             counts["refused"] += 1
         elif got != "conflict" and math.isclose(got, original, rel_tol=RTOL):
             counts["back"] += 1
+        elif got != "conflict" and _satisfies(fwd, {**{g: float(fwd.given[g].magnitude) for g in used}, x: got}):
+            # the inverse has two roots and the other one came back: the memory total is not
+            # monotonic in n_layers when n_params is given (more layers leave less vocabulary,
+            # fewer logits), and the forward derivation gives the same total at both
+            counts["another root"] += 1
         else:
             wrong.append(f"{target} -> {x}: {original!r} came back as {got!r}")
     print(f"\nrandom multi-step round trips: {counts}, {len(wrong)} wrong")

@@ -23,13 +23,13 @@ DAY = 86400.0
 # bytes per sequence, x 32 layers = 1,073,741,824 bytes per sequence of the micro-batch; pp = 1; the
 # layer being recomputed holds its activations, counted from the architecture (norms 4 d, Q, K, V
 # and the attention output 4 d, SwiGLU 3 x 11008, in 2 bytes, and flash's fp32 statistics 4 x 32)
-# = 539,492,352 bytes per sequence; the logits and cross-entropy take 4096 x 32000 x 10 =
-# 1,310,720,000: 2,923,954,176 in all. The total asked for is the tensors' peak (memory_figure =
+# = 539,492,352 bytes per sequence; the logits and cross-entropy take 4096 x 32000 x 12 =
+# 1,572,864,000: 3,186,098,176 in all. The total asked for is the tensors' peak (memory_figure =
 # allocated: no fitted allocator reserve in these expectations).
 MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
                   options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash",
                            "memory_figure": "allocated"})
-STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 1_073_741_824 + 539_492_352 + 1_310_720_000
+STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 1_073_741_824 + 539_492_352 + 1_572_864_000
 
 
 def memory_gb(b):
@@ -46,9 +46,9 @@ def test_memory_over_micro_batch_size_marks_what_does_not_fit():
     b = np.arange(1, 65)
     assert s.axes[0].values.tolist() == b.tolist()          # whole numbers, every one of them
     assert s.unit == "GB" and s.values == pytest.approx(memory_gb(b), rel=1e-12)
-    # 37.06 + 2.924 b <= 80 GB  <=>  b <= 14.69: 1..14 fit
+    # 37.06 + 3.186 b <= 80 GB  <=>  b <= 13.48: 1..13 fit
     assert s.capacity == ("gpu_memory", 80.0)
-    assert s.feasible.tolist() == (b <= 14).tolist()
+    assert s.feasible.tolist() == (b <= 13).tolist()
     assert any("exceeds gpu_memory" in r for r in s.reasons)
 
 
@@ -156,16 +156,16 @@ def test_cli_sweep_prints_a_table_and_writes_csv(cli, tmp_path):
     run = cli(*MEMORY_ARGS, "--csv", str(out))
     assert run.code == 0
     lines = run.out.splitlines()
-    assert lines[0] == "total_memory_per_gpu [GB] over micro_batch_size (64): 64 points, 14 feasible"
+    assert lines[0] == "total_memory_per_gpu [GB] over micro_batch_size (64): 64 points, 13 feasible"
     assert "must fit in gpu_memory = 80 GB" in run.out
-    # the rows where it stops fitting are shown: b = 14 (37.06 + 40.94 = 78.0 GB) fits, b = 15
-    # (80.92 GB) does not
-    assert any(line.split() == ["14", "78"] for line in lines)
-    assert any(line.split() == ["15", "80.92*"] for line in lines)
+    # the rows where it stops fitting are shown: b = 13 (37.06 + 41.42 = 78.48 GB) fits, b = 14
+    # (81.67 GB) does not
+    assert any(line.split() == ["13", "78.48"] for line in lines)
+    assert any(line.split() == ["14", "81.67*"] for line in lines)
     rows = list(csv.reader(out.open()))
     assert rows[0] == ["micro_batch_size", "total_memory_per_gpu [GB]", "feasible"]
     assert len(rows) == 65 and rows[1][0] == "1" and float(rows[1][1]) == pytest.approx(memory_gb(1), rel=1e-12)
-    assert rows[15] == ["15", rows[15][1], "0"] and rows[14][2] == "1"
+    assert rows[14] == ["14", rows[14][1], "0"] and rows[13][2] == "1"
 
 
 def test_cli_sweep_json_has_every_point(cli):

@@ -161,6 +161,10 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
                          "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
     options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
     options.setdefault("memory_figure", PLAN_MEMORY_FIGURE)
+    # the step time runs under a stack (the default one unless given); the memory of the same
+    # layout is counted under the same stack (its attention kernel, its loss), so it is named
+    if "stack" in lib.options:
+        options.setdefault("stack", lib.options["stack"].default)
     twice = sorted(set(values or {}) & set(named))
     if twice:
         raise QueryError(f"{twice[0]} is given twice")
