@@ -166,13 +166,26 @@ def test_a_sign_change_across_a_jump_is_not_a_root():
 
     def residual(x, y):            # floor(x) - y: jumps through 0 at x = 3 when y = 2.5
         return np.floor(x) - y
-    root, flat = numeric.solve_scalar(residual, [np.array([2.5, 3.0])], Interval(0, 100), with_status=True)
+    root, flat, several = numeric.solve_scalar(residual, [np.array([2.5, 3.0])], Interval(0, 100), with_status=True)
     # 2.5: a sign change, no root (no value satisfies); 3: every x in [3, 4) is a root (not determined)
-    assert np.isnan(root).all() and flat.tolist() == [False, True]
+    assert np.isnan(root).all() and flat.tolist() == [False, True] and not several.any()
 
     def smooth(x, y):              # x^2 - y: a real root at sqrt(y)
         return x * x - y
     assert numeric.solve_scalar(smooth, [np.array([2.0])], Interval(0, 100))[0] == pytest.approx(2 ** 0.5, rel=1e-14)
+
+
+def test_a_second_root_beyond_the_one_taken_is_marked():
+    from symcalc.engine import numeric
+    from symcalc.library.records import Interval
+
+    def residual(x, c):            # (x - 1)(x - c): roots 1 and c; c = 1 is a double root (no sign change)
+        return (x - 1) * (x - c)
+    root, flat, several = numeric.solve_scalar(residual, [np.array([3.0, 1.0, 0.5])], Interval(0, 100),
+                                               with_status=True)
+    # the smallest root is taken: 1, then 1 (touching, found at a scan point or not at all), then 0.5
+    assert root[0] == pytest.approx(1.0, rel=1e-12) and root[2] == pytest.approx(0.5, rel=1e-12)
+    assert several.tolist() == [True, False, True]
 
 
 def test_every_sign_change_is_tried():

@@ -245,7 +245,7 @@ class Derivation:
         if s.method == Method.ALGORITHM:
             return {names[0]: self._algorithm(s, args)}, 0, False
         if s.method == Method.NUMERIC:
-            return self._numeric(s, args, None, undetermined), -1, True
+            return self._numeric(s, args, None, undetermined, findings), -1, True
         results = [{u: _real(fn(*args)) for u, fn in fns.items()} for fns in s.functions]
         if s.method == Method.EXPLICIT:
             return results[0], 0, False
@@ -273,7 +273,7 @@ class Derivation:
         used_numeric = False
         if not np.all(taken):
             used_numeric = True
-            fallback = self._numeric(s, args, ~taken, undetermined)
+            fallback = self._numeric(s, args, ~taken, undetermined, findings)
             for u in names:
                 chosen[u] = np.where(taken, chosen[u], np.broadcast_to(fallback[u], shape))
         out = {u: (float(v) if v.ndim == 0 else v) for u, v in chosen.items()}
@@ -288,9 +288,10 @@ class Derivation:
         out = np.vectorize(fn, otypes=[object])(*args)
         return out if text_out else out.astype(float)
 
-    def _numeric(self, s: SolvedStep, args: list, where, undetermined: dict) -> dict:
+    def _numeric(self, s: SolvedStep, args: list, where, undetermined: dict, findings: list[Finding]) -> dict:
         """Numeric roots of the step's equations, for the elements selected by ``where``;
-        where the equations are flat in an unknown, ``undetermined[unknown]`` marks it."""
+        where the equations are flat in an unknown, ``undetermined[unknown]`` marks it; where
+        another root lies beyond the one taken, a several_roots finding says so."""
         names = s.unknowns
         if s.residual_function is None:
             raise NoSolutionError(f"cannot solve {s.formulas[0].id} for {names[0]}")
@@ -301,14 +302,14 @@ class Derivation:
             sub = [np.broadcast_to(np.asarray(a, dtype=float), shape)[mask] for a in args]
         else:
             mask, sub = None, args
-        flat = None
+        flat = several = None
         if len(names) == 1:
-            root, flat = numeric.solve_scalar(s.residual_function, sub, s.domains[0], with_status=True)
+            root, flat, several = numeric.solve_scalar(s.residual_function, sub, s.domains[0], with_status=True)
             roots = [root]
         elif s.tearing is not None:
-            roots, flat = self._numeric_torn(s, sub)
+            roots, flat, several = self._numeric_torn(s, sub)
         elif s.reduction is not None:
-            roots, flat = self._numeric_reduced(s, sub)
+            roots, flat, several = self._numeric_reduced(s, sub)
         else:
             roots = list(numeric.solve_system(s.residual_function, sub, list(s.domains), len(names)))
         out = {}
@@ -325,36 +326,46 @@ class Derivation:
                 flat = full_flat
             for u in names:
                 undetermined[u] = flat
+        if several is not None and np.any(several):
+            if mask is not None:
+                full_several = np.zeros(shape, dtype=bool)
+                full_several[mask] = several
+                several = full_several
+            findings.append(Finding("several_roots", names[0], related=tuple(names), formulas=(s.formulas[0].id,),
+                                    mask=several if np.ndim(several) else None))
         return out
 
 
     def _numeric_torn(self, s: SolvedStep, args: list) -> tuple[list, object]:
         """A torn block: the tear's root of the leftover equation, then the chain from it.
-        Returns (the unknowns' values, where the leftover equation is flat in the tear)."""
+        Returns (the unknowns' values, where the leftover equation is flat in the tear, where it
+        has another root)."""
         torn = s.torn
         assert torn is not None       # a step is torn only with a tearing
         domain = self.library.quantities[torn.tear].domain
-        root, flat = numeric.solve_scalar(torn.residual_of, args, domain, with_status=True)
+        root, flat, several = numeric.solve_scalar(torn.residual_of, args, domain, with_status=True)
         with np.errstate(all="ignore"):
             found = torn.values(root, *args)
             wrong = ~np.asarray(torn.inside([found[n] for n in torn.names])) & ~np.asarray(flat)
             if np.any(wrong):
                 # a root whose chain leaves a domain (a negative time): look again, inside only
-                again, _ = numeric.solve_scalar(torn.residual_inside, args, domain, with_status=True)
+                again, _, _ = numeric.solve_scalar(torn.residual_inside, args, domain, with_status=True)
                 root = np.where(wrong, again, root)
                 root = float(root) if np.ndim(root) == 0 else root
                 found = torn.values(root, *args)
-        return [found[u] for u in s.unknowns], flat
+        return [found[u] for u in s.unknowns], flat, several
 
     def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, object]:
         """A block's reduced equation solved numerically, then its substitutions evaluated.
-        Returns (the unknowns' values, where the reduced equation is flat)."""
+        Returns (the unknowns' values, where the reduced equation is flat, where it has another
+        root)."""
         last, residual, chain = s.reduction  # type: ignore[misc]  # a reduced step's
-        root, flat = numeric.solve_scalar(residual, args, self.library.quantities[last].domain, with_status=True)
+        root, flat, several = numeric.solve_scalar(residual, args, self.library.quantities[last].domain,
+                                                   with_status=True)
         found = {last: root}
         for name, fn, later in reversed(chain):
             found[name] = _real(fn(*[found[x] for x in later], *args))
-        return [found[u] for u in s.unknowns], flat
+        return [found[u] for u in s.unknowns], flat, several
 
 
 

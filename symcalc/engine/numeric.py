@@ -42,12 +42,14 @@ def solve_scalar(residual: Callable, args: list, domain: Interval, with_status: 
     """Root in ``domain`` of ``residual(x, *args) = 0`` for every element of the broadcast args.
 
     Returns an array of the broadcast shape: the smallest *verified* root, NaN where there is
-    none. Every sign change of the residual on the scan grid is a candidate, smallest first;
+    none (with ``with_status=True`` also where the residual is flat, below, and where a second
+    verified root lies beyond the one returned). Every sign change of the residual on the scan grid is a candidate, smallest first;
     each is bisected and kept only if the residual really vanishes there (:func:`_verified`):
     a sign change across a jump (floor, ceiling) or a pole is not a root. A residual that is
     exactly 0 over an interval (Min(pp, m) = pp for every m >= pp) has no single root: such
     elements are NaN and, with ``with_status=True``, marked in a second boolean array
-    ("not determined", as opposed to "no value satisfies"). O(grid + rounds x bisections)
+    ("not determined", as opposed to "no value satisfies"); a third marks the elements with
+    another root beyond the one returned. O(grid + rounds x bisections)
     array passes, all elements at once.
     """
     shape = np.broadcast(*[np.asarray(a, dtype=float) for a in args]).shape if args else ()
@@ -85,9 +87,32 @@ def solve_scalar(residual: Callable, args: list, domain: Interval, with_status: 
             root, lo_x, hi_x = _bisect(residual, pts[k], pts[k + 1], sub, use_log)
             ok = _verified(residual, root, lo_x, hi_x, sub, domain)
             result[idx[ok]] = root[ok]
+        several = _another_root(residual, flat, pts, hit, exact, tried, result, use_log, domain) if with_status \
+            else None
     if with_status:
-        return result.reshape(shape), undetermined.reshape(shape)
+        return result.reshape(shape), undetermined.reshape(shape), several.reshape(shape)
     return result.reshape(shape)
+
+
+def _another_root(residual: Callable, flat: list, pts: np.ndarray, hit: np.ndarray, exact: np.ndarray,
+                  tried: np.ndarray, result: np.ndarray, use_log: bool, domain: Interval) -> np.ndarray:
+    """Where a verified root lies beyond the one taken (the next sign change on the scan grid,
+    bisected and verified like the first): the answer is one of several. One more round of
+    bisection for the elements that have a later candidate."""
+    several = np.zeros(result.size, dtype=bool)
+    later = hit & (np.arange(pts.size - 1)[:, None] > tried[None, :])
+    idx = np.nonzero(later.any(axis=0) & np.isfinite(result))[0]
+    if idx.size == 0:
+        return several
+    k = np.argmax(later[:, idx], axis=0)
+    at_point = exact[k, idx]
+    several[idx[at_point]] = True
+    idx, k = idx[~at_point], k[~at_point]
+    if idx.size:
+        sub = [a[idx] for a in flat]
+        root, lo_x, hi_x = _bisect(residual, pts[k], pts[k + 1], sub, use_log)
+        several[idx] = _verified(residual, root, lo_x, hi_x, sub, domain)
+    return several
 
 
 MAX_CANDIDATES = 16       # sign changes tried per element, smallest first
