@@ -336,7 +336,7 @@ class Derivation:
         return out
 
 
-    def _numeric_torn(self, s: SolvedStep, args: list) -> tuple[list, object]:
+    def _numeric_torn(self, s: SolvedStep, args: list) -> tuple[list, Any, Any]:
         """A torn block: the tear's root of the leftover equation, then the chain from it.
         Returns (the unknowns' values, where the leftover equation is flat in the tear, where it
         has another root)."""
@@ -355,7 +355,7 @@ class Derivation:
                 found = torn.values(root, *args)
         return [found[u] for u in s.unknowns], flat, several
 
-    def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, object]:
+    def _numeric_reduced(self, s: SolvedStep, args: list) -> tuple[list, Any, Any]:
         """A block's reduced equation solved numerically, then its substitutions evaluated.
         Returns (the unknowns' values, where the reduced equation is flat, where it has another
         root)."""

@@ -87,11 +87,10 @@ def solve_scalar(residual: Callable, args: list, domain: Interval, with_status: 
             root, lo_x, hi_x = _bisect(residual, pts[k], pts[k + 1], sub, use_log)
             ok = _verified(residual, root, lo_x, hi_x, sub, domain)
             result[idx[ok]] = root[ok]
-        several = _another_root(residual, flat, pts, hit, exact, tried, result, use_log, domain) if with_status \
-            else None
-    if with_status:
-        return result.reshape(shape), undetermined.reshape(shape), several.reshape(shape)
-    return result.reshape(shape)
+        if not with_status:
+            return result.reshape(shape)
+        several = _another_root(residual, flat, pts, hit, exact, tried, result, use_log, domain)
+    return result.reshape(shape), undetermined.reshape(shape), several.reshape(shape)
 
 
 def _another_root(residual: Callable, flat: list, pts: np.ndarray, hit: np.ndarray, exact: np.ndarray,
