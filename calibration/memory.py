@@ -156,8 +156,12 @@ def translate(source: str, row: dict) -> MemoryRun:
         if "interleaved" in other.lower() and vp > 1:
             o["pipeline_schedule"] = "interleaved"
             g["virtual_stages"] = vp
-        if row.get("global_batch_size"):
-            g["global_batch_size"] = row["global_batch_size"]
+    # the global batch fixes the micro-batches of a step (whether gradients accumulate): as
+    # printed, or one micro-batch per replica where the row records no accumulation
+    if row.get("global_batch_size"):
+        g["global_batch_size"] = row["global_batch_size"]
+    elif "gradient_accumulation_steps=1" in other.replace(" ", ""):
+        g["global_batch_size"] = row["micro_batch_size"] * g["dp"]
     return run
 
 

@@ -229,3 +229,22 @@ def test_a_micro_batch_that_cannot_fit_says_the_smallest_breaks_the_limit(cli):
     run = cli("solve", "micro_batch_size", "--model", "llama3-70b", "--hardware", "h100", "--stack", "torchtitan",
               "dp=64", "n_gpus=64", "memory_headroom=0GB")
     assert run.code == 2 and "rounds down to 0" in run.err and "the smallest already breaks it" in run.err
+
+
+def test_gradients_freed_after_each_step_do_not_meet_the_activations():
+    # PyTorch (fsdp, torchtitan stacks) frees gradients after the step and allocates them again
+    # in backward: with one micro-batch a step the peak at the start of backward holds the
+    # weights and optimizer states and the larger of the activation side and the gradients.
+    # Llama 3 8B, FSDP over 8, micro-batch 2 of 8192 tokens, global batch 16 (no accumulation):
+    # the gradients are 2 bytes x N / 8 (mixed_fp16_adam), smaller than the activations, so the
+    # states at the peak are 16 N / 8 - 2 N / 8
+    given = dict(micro_batch_size=2, global_batch_size=16)
+    opts = {"stack": "torchtitan", "recompute": "selective", "memory_figure": "allocated"}
+    r = solve("total_memory_per_gpu", opts, **given)
+    parts = {p["name"]: p["value"] for p in json.loads(r.json())["breakdown"]["parts"][0]["parts"]}
+    assert parts["resident_model_state_memory"] == pytest.approx((16 - 2) * N8B / 8 / 1e9, rel=1e-9)
+    # with accumulation (global batch 32: two micro-batches a step) the gradients are there
+    acc = solve("total_memory_per_gpu", opts, micro_batch_size=2, global_batch_size=32)
+    acc_parts = {p["name"]: p["value"] for p in json.loads(acc.json())["breakdown"]["parts"][0]["parts"]}
+    assert acc_parts["resident_model_state_memory"] == pytest.approx(16 * N8B / 8 / 1e9, rel=1e-9)
+    assert acc.to("byte").magnitude - r.to("byte").magnitude == pytest.approx(2 * N8B / 8, rel=1e-9)
