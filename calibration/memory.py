@@ -30,6 +30,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from held_out import stats  # noqa: E402  (the same summary of relative errors)
+
 ROWS = HERE / "memory"
 GiB = 2 ** 30
 
@@ -183,11 +187,6 @@ def predict(runs: list[MemoryRun], reserve: float | None = None) -> tuple[np.nda
             errors[r.id] = str(e).splitlines()[0]
             out.append(np.nan)
     return np.array(out, dtype=float), errors
-
-
-def stats(e: np.ndarray) -> dict:
-    a = np.abs(e)
-    return {"n": int(e.size), "mean": float(a.mean()), "max": float(a.max()), "bias": float(e.mean())} if e.size else {"n": 0}
 
 
 def fit_reserve(runs: list[MemoryRun], pred_alloc: np.ndarray) -> float:

@@ -42,8 +42,7 @@ def solve_scalar(residual: Callable, args: list, domain: Interval, with_status: 
     """Root in ``domain`` of ``residual(x, *args) = 0`` for every element of the broadcast args.
 
     Returns an array of the broadcast shape: the smallest *verified* root, NaN where there is
-    none (with ``with_status=True`` also where the residual is flat, below, and where a second
-    verified root lies beyond the one returned). Every sign change of the residual on the scan grid is a candidate, smallest first;
+    none. Every sign change of the residual on the scan grid is a candidate, smallest first;
     each is bisected and kept only if the residual really vanishes there (:func:`_verified`):
     a sign change across a jump (floor, ceiling) or a pole is not a root. A residual that is
     exactly 0 over an interval (Min(pp, m) = pp for every m >= pp) has no single root: such

@@ -28,10 +28,6 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 
 STEP_TIME = "step_time"
 MEMORY = "total_memory_per_gpu"
-# the parts of the memory total (peak_memory.toml: the tensors' sum, total_training_memory, and the
-# allocator's and device's overheads), largest shown per layout
-MEMORY_PARTS = ("model_state_memory", "activation_memory", "recompute_working_set", "loss_memory_excess",
-                "zero3_gather_memory", "buffer_memory", "allocator_reserve_memory", "device_fixed_memory")
 # what follows from the step time, and the values each needs besides it
 METRICS = {
     "tokens_per_second": (),

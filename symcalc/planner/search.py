@@ -19,7 +19,7 @@ import numpy as np
 from symcalc.errors import QueryError, SymcalcError
 from symcalc.library.loading import default_library
 from symcalc.library.presets import find_preset
-from symcalc.planner.evaluate import MEMORY, MEMORY_PARTS, STEP_TIME, Evaluation, Question, evaluate, metrics
+from symcalc.planner.evaluate import MEMORY, STEP_TIME, Evaluation, Question, evaluate, metrics
 from symcalc.planner.evaluate import row_given, row_options
 from symcalc.planner.result import GpuScan, PlanResult, PlanRow
 from symcalc.planner.stacks import narrow
@@ -349,8 +349,22 @@ def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail
         bd = t.breakdown_of(wholes=False)
         if bd:
             row.step_parts = {p["name"]: float(p["value"]) * t.factor for p in bd["parts"]}
-        row.memory_parts = {n: float(m.values[n]) for n in MEMORY_PARTS if n in m.values}
+        mbd = m.breakdown_of(wholes=False)
+        if mbd:
+            row.memory_parts = _leaves(mbd["parts"], m.factor)
     return row
+
+
+def _leaves(parts: list[dict], factor: float) -> dict[str, float]:
+    """The innermost parts of a breakdown (memory: the tensors' parts, the allocator's reserve,
+    the device's share), in base units: whatever the derivation's sums are made of."""
+    out: dict[str, float] = {}
+    for p in parts:
+        if "parts" in p:
+            out.update(_leaves(p["parts"], factor))
+        else:
+            out[p["name"]] = float(p["value"]) * factor
+    return out
 
 
 def command_line(q: Question, given: dict, opts: dict) -> str:

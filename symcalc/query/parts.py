@@ -34,7 +34,7 @@ def sum_parts(library, formula, values: dict, leave_out: str | None = None) -> P
     names a part not to list (the one a backwards solve was after). None for any other shape.
     O(size of the formula). A formula marked ``breakdown`` is a plain sum of its named parts:
     read from the values, without sympy."""
-    if getattr(formula, "breakdown", ()):
+    if formula.breakdown:
         total_name = formula.lhs_name
         if total_name not in values or any(n not in values for n in formula.breakdown):
             return None

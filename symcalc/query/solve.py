@@ -893,14 +893,9 @@ def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str 
         shown = with_unit(sample / q.factor, q.display_unit)
         split = sum_parts(lib, earlier.formulas[0], values, leave_out=name) if len(earlier.formulas) == 1 else None
         if split is not None and split.parts and sample < q.domain.lo:
-            t = lib.quantities[split.total]
             others = [(n, v) for n, v in split.parts if v != 0]
-            need = sum(v for _, v in others)
-            listed = " + ".join(f"{n} = {with_unit(v / t.factor, t.display_unit)}" for n, v in others) or "nothing"
-            alone = " alone" if len(others) == 1 else f" (together {with_unit(need / t.factor, t.display_unit)})"
-            return (f"{listed}{alone} already exceed{'s' if len(others) == 1 else ''} {split.total} = "
-                    f"{with_unit(split.total_value / t.factor, t.display_unit)}{_origin(lib, derivation, split.total, values)}, "
-                    f"leaving {name} = {shown}; the largest part is {others[0][0] if others else name}")
+            return _exceeds(lib, derivation, split, others, sum(v for _, v in others), values,
+                            f"leaving {name} = {shown}", others[0][0] if others else name)
         ids = ", ".join(f.id for f in earlier.formulas)
         return f"it would need {name} = {shown} ({ids}), outside {_bounds_text(q)}"
     return _known_parts_overflow(lib, derivation, step, values)
@@ -924,13 +919,21 @@ def _known_parts_overflow(lib, derivation: Derivation, step, values: dict) -> st
         need = sum(v for _, v in known) + sum(least.values())
         if not known or need <= split.total_value:
             continue
-        t = lib.quantities[split.total]
-        listed = " + ".join(f"{n} = {with_unit(v / t.factor, t.display_unit)}" for n, v in known)
-        alone = " alone" if len(known) == 1 else f" (together {with_unit(need / t.factor, t.display_unit)})"
-        return (f"{listed}{alone} already exceed{'s' if len(known) == 1 else ''} {split.total} = "
-                f"{with_unit(split.total_value / t.factor, t.display_unit)}{_origin(lib, derivation, split.total, values)}"
-                f", with nothing left for {' or '.join(least)}; the largest part is {known[0][0]}")
+        return _exceeds(lib, derivation, split, known, need, values, f"with nothing left for {' or '.join(least)}",
+                        known[0][0])
     return None
+
+
+def _exceeds(lib, derivation: Derivation, split, parts: list, need: float, values: dict, left: str,
+             largest: str) -> str:
+    """'a = 1129 GB alone already exceeds total = 80 GB (from ...), <left>; the largest part is
+    <largest>': the sentence both overflow diagnoses end in."""
+    t = lib.quantities[split.total]
+    listed = " + ".join(f"{n} = {with_unit(v / t.factor, t.display_unit)}" for n, v in parts) or "nothing"
+    alone = " alone" if len(parts) == 1 else f" (together {with_unit(need / t.factor, t.display_unit)})"
+    return (f"{listed}{alone} already exceed{'s' if len(parts) == 1 else ''} {split.total} = "
+            f"{with_unit(split.total_value / t.factor, t.display_unit)}{_origin(lib, derivation, split.total, values)}, "
+            f"{left}; the largest part is {largest}")
 
 
 def _origin(lib, derivation: Derivation, name: str, values: dict) -> str:
