@@ -37,6 +37,8 @@ KINDS = {
                    "'below', limit; slips: [[written, value], ...], the likely meant value, written as "
                    "given with bits and bytes swapped, or None for a unit prefix off by 1000)",
     "limits_clash": "given limits pull a whole-number answer both ways (rounded: how it rounded instead)",
+    "reported": "a quantity the derivation's data asks to be stated beside the answer (value, unit, "
+                "description): which pipeline stage a memory figure is that of",
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",
     "given_target": "the target itself is given: the answer is that value converted",

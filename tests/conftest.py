@@ -40,6 +40,20 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_time_limit_left_behind():
+    """Every time limit a test's questions set has ended when the test does: a limit left in
+    force would keep the timer (and whoever's handler it borrowed) armed into the next test."""
+    yield
+    from symcalc import budget
+    left = list(budget._state.limits)
+    if left:
+        budget._state.limits.clear()
+        if budget.interruptible():
+            budget._uninstall()
+        pytest.fail(f"time limits left in force after the test: {left}")
+
+
 @pytest.fixture
 def cli(capsys):
     """Run ``symcalc ARGS...`` in this process; returns exit code, stdout, stderr."""

@@ -46,7 +46,9 @@ def test_an_answer_over_the_gpu_memory_is_an_over_capacity_record():
     total = STATES + 64 * PER_SEQUENCE
     assert PER_SEQUENCE == 3_186_098_176
     assert r.base_value == pytest.approx(total, rel=1e-12)
-    [f] = r.findings
+    # beside the record: which pipeline stage the figure is that of (the only one, pp = 1)
+    [stage, f] = r.findings
+    assert (stage.kind, stage.quantity, stage.values["value"]) == ("reported", "busiest_pipeline_stage", 1)
     assert (f.kind, f.quantity, f.related, f.mask) == ("over_capacity", "total_memory_per_gpu", ("gpu_memory",), None)
     v = f.values
     assert v["unit"] == "GB" and v["capacity"] == pytest.approx(80.0)

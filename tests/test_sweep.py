@@ -32,8 +32,15 @@ MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
 STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 1_073_741_824 + 539_492_352 + 1_572_864_000
 
 
+# The optimizer step comes after backward has freed the activations: PyTorch's default foreach
+# AdamW allocates the square root of the second moment of its whole shard at once, 4 bytes x
+# 6,738,415,616 / 8 = 3,369,207,808 bytes, more than one sequence's 3,186,098,176: at b = 1 the
+# step is the peak.
+STEP_TEMPORARY = 4 * 6_738_415_616 / 8
+
+
 def memory_gb(b):
-    return (STATES + PER_SEQUENCE * np.asarray(b, dtype=float)) / 1e9
+    return (STATES + np.maximum(PER_SEQUENCE * np.asarray(b, dtype=float), STEP_TEMPORARY)) / 1e9
 
 
 def train_days(n_gpus, mfu):

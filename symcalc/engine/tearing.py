@@ -84,10 +84,17 @@ def _chain_from(tear: str, formulas, members: set[str], symbol, clean) -> Tearin
     pending = list(formulas)
     chain = []
     while len(pending) > 1:
+        # a forward-only law (a Max, a count at the peak) gives its left side before any law is
+        # inverted: left as the residual its Max would be flat on one side of the root, and its
+        # left side would meet its domain's edge exactly there
+        given_by = {g.lhs_name for g in pending if g.forward_only}
+        candidates = []
         for f in pending:
             left = [q for q in f.quantities if q in members and q not in known]
-            if len(left) != 1:
-                continue
+            if len(left) == 1:
+                # a forward law first; an inverted law last if it takes what a forward one gives
+                candidates.append((not f.forward_only and left[0] in given_by, not f.forward_only, f, left))
+        for _, _, f, left in sorted(candidates, key=lambda c: c[:2]):
             expr = _solution(f, left[0], symbol, clean)
             if expr is None:
                 continue

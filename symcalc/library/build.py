@@ -62,7 +62,7 @@ GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "options", "supports", "requires"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
-                "consequence", "breakdown"}
+                "consequence", "breakdown", "reports"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
@@ -667,10 +667,13 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     parts = _terms(drhs) if breakdown else []
     if breakdown and not (lhs in symbols and len(parts) > 1 and all(t in symbols for t in parts)):
         raise LibraryError(f"{where}: a breakdown reads 'quantity = part + part + ...', each part a quantity")
+    reports = table.get("reports", [])
+    if not isinstance(reports, list) or not all(isinstance(x, str) and x in quantities for x in reports):
+        raise LibraryError(f"{where}: 'reports' is a list of quantity names the answer states beside it")
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,
                        from_given=tuple(from_given), forward_only=forward, consequence=consequence,
-                       breakdown=tuple(symbols[t].name for t in parts), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
+                       breakdown=tuple(symbols[t].name for t in parts), reports=tuple(reports), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
                        display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
                        solvability=solvability, latex=_latex_as_cited(dlhs, drhs, quantities),
                        lhs_name=symbols[lhs].name if lhs in symbols else None)

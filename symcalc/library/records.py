@@ -238,6 +238,7 @@ class FormulaSpec(LazyFields):
     forward_only: bool = False         # a law never solved for its right-hand side
     consequence: bool = False          # follows from other laws: a single step, only when they fall short
     breakdown: tuple[str, ...] = ()    # lhs = the sum of these named parts, shown with their shares when derived
+    reports: tuple[str, ...] = ()      # quantities an answer derived through this formula states beside it
     # derived at load
     lhs: sympy.Expr | None = LazyField()  # type: ignore[assignment]
     rhs: sympy.Expr | None = LazyField()  # type: ignore[assignment]

@@ -89,8 +89,14 @@ class Result(Rendered):
     # -- findings -------------------------------------------------------------------------
     @property
     def warnings(self) -> list[str]:
-        """The warnings as sentences (the findings that are not bound violations)."""
-        return sentences(f for f in self.findings if not f.violation)
+        """The warnings as sentences (the findings that are not bound violations or reports)."""
+        return sentences(f for f in self.findings if not f.violation and f.kind != "reported")
+
+    @property
+    def reported(self) -> list[str]:
+        """What the derivation's data asks to be stated beside the answer (which pipeline stage a
+        memory figure is that of), as sentences."""
+        return sentences(f for f in self.findings if f.kind == "reported")
 
     @property
     def violations(self) -> list[str]:

@@ -88,6 +88,8 @@ def _companion(result: Result, name: str) -> float | None:
         q = lib.quantities.get(k)
         if q is None or q.kind == "text" or isinstance(v, str) or np.ndim(v) != 0 or not np.isfinite(v):
             continue
+        if not np.all(q.domain.contains(v)):    # a part that came out 0 where a given one must be positive
+            continue
         known[k] = (float(v), q.unit) if q.unit else float(v)
     try:
         r = _solve_again(name, known, options=result.all_options, library=lib, on_bounds="flag", diagnose=False,
@@ -521,7 +523,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                       numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
     relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
-    return Result(again=_again, companion=_companion, library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
+    result = Result(again=_again, companion=_companion, library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
                   base_value=exact, rounded_base=rounded, given=knowns, presets={p.kind: p.key for p in presets},
                   preset_args={"hardware": hardware, "model": model},
                   options=relevant, all_options=posed.options,
@@ -535,6 +537,26 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   unused=[u for u in derivation.route.unused if u != tq.fits_in],
                   findings=[f for f in findings if not f.violation] + violations,
                   conflicts=[{k: v for k, v in c.items() if k != "finding"} for c in found])
+    result.findings[:0] = _reported(lib, result)
+    return result
+
+
+def _reported(lib, result: Result) -> list[Finding]:
+    """The quantities the formulas of the derivation ask to be stated beside the answer
+    (``reports`` in the data: which pipeline stage a memory figure is that of), each one more
+    step from the answer's values; left out where it cannot be had or is not one number."""
+    out = []
+    names = dict.fromkeys(n for step in result.derivation.steps for f in step.formulas for n in f.reports)
+    for name in names:
+        if name == result.target or np.ndim(result.base_value) != 0:
+            continue
+        value = result.companion_value(name)
+        if value is None or not np.isfinite(value):
+            continue
+        q = lib.quantities[name]
+        out.append(Finding("reported", name, {"value": value / q.factor, "unit": q.display_unit,
+                                              "description": q.description}))
+    return out
 
 
 def _contradicts(conflict: dict, assumed: set[str]) -> bool:

@@ -117,6 +117,10 @@ def _limits_clash(f, v):
             "(no whole value may keep them all)")
 
 
+def _reported(f, v):
+    return f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])}: {v['description']}"
+
+
 def _published(f, v):
     return f"{f.quantity} is the published value from the preset ({v['origin']})"
 
@@ -151,6 +155,6 @@ _SENTENCES = {
     "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
     "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
     "conflict": _conflict, "preset": _preset, "implausible": _implausible, "limits_clash": _limits_clash,
-    "published": _published, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
+    "published": _published, "reported": _reported, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
     "out_of_bounds": _out_of_bounds, "rounds_outside": _rounds_outside,
 }

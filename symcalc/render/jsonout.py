@@ -70,6 +70,8 @@ def result_dict(result) -> dict:
         "found_numerically": result.numeric_symbols or ([result.target] if result.steps and not result.has_closed_form else []),
         "unused": list(result.unused),
         "warnings": list(result.warnings),
+        # quantities stated beside the answer (which pipeline stage a memory figure is that of)
+        "reported": {f.quantity: f.values["value"] for f in result.findings if f.kind == "reported"},
         "conflicts": [dict(c) for c in result.conflicts],
         "out_of_bounds": list(result.violations),
         # the records behind warnings and out_of_bounds: {kind, quantity, values, ...}

@@ -153,6 +153,7 @@ def first_lines(result) -> list[str]:
             shown = f"{a['value']} = {a['computed']}" if a.get("computed") else a["value"]
             out.append(f"assuming {a['name']} = {shown} ({a['source']}; give {a['name']} to change)")
     out += [f"note: {n}" for n in result.notes]
+    out += list(result.reported)
     return out
 
 
