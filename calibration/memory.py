@@ -126,10 +126,8 @@ def translate(source: str, row: dict) -> MemoryRun:
     if "paged" in opt:
         run.why_not = "paged 8-bit optimizer states live in CUDA unified memory, outside PyTorch's counters"
         return run
-    # the optimizer step's kernels: as printed, else PyTorch's default (foreach) outside Megatron
-    # (torchtune's configs that use torch.optim.AdamW pass fused: True, e.g. recipes/configs/
-    # llama3_2/3B_full.yaml @ 03a19788: its README's ladder swaps that class in without printing more)
-    if "fused" in opt or (row["stack"].startswith("torchtune") and "torch.optim.adamw" in opt):
+    # the optimizer step's kernels: as the row records them, else PyTorch's default (foreach)
+    if "fused" in opt:
         o["optimizer_impl"] = "fused"
     elif "foreach" in opt or "torch.optim" in opt:
         o["optimizer_impl"] = "foreach"
