@@ -166,7 +166,7 @@ def plan_plot(p, path, dpi: int = 110) -> None:
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6), layout="constrained")
     try:
         ax = axes[0]
         st, mem = np.asarray(p.pareto.get("step_time", [])), np.asarray(p.pareto.get("memory", [])) / GB
@@ -189,15 +189,18 @@ def plan_plot(p, path, dpi: int = 110) -> None:
             bottom = np.zeros(len(rows))
             names = []
             for r in rows:
-                names += [n for n in getattr(r, attr) if n not in names]
-            for n in names:
+                # a part that is 0 in every layout shown (no CP, no FP8) has no bar: not in the legend
+                names += [n for n, v in getattr(r, attr).items() if n not in names and v != 0]
+            # one colour per part (the default cycle repeats after ten: two parts would look alike)
+            colours = plt.get_cmap("tab20")(np.arange(len(names)) % 20)
+            for n, colour in zip(names, colours):
                 vals = np.array([getattr(r, attr).get(n, 0.0) / scale for r in rows])
-                ax.bar(labels, vals, bottom=bottom, label=n)
+                ax.bar(labels, vals, bottom=bottom, label=n, color=colour)
                 bottom += vals
             ax.set_ylabel(unit)
             ax.set_title(f"{title} of the top layouts")
-            if names:
-                ax.legend(fontsize=7)
+            if names:       # below the bars, not over them
+                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
         fig.suptitle(f"{p.model} on {p.n_gpus} x {p.hardware}", fontsize=11)
         write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
     finally:
