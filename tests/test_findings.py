@@ -74,9 +74,13 @@ def test_over_capacity_on_an_array_carries_where_it_holds():
 def test_a_value_nothing_needs_is_a_not_used_record():
     r = symcalc.solve("mfu", mtbf="24h", **MFU_QUESTION)
     [f] = r.findings
-    assert (f.kind, f.quantity, f.related, f.values) == ("not_used", None, ("mtbf",), {})
-    assert sentence(f) == ("not used by this derivation: mtbf (no formula on the route needs it; check the "
-                           "options if it should matter)")
+    # and it says where mtbf would count: the checkpoint interval and the time lost to failures
+    # (formulas/checkpointing.toml), which this question does not ask for
+    users = {"mtbf": {"quantities": ["checkpoint_interval", "checkpoint_interval_daly", "checkpoint_waste_fraction"]}}
+    assert (f.kind, f.quantity, f.related, f.values) == ("not_used", None, ("mtbf",), {"used_by": users})
+    assert sentence(f) == ("not used by this derivation: mtbf (no formula on the route needs it; mtbf gives "
+                           "checkpoint_interval, checkpoint_interval_daly, checkpoint_waste_fraction, not asked for "
+                           "here; check the options if it should matter)")
 
 
 def test_a_conflict_is_a_record_with_both_values():

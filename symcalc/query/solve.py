@@ -806,7 +806,8 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
              if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
              and q not in checked]
     if typed:
-        findings.append(Finding("not_used", related=tuple(typed)))
+        users = {q: u for q in typed if (u := _users(lib, q, derivation.options))}
+        findings.append(Finding("not_used", related=tuple(typed), values={"used_by": users} if users else {}))
     for i in sorted(ev.numeric_steps):
         s = derivation.steps[i]
         if s.tearing is not None:     # a forward model run backwards: one search, the rest follows
@@ -817,6 +818,39 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
             findings.append(Finding("found_numerically", s.unknowns[0], {"torn": False},
                                     related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
     return findings
+
+
+MAX_USERS = 3
+
+
+def _users(lib, name: str, options: Mapping[str, str]) -> dict:
+    """Where a given value the route did not need would count: the quantities the formulas in
+    force give from it (``quantities``: memory_headroom gives usable_gpu_memory; another question
+    would use it), else the option values under which a formula takes it (``options``: seq_len
+    counts under mfu_flops=with_attention). At most MAX_USERS of each; {} when nothing takes it.
+    O(formulas)."""
+    gives: list[str] = []
+    under: list[str] = []
+    for f in lib.formulas.values():
+        if name not in f.quantities or f.lhs_name is None:
+            continue
+        if f.active(options):
+            other = f.lhs_name if f.lhs_name != name else None
+            if other and other not in gives:
+                gives.append(other)
+        else:
+            for opt, allowed in f.when.items():
+                if options.get(opt) not in allowed:
+                    for value in allowed:
+                        setting = f"{opt}={value}"
+                        if setting not in under:
+                            under.append(setting)
+    out: dict = {}
+    if gives:
+        out["quantities"] = gives[:MAX_USERS]
+    elif under:
+        out["options"] = under[:MAX_USERS]
+    return out
 
 
 def over_capacity(lib, q, value, given: Mapping) -> tuple[str, np.ndarray | float, np.ndarray | bool] | None:

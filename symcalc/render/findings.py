@@ -75,8 +75,15 @@ def _over_capacity(f, v):
 
 
 def _not_used(f, v):
+    where = []
+    for name, users in v.get("used_by", {}).items():
+        if users.get("quantities"):
+            where.append(f"{name} gives {', '.join(users['quantities'])}, not asked for here")
+        elif users.get("options"):
+            where.append(f"{name} counts under --option {' or '.join(users['options'])}")
+    said = f"; {'; '.join(where)}" if where else ""
     return (f"not used by this derivation: {', '.join(f.related)} "
-            "(no formula on the route needs it; check the options if it should matter)")
+            f"(no formula on the route needs it{said}; check the options if it should matter)")
 
 
 def _found_numerically(f, v):
