@@ -316,3 +316,12 @@ def test_palm_style_mfu_counts_attention_flops():
     palm = solve("mfu", {"mfu_flops": "with_attention"}, tokens_per_second="400000 token/s", n_gpus=1024,
                  peak_flops="989 TFLOP/s", **kw)
     assert palm.value / base.value == pytest.approx(1 + 80 * 6 * 4096 * 8192 / (6 * 70e9), rel=1e-12)
+
+
+def test_per_gpu_rates_need_no_gpu_count():
+    # seed 002: MFU = actual FLOPs per GPU / peak. 45 % of an A100's 312 TFLOP/s = 140.4 TFLOP/s,
+    # and 150 TFLOP/s is 150 / 312 = 48.08 % -- on any number of GPUs
+    r = symcalc.solve("achieved_flops_per_gpu", mfu="45%", hardware="a100-80gb")
+    assert r.to("TFLOP/s").magnitude == pytest.approx(0.45 * 312)
+    r = symcalc.solve("mfu", achieved_flops_per_gpu="150 TFLOP/s", hardware="a100-80gb")
+    assert r.value == pytest.approx(100 * 150 / 312)

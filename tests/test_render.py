@@ -60,8 +60,9 @@ def test_standalone_latex_compiles(name, tmp_path, pdflatex):
 
 def test_latex_shows_each_part_of_a_step():
     tex = QUERIES["gpus_for_deadline"]().latex()
-    assert r"F_{\mathrm{model}} = \mathrm{MFU} F_{\mathrm{peak}} G" in tex          # as cited
-    assert r"G &= \frac{F_{\mathrm{model}}}{\mathrm{MFU} F_{\mathrm{peak}}}" in tex  # rearranged
+    # (the route: compute -> GPU-hours at this MFU -> GPUs over the deadline)
+    assert r"C = \mathrm{MFU} F_{\mathrm{peak}} H_{\mathrm{GPU}}" in tex              # as cited
+    assert r"H_{\mathrm{GPU}} &= \frac{C}{\mathrm{MFU} F_{\mathrm{peak}}}" in tex     # rearranged
     assert r"\mathrm{TFLOP/s}" in tex and r"45\,\%" in tex                           # numbers with units
     assert "93.6224" in tex and "rounded up" in tex
 
