@@ -253,3 +253,11 @@ def test_gradients_freed_after_each_step_do_not_meet_the_activations():
     acc_parts = {p["name"]: p["value"] for p in json.loads(acc.json())["breakdown"]["parts"][0]["parts"]}
     assert acc_parts["resident_model_state_memory"] == pytest.approx(16 * N8B / 8 / 1e9, rel=1e-9)
     assert acc.to("byte").magnitude - r.to("byte").magnitude == pytest.approx(2 * N8B / 8, rel=1e-9)
+
+
+def test_only_an_option_that_leaves_a_part_of_the_asked_sum_out_is_suggested(cli):
+    # how many GPUs from a parameter count and an MFU: what is missing is a throughput or a
+    # deadline (or the GPU count in nodes); an option that zeroes memory parts or sets an
+    # attention kernel's rate opens some route through other models but answers nothing here
+    run = cli("solve", "n_gpus", "n_params=70e9", "mfu=40%", "--hardware", "h100")
+    assert run.code == 2 and "tokens_per_second" in run.err and "--option" not in run.err

@@ -108,13 +108,21 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
     `total_memory_per_gpu model_state_memory=60GB activation_memory=20GB`, which the counted
     parts cannot. Only values that set a coefficient are tried, each by routing alone (no
     derivation is built). An option value can only open a route by setting a quantity that
-    nothing in force gives a value (a coefficient with a default is already admitted): only
-    those are tried. O(such values x routing), at most MAX_SETTLING_OPTIONS named."""
+    nothing in force gives a value (a coefficient with a default is already admitted), and
+    only by leaving a part of the target's own sum out (setting it to 0): an option that sets a
+    rate (an attention kernel's) may open some route through a forward model to a GPU count,
+    but naming a kernel to someone who asked how many GPUs answers nothing. O(such values x
+    routing), at most MAX_SETTLING_OPTIONS named."""
     found: list[str] = []
     in_force = library.coefficient_defaults(options)
+    parts = _parts_of_sum(library, target)
+    if not parts:
+        return found
     for name, opt in library.options.items():
         for value, sets in opt.sets.items():
             if value == options.get(name) or opt.links_options or all(q in in_force for q in sets):
+                continue
+            if not any(q in parts and units.parse_quantity(text, q).magnitude == 0 for q, text in sets.items()):
                 continue
             trial = {**options, name: value}
             defaults = {k: v for k, v in library.coefficient_defaults(trial).items() if k not in known}
@@ -126,6 +134,23 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
             if len(found) == MAX_SETTLING_OPTIONS:
                 return found
     return found
+
+
+def _parts_of_sum(library: Library, target: str) -> set[str]:
+    """The parts the target adds up, at any depth (formulas marked ``breakdown``, under any
+    option): what an option can leave out of it. O(formulas)."""
+    sums: dict[str, set[str]] = {}
+    for f in library.formulas.values():
+        if f.breakdown and f.lhs_name:
+            sums.setdefault(f.lhs_name, set()).update(f.breakdown)
+    parts: set[str] = set()
+    pending = [target]
+    while pending:
+        for part in sums.get(pending.pop(), ()):
+            if part not in parts:
+                parts.add(part)
+                pending.append(part)
+    return parts
 
 
 def _derivation(library: Library, target: str, known: frozenset, options: dict[str, str],
