@@ -225,3 +225,12 @@ def test_tp_bytes_per_step_count_the_tp_allreduce_not_the_gradient_one():
     r = solve("tp_comm_bytes_per_step", tp=8, micro_batch_size=1, seq_len="4096 token", d_model=8192,
               n_layers=80, message_size="1 GB", n_gpus=64)
     assert r.to("GB").magnitude == pytest.approx(320 * 2 * 4096 * 8192 * 2 * 7 / 8 / 1e9, rel=1e-12)
+
+
+def test_sequence_parallel_messages_keep_their_own_byte_widths():
+    # seed 003: the all-gather is msl x d_model x sizeof(fp8), the reduce-scatter x sizeof(bf16),
+    # "= 2 x tp_all_gather_size": msl = 1 x 8192 / 2 = 4096, d = 16384 -> 67.1 MB and 134.2 MB
+    given = dict(micro_batch_size=1, seq_len="8192 token", cp=2, d_model=16384)
+    ag = symcalc.solve("tp_all_gather_size", **given).to("byte").magnitude
+    rs = symcalc.solve("tp_reduce_scatter_size", **given).to("byte").magnitude
+    assert ag == pytest.approx(4096 * 16384 * 1) and rs == pytest.approx(2 * ag)
