@@ -7,12 +7,13 @@ text the solver has always given. Expectations are hand computations written nex
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 import symcalc
-from symcalc.errors import ConflictError
+from symcalc.errors import ConflictError, NoSolutionError
 from symcalc.findings import KINDS, Finding
 from symcalc.query.sweep import sweep
 from symcalc.render.findings import _SENTENCES, finding_dict, sentence
@@ -151,3 +152,15 @@ def test_a_sweep_drops_the_over_capacity_warning_by_its_kind():
     assert not any(f.kind == "over_capacity" for f in s.findings) and s.warnings == []
     assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 80 GB at 51 points"]
     assert s.as_dict()["findings"] == []
+
+
+@pytest.mark.parametrize("target,given,shown", [
+    # 1e308 s is finite, 1e311 ms is not
+    ("tp_comm_time_per_step", {"allreduce_time": "1e308 s", "tp_allreduces_per_step": 1}, "ms"),
+    # 1e9 USD/hour over 1e-300 byte/s = 2.8e305 USD/s per byte/s, times 1e12 x 3600 in USD/(TB/s)/hour
+    ("cost_per_memory_bandwidth", {"gpu_hour_price": "1e9 USD/hour", "hbm_bandwidth": "1e-300 byte/s"},
+     "USD/(TB/s)/hour"),
+])
+def test_an_answer_that_overflows_its_display_unit_is_an_error_naming_it(target, given, shown):
+    with pytest.raises(NoSolutionError, match=f"{target} overflows in {re.escape(shown)}"):
+        symcalc.solve(target, given)

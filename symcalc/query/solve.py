@@ -524,6 +524,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
 
     unit, factor = _output_unit(tq, to)
     exact = ev.values[tq.name]
+    _check_displayable(lib, derivation, ev.values, tq.name, unit, factor)
     how, reason = rounding or tq.whole, None
     if tq.whole and rounding is None:
         rounded, how, reason = _round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, posed.options,
@@ -953,6 +954,25 @@ def _check_solvable(lib, derivation: Derivation, ev) -> None:
             if cause:
                 raise NoSolutionError(f"no value of {shown} in {q.domain} fits: {cause}")
             raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {_equations_text(s)} with these values")
+
+
+def _check_displayable(lib, derivation: Derivation, values: dict, target: str, unit: str, factor: float) -> None:
+    """A value finite in base units may overflow in the unit it is shown in (1e308 s is 1e311
+    ms): an answer of inf with exit status 0 is an error instead, naming the quantity. Checks
+    the target in its output unit and every quantity the derivation computed in its display
+    unit. O(steps)."""
+    def overflows(v, f: float) -> bool:
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = np.asarray(v, dtype=float)
+            return bool(np.any(np.isfinite(a) & ~np.isfinite(a / f)))
+    checks = [(target, unit, factor)] + [(n, lib.quantities[n].display_unit, lib.quantities[n].factor)
+                                         for s in derivation.steps for n in s.unknowns
+                                         if n != target and lib.quantities[n].kind != "text"]
+    for name, shown, f in checks:
+        v = values.get(name)
+        if v is not None and not isinstance(v, str) and overflows(v, f):
+            raise NoSolutionError(f"{name} overflows in {shown or 'its unit'}: its value is beyond the range of "
+                                  "floating point (about 1e308) there; check the given values' units and exponents")
 
 
 def _equations_text(step) -> str:
