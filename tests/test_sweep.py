@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import symcalc
-from symcalc.errors import QueryError, UnknownNameError
+from symcalc.errors import OutOfBoundsError, QueryError, UnknownNameError
 from symcalc.query.sweep import read_axis, sweep
 
 DAY = 86400.0
@@ -218,3 +218,22 @@ def test_a_large_grid_takes_the_compiled_sweep_path_with_the_same_answers(monkey
     r = over.axes[0].base
     assert over.feasible.tolist() == (6 * 7e9 * r / (64 * 1979e12) <= 1).tolist()
     assert any("mfu leaves its bounds" in x for x in over.reasons) and taken == [True, True]
+
+
+def test_a_whole_number_that_rounds_outside_its_bounds_is_not_feasible():
+    # the largest micro-batch that fits Llama 3 8B (ZeRO-3 over 8, full recomputation) falls
+    # below 1 at long sequences: solve refuses it there (it rounds down to 0), and the sweep
+    # agrees point by point
+    job = dict(model="llama3-8b", hardware="h100", dp=8, memory_headroom="0 GB",
+               options={"zero_stage": "3", "recompute": "full"})
+    lengths = [8192, 16384, 32768, 131072]
+    s = sweep("micro_batch_size", vary={"seq_len": ",".join(map(str, lengths))}, **job)
+    for seq, feasible in zip(lengths, s.feasible.tolist()):
+        try:
+            symcalc.solve("micro_batch_size", seq_len=f"{seq} token", **job)
+            refused = False
+        except OutOfBoundsError:
+            refused = True
+        assert feasible == (not refused), seq
+    assert s.feasible.tolist() == [True, True, False, False]
+    assert any("rounds outside its bounds" in r for r in s.reasons)

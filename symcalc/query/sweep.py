@@ -228,6 +228,14 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         if bad.any():
             reasons.append(f"{name} leaves its bounds {lib.quantities[name].domain} at {int(bad.sum())} points")
             feasible &= ~bad
+    if tq.whole:
+        # a whole number rounded outside its bounds (a micro-batch of 0: the smallest already
+        # breaks the limit) is refused by solve (rounds_outside): not a feasible point here either
+        with np.errstate(invalid="ignore"):
+            rounded_out = feasible & ~np.asarray(tq.domain.contains(vals * r.factor), dtype=bool)
+        if rounded_out.any():
+            reasons.append(f"{tq.name} rounds outside its bounds {tq.domain} at {int(rounded_out.sum())} points")
+            feasible &= ~rounded_out
     capacity = None
     if capacity_values is not None and over is not None and tq.fits_in:
         capacity = (tq.fits_in, float(np.min(capacity_values)))
