@@ -70,15 +70,25 @@ def tear_block(formulas: tuple[FormulaSpec, ...], unknowns: tuple[str, ...],
     members = set(unknowns)
     # preferred tears first, each unknown once (dict keys keep the order)
     order = dict.fromkeys([*(u for u in prefer if u in members), *unknowns])
+    # each formula's side cleaned and solved for an unknown once, whichever tear asks
+    cleaned: dict = {}
+    solved: dict = {}
+
+    def clean_once(e: sympy.Expr) -> sympy.Expr:
+        if e not in cleaned:
+            cleaned[e] = clean(e)
+        return cleaned[e]
     for tear in order:
-        torn = _chain_from(tear, formulas, members, symbol, clean)
+        torn = _chain_from(tear, formulas, members, symbol, clean_once, solved)
         if torn is not None:
             return torn
     return None
 
 
-def _chain_from(tear: str, formulas, members: set[str], symbol, clean) -> Tearing | None:
-    """Order the block from ``tear``: each equation with one unknown left gives that unknown."""
+def _chain_from(tear: str, formulas, members: set[str], symbol, clean, solved: dict | None = None) -> Tearing | None:
+    """Order the block from ``tear``: each equation with one unknown left gives that unknown.
+    ``solved`` keeps each (formula, unknown)'s solution for the other tears of the block."""
+    solved = {} if solved is None else solved
     known = {tear}
     depends = {tear}              # unknowns whose value follows from the tear
     pending = list(formulas)
@@ -95,7 +105,10 @@ def _chain_from(tear: str, formulas, members: set[str], symbol, clean) -> Tearin
                 # a forward law first; an inverted law last if it takes what a forward one gives
                 candidates.append((not f.forward_only and left[0] in given_by, not f.forward_only, f, left))
         for _, _, f, left in sorted(candidates, key=lambda c: c[:2]):
-            expr = _solution(f, left[0], symbol, clean)
+            key = (f.id, left[0])
+            if key not in solved:
+                solved[key] = _solution(f, left[0], symbol, clean)
+            expr = solved[key]
             if expr is None:
                 continue
             chain.append((left[0], f.id, expr))
