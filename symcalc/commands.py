@@ -497,6 +497,8 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     _targets(latex=latex_file, csv=csv_file, plot=plot_file)
     lib = _library(formula_files)
     given = _pairs(values, "a value")
+    if top < 1:
+        raise CliError(f"--top is the number of layouts to show, at least 1; got {top}")
     top_k = max(top, explain or 0)
     result = api_plan(model, hardware, gpus, tokens=tokens, global_batch_size=global_batch_size, seq_len=seq_len,
                       gpus_per_node=gpus_per_node, options=_options(lib, options, stack), by=by, top=top_k,

@@ -338,3 +338,45 @@ def test_plan_api_has_the_plan_time_limit(monkeypatch):
 def test_a_gpu_count_below_one_is_refused_before_any_search(gpus):
     with pytest.raises(QueryError, match="GPU counts are whole numbers of at least 1"):
         symcalc.plan("llama3-70b", "h100", gpus, global_batch_size=64)
+
+
+@pytest.mark.parametrize("extra,says", [
+    (["--top", "0"], "--top is the number of layouts to show"),
+    (["--top", "-5"], "--top is the number of layouts to show"),
+    (["--gpus", "8.5"], "GPU counts are whole numbers"),          # not 8
+    (["--gpus", "inf"], "GPU counts are whole numbers"),          # not an internal OverflowError
+    (["--gpus", "1:inf"], "GPU counts are whole numbers"),
+    (["--gpus", "1e30"], "at most 10,000,000"),
+    (["--headroom", "1000GB"], "leaves nothing of the GPU's 80 GB"),
+    (["tp=2.5"], "tp (or each of a list of them) is a whole number"),   # not 2
+])
+def test_hostile_plan_input_is_one_clear_line(cli, extra, says):
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--global-batch-size", "64", *extra]
+    if "--gpus" not in extra:
+        args += ["--gpus", "8"]
+    run = cli(*args)
+    assert run.code == 2 and len(run.err.strip().splitlines()) == 1 and says in run.err, run.err
+
+
+@pytest.mark.parametrize("call", [
+    lambda: symcalc.plan("llama3-8b", "h100", True, global_batch_size=64),      # not 1 GPU
+    lambda: symcalc.plan("llama3-8b", "h100", 8, global_batch_size=64, top=None),
+    lambda: symcalc.plan("llama3-8b", "h100", 8, global_batch_size=64, options=5),
+    lambda: symcalc.plan("llama3-8b", "h100", 8, global_batch_size=64, tp=2.5),
+    lambda: symcalc.solve("mfu", on_bounds=3),
+    lambda: symcalc.sweep("mfu", vary=5),
+])
+def test_wrong_types_in_the_api_are_query_errors(call):
+    with pytest.raises(QueryError):
+        call()
+
+
+def test_a_plot_title_with_a_dollar_sign_is_drawn_as_written(tmp_path):
+    # a config.json in a folder named like TeX: '$' would start matplotlib's mathtext
+    folder = tmp_path / "we$x^{$ird"
+    folder.mkdir()
+    (folder / "config.json").write_text((Path(__file__).parent / "data" / "hf" / "llama3-8b-config.json").read_text())
+    p = symcalc.plan(str(folder / "config.json"), "h100", 8, global_batch_size=64)
+    out = tmp_path / "plan.png"
+    p.plot(out)
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

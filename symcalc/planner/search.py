@@ -10,6 +10,8 @@ metrics (days, GPU-hours, cost, MFU) solved from the step time.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 import shlex
 import time
 from dataclasses import dataclass
@@ -96,6 +98,27 @@ class _Search:
     seconds: float
 
 
+#: the largest GPU count a plan reads: beyond any cluster built (a typo of exponent, or inf)
+MAX_GPUS = 10_000_000
+
+
+def whole_number(raw, what: str, least: int = 1, most: int | None = None) -> int:
+    """``raw`` as a whole number of at least ``least`` (and at most ``most``): an int, an
+    integral float or its text. True/False, 8.5, inf, NaN and text that is not a number are
+    refused with a QueryError naming ``what``, never truncated (8.5 GPUs is not 8)."""
+    bad = QueryError(f"{what} is a whole number of at least {least}"
+                     + (f" and at most {most:,}" if most is not None else "") + f"; got '{raw}'")
+    if isinstance(raw, (bool, np.bool_)):
+        raise bad
+    try:
+        x = float(raw.strip() if isinstance(raw, str) else raw)
+    except (TypeError, ValueError):
+        raise bad from None
+    if not math.isfinite(x) or x != int(x) or x < least or (most is not None and x > most):
+        raise bad
+    return int(x)
+
+
 def parse_gpus(gpus, gpus_per_node: int | None = None) -> list[int]:
     """GPU counts from an int, a list, "512,1024,2048" or a range "A:B": A, then every 2^k and
     3 x 2^k multiple of the node size (or of A) up to B. Raises QueryError for anything else,
@@ -107,15 +130,21 @@ def parse_gpus(gpus, gpus_per_node: int | None = None) -> list[int]:
 
 
 def _gpu_counts(gpus, gpus_per_node: int | None) -> list[int]:
-    if isinstance(gpus, (int, np.integer)):
-        return [int(gpus)]
+    def count(x) -> int:
+        try:
+            return whole_number(x, "a GPU count", most=MAX_GPUS)
+        except QueryError:
+            raise QueryError(f"--gpus: GPU counts are whole numbers of at least 1 and at most {MAX_GPUS:,}; "
+                             f"got '{x}'") from None
     if isinstance(gpus, (list, tuple)):
-        return sorted({int(g) for g in gpus})
-    text = str(gpus).strip()
+        return sorted({count(g) for g in gpus})
+    if not isinstance(gpus, str):
+        return [count(gpus)]
+    text = gpus.strip()
     try:
         if ":" in text:
-            lo, hi = (int(float(x)) for x in text.split(":", 1))
-            if lo < 1 or hi < lo:
+            lo, hi = (count(x) for x in text.split(":", 1))
+            if hi < lo:
                 raise ValueError
             unit = gpus_per_node or 1
             out = {lo, hi}
@@ -126,7 +155,7 @@ def _gpu_counts(gpus, gpus_per_node: int | None) -> list[int]:
                         out.add(n)
                     n *= 2
             return sorted(out)
-        return sorted({int(float(x)) for x in text.split(",") if x.strip()})
+        return sorted({count(x) for x in text.split(",") if x.strip()})
     except ValueError:
         raise QueryError(f"--gpus: expected a count, a list (512,1024,2048) or a range (256:16384); got '{gpus}'") from None
 
@@ -154,11 +183,19 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     """
     t0 = time.perf_counter()
     lib = library or default_library()
-    if by not in BY:
+    top = whole_number(top, "top (the layouts to show)")
+    max_micro_batch = whole_number(max_micro_batch, "max_micro_batch")
+    max_virtual_stages = whole_number(max_virtual_stages, "max_virtual_stages")
+    if not isinstance(by, str) or by not in BY:
         raise QueryError(f"--by must be one of {', '.join(BY)}; got '{by}'")
     if hardware is None:
         raise QueryError("a plan needs --hardware (see `symcalc list hardware`) and a model: --model (see "
                          "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
+    if options is not None and not isinstance(options, Mapping):
+        raise QueryError(f"options is a mapping of option names to values (e.g. {{'zero_stage': '3'}}); "
+                         f"got {type(options).__name__}")
+    if values is not None and not isinstance(values, Mapping):
+        raise QueryError(f"values is a mapping of quantity names to values; got {type(values).__name__}")
     options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
     options.setdefault("memory_figure", PLAN_MEMORY_FIGURE)
     # the step time runs under a stack (the default one unless given); the memory of the same
@@ -224,13 +261,8 @@ def _fixed_dims(values: dict, options: dict) -> tuple[dict, dict]:
     for name in LAYOUT_DIMS:
         if name in values:
             raw = values.pop(name)
-            items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
-            try:
-                fixed[name] = [int(float(x)) for x in items]
-            except ValueError:
-                raise QueryError(f"{name} must be a whole number (or a list of them); got '{raw}'") from None
-            if any(v < 1 for v in fixed[name]):
-                raise QueryError(f"{name} must be at least 1; got '{raw}'")
+            items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",") if isinstance(raw, str) else [raw]
+            fixed[name] = [whole_number(x, f"{name} (or each of a list of them)", most=MAX_GPUS) for x in items]
     searched = {}
     for name, allowed in SEARCHED_OPTIONS.items():
         if name in options:
@@ -290,7 +322,11 @@ def _facts(q: Question, values: dict, lib) -> _Facts:
 
 def _headroom(values: dict, facts: _Facts, lib) -> float:
     if values.get("memory_headroom") is not None:
-        return _read(lib, "memory_headroom", values["memory_headroom"])
+        headroom = _read(lib, "memory_headroom", values["memory_headroom"])
+        if headroom >= facts.gpu_memory:
+            raise QueryError(f"memory_headroom = {values['memory_headroom']} leaves nothing of the GPU's "
+                             f"{facts.gpu_memory / 1e9:g} GB to plan with; give less than gpu_memory")
+        return headroom
     return DEFAULT_HEADROOM_FRACTION * facts.gpu_memory
 
 

@@ -458,7 +458,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     OutOfBoundsError.
     """
     if on_bounds not in ("raise", "flag"):
-        raise ValueError("on_bounds must be 'raise' or 'flag'")
+        raise QueryError(f"on_bounds must be 'raise' or 'flag'; got {on_bounds!r}")
     on_conflict = {True: "raise", False: "off", "raise": "raise", "warn": "warn", "off": "off"}.get(conflicts)
     if on_conflict is None:
         raise ValueError("conflicts must be True ('raise'), 'warn' or False ('off')")

@@ -174,6 +174,9 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     lib = library or default_library()
     if not vary:
         raise QueryError("a sweep needs at least one varied quantity (vary={name: 'START:STOP'})")
+    if not isinstance(vary, Mapping):
+        raise QueryError(f"vary is a mapping of quantity names to axes (vary={{name: 'START:STOP'}}); "
+                         f"got {type(vary).__name__}")
     tq = lib.quantity(target)
     fixed = {**(given or {}), **values}
     fixed_names = {lib.quantity(k).name for k in fixed}

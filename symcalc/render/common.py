@@ -20,6 +20,12 @@ def wrap(value_text: str, latex_mode: bool) -> str:
     return f"\\left({value_text}\\right)" if latex_mode else f"({value_text})"
 
 
+def plot_text(text: str) -> str:
+    """Text for a matplotlib title or label as it is written: a '$' (a file name, a model path)
+    would start mathtext, which fails on unbalanced or odd input after the whole search."""
+    return text.replace("$", r"\$")
+
+
 def latex_symbols(library) -> dict:
     """Quantity symbol -> its LaTeX (for printing a sympy expression anew)."""
     return {q.symbol: q.latex for q in library.quantities.values()}

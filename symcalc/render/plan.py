@@ -15,6 +15,7 @@ import numpy as np
 
 from symcalc.errors import QueryError
 from symcalc.outfile import check_target, write_file
+from symcalc.render.common import plot_text
 
 DAY, HOUR, GB = 86400.0, 3600.0, 1e9
 COLUMNS = ("rank", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
@@ -201,7 +202,7 @@ def plan_plot(p, path, dpi: int = 110) -> None:
             ax.set_title(f"{title} of the top layouts")
             if names:       # below the bars, not over them
                 ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
-        fig.suptitle(f"{p.model} on {p.n_gpus} x {p.hardware}", fontsize=11)
+        fig.suptitle(plot_text(f"{p.model} on {p.n_gpus} x {p.hardware}"), fontsize=11)
         write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
     finally:
         plt.close(fig)

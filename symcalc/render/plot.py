@@ -14,6 +14,7 @@ import numpy as np
 
 from symcalc.errors import QueryError
 from symcalc.outfile import check_target, write_file
+from symcalc.render.common import plot_text
 from symcalc.units.format import fmt
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -48,7 +49,7 @@ def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120) -> None
             _line(ax, sweep)
         else:
             _heatmap(fig, ax, sweep)
-        ax.set_title(title or _title(sweep), fontsize=11)
+        ax.set_title(plot_text(title or _title(sweep)), fontsize=11)
         write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
     finally:
         plt.close(fig)
