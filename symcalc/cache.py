@@ -10,20 +10,25 @@ Where: ``$SYMCALC_CACHE_DIR``, else ``$XDG_CACHE_HOME/symcalc``, else ``~/.cache
 ``SYMCALC_NO_CACHE=1`` turns the cache off.
 
 Safety: entries are pickles, and unpickling can run code, so an entry is read only when it
-provably came from this cache. A hash proves integrity, not authorship (anyone can hash a
-forged pickle), so each entry carries an HMAC-SHA256 of its kind, key and payload under a
-secret key that lives in the cache directory (``key``, 32 random bytes, 0600, created once
-with an atomic link). The directory itself must be the user's own and private: it is opened
-without following a symbolic link (``O_NOFOLLOW``), must belong to the user and be writable by
-nobody else (it is created 0700, and tightened to 0700 when it is only readable by others),
-and every file in it is then reached through that open directory (``dir_fd``), so the path
-cannot be swapped underneath. Files are opened without following links and without blocking
-(a FIFO planted there cannot hang a run) and must be regular files of the user's. Anything
-else (missing, corrupt, truncated, stale, forged, foreign, unreadable) is ignored and the
-caller rebuilds and overwrites it; a directory that cannot be trusted or written just means
-no cache. Deleting (pruning old entries, :func:`clear`) touches only entries that authenticate
-(the cache wrote them) and its own temporary files left behind for an hour (a run killed
-while writing); never anything reached through a link. Nothing here ever raises.
+provably came from this user's symcalc. A hash proves integrity, not authorship (anyone can
+hash a forged pickle), so each entry carries an HMAC-SHA256 of its kind, key and payload under
+a secret key kept *outside* the cache directory: ``cache-key`` (32 random bytes, 0600, created
+once with an atomic link) in ``$SYMCALC_KEY_DIR``, else ``$XDG_CONFIG_HOME/symcalc``, else
+``~/.config/symcalc``. A cache directory copied from elsewhere (CI, a container layer, a
+tarball), key file and all, therefore authenticates nothing: its entries are rebuilt. Both
+directories must be the user's own and writable by nobody else, as ssh requires of its files:
+they are opened without following a symbolic link (``O_NOFOLLOW``), created 0700, and their
+permissions are never changed; one others may write is not used, and why is said once on
+standard error, as is a key file others may read. Every file is then reached through the open
+directory (``dir_fd``), so the path cannot be swapped underneath. Files are opened without
+following links and without blocking (a FIFO planted there cannot hang a run) and must be
+regular files of the user's. Anything else (missing, corrupt, truncated, stale, forged,
+foreign, unreadable) is ignored and the caller rebuilds and overwrites it; a directory that
+cannot be trusted or written just means no cache. Deleting (pruning old entries,
+:func:`clear`) touches only entries that authenticate (the cache wrote them) and its own
+temporary files of runs that are gone (a run killed while writing: its process no longer
+exists, or the file is an hour old); never anything reached through a link. Nothing here ever
+raises.
 
 Platforms without ``dir_fd`` and ``O_NOFOLLOW`` (Windows) get no cache: the answers are the
 same, only slower to start.
@@ -46,17 +51,18 @@ from functools import lru_cache
 from pathlib import Path
 
 ENV_DIR = "SYMCALC_CACHE_DIR"
+ENV_KEY_DIR = "SYMCALC_KEY_DIR"
 ENV_OFF = "SYMCALC_NO_CACHE"
-MAGIC = b"symcalc-cache 2\n"
+MAGIC = b"symcalc-cache 3\n"
 _MAC = 32
-KEY_FILE = "key"
+KEY_FILE = "cache-key"
 KEY_BYTES = 32
 # newest entries kept per kind; older ones are deleted when a new one is stored
 MAX_ENTRIES = {"library": 8, "derivation": 1000}
 MAX_ENTRY_BYTES = 64 << 20      # far above any entry written (a library is ~1 MB); more is not ours
 STALE_SECONDS = 3600            # a temporary file this old belongs to a run that was killed
 _ENTRY = re.compile(r"^(library|derivation)-([0-9a-f]{64})\.pickle$")
-_TEMPORARY = re.compile(r"^\.(library|derivation|key)-[0-9a-f]{16}\.tmp$")
+_TEMPORARY = re.compile(r"^\.(library|derivation|key)-(\d+)-[0-9a-f]{16}\.tmp$")
 _SUPPORTED = (hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
               and os.unlink in os.supports_dir_fd and os.link in os.supports_dir_fd)
 _READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -69,6 +75,20 @@ stats: Counter = Counter()
 
 class _Untrusted(Exception):
     """The directory, the key or an entry is not the user's own and private."""
+
+
+_said: set[str] = set()
+
+
+def _say_once(why: str) -> None:
+    """Tell the user once per process why the cache is not used (a folder others may write, a
+    key others may read): silently ignoring it would leave them with a slow tool and no clue."""
+    if why not in _said:
+        _said.add(why)
+        try:
+            sys.stderr.write(f"symcalc: the cache is not used: {why}\n")
+        except Exception:       # a closed stderr: the answers are the same without the cache
+            pass
 
 
 def enabled() -> bool:
@@ -84,6 +104,17 @@ def cache_dir() -> Path:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "symcalc"
+
+
+def key_dir() -> Path:
+    """Where the secret key lives: outside the cache directory, so that a copied cache carries
+    no key that would authenticate its entries."""
+    explicit = os.environ.get(ENV_KEY_DIR)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
     return base / "symcalc"
 
 
@@ -144,11 +175,12 @@ def _own(st: os.stat_result) -> bool:
     return not hasattr(os, "getuid") or st.st_uid == os.getuid()
 
 
-def _open_dir(create: bool) -> int | None:
-    """A descriptor of the cache directory, or None when there is none (and ``create`` is
-    False). Raises _Untrusted for a link, another user's directory or one others may write."""
-    path = cache_dir()
-    if create:
+def _open_dir(create: bool, path: Path | None = None) -> int | None:
+    """A descriptor of the cache directory (or ``path``: the key's), or None when there is none
+    (and ``create`` is False). Raises _Untrusted for a link, another user's directory or one
+    others may write (and says so once). Its permissions are never changed."""
+    path = cache_dir() if path is None else path
+    if create and not path.exists():
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
@@ -159,9 +191,9 @@ def _open_dir(create: bool) -> int | None:
     try:
         st = os.fstat(fd)
         if not _own(st) or st.st_mode & 0o022:
+            _say_once(f"{path} is not yours, or others may write to it (mode {stat.S_IMODE(st.st_mode):o}); "
+                      "make it yours with chmod go-w, or point SYMCALC_CACHE_DIR elsewhere")
             raise _Untrusted("the directory is not the user's own, or others may write it")
-        if st.st_mode & 0o077:
-            os.fchmod(fd, 0o700)       # ours, but readable by others: make it private
     except BaseException:
         os.close(fd)
         raise
@@ -222,31 +254,49 @@ def _open_file(dfd: int, name: str, limit: int, private: bool = False) -> bytes 
         os.close(fd)
 
 
-def _read_key(dfd: int) -> bytes | None:
-    data = _open_file(dfd, KEY_FILE, KEY_BYTES, private=True)
-    if data is not None and len(data) != KEY_BYTES:
-        raise _Untrusted("the key is not 32 bytes")
-    return data
+def _read_key(create: bool = False) -> bytes | None:
+    """The secret key from the key directory (made, with the key, when ``create``), or None
+    when there is none. Raises _Untrusted for a directory or key that is not private (said
+    once: a key others may read is not used, so nothing cached is read or written)."""
+    kdir = key_dir()
+    kfd = _open_dir(create, kdir)
+    if kfd is None:
+        return None
+    try:
+        try:
+            data = _open_file(kfd, KEY_FILE, KEY_BYTES, private=True)
+        except _Untrusted:
+            _say_once(f"{kdir / KEY_FILE} is not a private file of yours (others may read it, or it is a link); "
+                      "delete it and symcalc makes a new one")
+            raise
+        if data is not None and len(data) != KEY_BYTES:
+            _say_once(f"{kdir / KEY_FILE} is not a key symcalc wrote; delete it and symcalc makes a new one")
+            raise _Untrusted("the key is not 32 bytes")
+        if data is None and create:
+            data = _create_key(kfd)
+        return data
+    finally:
+        os.close(kfd)
 
 
-def _create_key(dfd: int) -> bytes:
+def _create_key(kfd: int) -> bytes:
     """A new secret, in place atomically: written whole to a temporary file, then linked to its
     name (a link never replaces: when another process made a key first, that one is used)."""
-    tmp = _write_temporary(dfd, "key", secrets.token_bytes(KEY_BYTES))
+    tmp = _write_temporary(kfd, "key", secrets.token_bytes(KEY_BYTES))
     try:
-        os.link(tmp, KEY_FILE, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.link(tmp, KEY_FILE, src_dir_fd=kfd, dst_dir_fd=kfd)
     except FileExistsError:
         pass
     finally:
-        _unlink(dfd, tmp)
-    key = _read_key(dfd)
-    if key is None:
+        _unlink(kfd, tmp)
+    key = _open_file(kfd, KEY_FILE, KEY_BYTES, private=True)
+    if key is None or len(key) != KEY_BYTES:
         raise _Untrusted("the key vanished")
     return key
 
 
 def _write_temporary(dfd: int, kind: str, data: bytes) -> str:
-    name = f".{kind}-{secrets.token_hex(8)}.tmp"
+    name = f".{kind}-{os.getpid()}-{secrets.token_hex(8)}.tmp"     # the writer's pid: see _gone
     fd = os.open(name, _CREATE, 0o600, dir_fd=dfd)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -279,7 +329,7 @@ def load(kind: str, key: str) -> object | None:
         stats["misses"] += 1
         return None
     try:
-        secret = _read_key(dfd)
+        secret = _read_key()
         data = _open_file(dfd, _name(kind, key), MAX_ENTRY_BYTES) if secret is not None else None
     except (_Untrusted, OSError):
         stats["rejected"] += 1
@@ -343,7 +393,9 @@ def store(kind: str, key: str, value: object) -> None:
         stats["errors"] += 1
         return
     try:
-        secret = _read_key(dfd) or _create_key(dfd)
+        secret = _read_key(create=True)
+        if secret is None:
+            raise _Untrusted("no key")
         tmp = _write_temporary(dfd, kind, MAGIC + _mac(secret, kind, key, payload) + payload)
         try:
             os.replace(tmp, _name(kind, key), src_dir_fd=dfd, dst_dir_fd=dfd)
@@ -391,15 +443,34 @@ def _tidy(dfd: int, kind: str, secret: bytes) -> None:
     questions asked, would otherwise grow the directory without bound), and remove temporary
     files of runs killed while writing."""
     files = _files(dfd)
-    now = time.time()
     for name, st in files:
-        if _TEMPORARY.match(name) and now - st.st_mtime > STALE_SECONDS:
+        if _gone(name, st):
             _unlink(dfd, name)
     entries = sorted(((st.st_mtime, name) for name, st in files
                       if name.startswith(f"{kind}-") and _ENTRY.match(name)))
     for _, name in entries[:max(len(entries) - MAX_ENTRIES.get(kind, 100), 0)]:
         if _authentic(dfd, name, secret):
             _unlink(dfd, name)
+
+
+def _gone(name: str, st: os.stat_result) -> bool:
+    """Whether ``name`` is a temporary file of a run that is no longer writing it: its process
+    has ended (a run killed half-way), or it is an hour old (a pid reused since)."""
+    m = _TEMPORARY.match(name)
+    if not m:
+        return False
+    if time.time() - st.st_mtime > STALE_SECONDS:
+        return True
+    pid = int(m.group(2))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):
+        return False
+    return False
 
 
 def clear() -> int:
@@ -415,14 +486,13 @@ def clear() -> int:
         return 0
     removed = 0
     try:
-        secret = _read_key(dfd)
+        secret = _read_key()
         files = _files(dfd)
-        now = time.time()
         for name, st in files:
             if secret is not None and _authentic(dfd, name, secret):
                 _unlink(dfd, name)
                 removed += 1
-            elif _TEMPORARY.match(name) and now - st.st_mtime > STALE_SECONDS:
+            elif _gone(name, st):
                 _unlink(dfd, name)
     except (_Untrusted, OSError):
         pass

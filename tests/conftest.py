@@ -28,7 +28,9 @@ def pytest_configure(config):
     if hasattr(config, "workerinput"):      # a pytest-xdist worker: share the controller's cache
         return
     config._symcalc_cache = tempfile.mkdtemp(prefix="symcalc-test-cache-")
-    os.environ["SYMCALC_CACHE_DIR"] = config._symcalc_cache
+    os.environ["SYMCALC_CACHE_DIR"] = os.path.join(config._symcalc_cache, "cache")
+    # the cache's secret key lives outside the cache folder: the suite's own too, not the user's
+    os.environ["SYMCALC_KEY_DIR"] = os.path.join(config._symcalc_cache, "key")
     # what the diagnosis finds must not depend on how busy the machine is (1 s by default;
     # benchmarks/ measures the real time of the slowest diagnoses)
     os.environ.setdefault("SYMCALC_DIAGNOSIS_LIMIT", "20")

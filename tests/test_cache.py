@@ -54,6 +54,7 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     """A fresh cache directory of this test's own, with the cache on."""
     path = tmp_path / "cache"
     monkeypatch.setenv(cache.ENV_DIR, str(path))
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "key"))
     monkeypatch.delenv(cache.ENV_OFF, raising=False)
     return path
 
@@ -273,18 +274,65 @@ def test_a_forged_entry_is_never_unpickled(cache_dir, formulas, tmp_path, forger
 
 def test_the_key_and_the_directory_are_private(cache_dir, formulas):
     load_library([formulas])
-    key = cache_dir / cache.KEY_FILE
+    key = cache.key_dir() / cache.KEY_FILE
     assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache.key_dir()).st_mode) == 0o700
     assert stat.S_IMODE(os.lstat(key).st_mode) == 0o600 and len(key.read_bytes()) == 32
-    assert sorted(p.name for p in cache_dir.iterdir()) == sorted([cache.KEY_FILE, *(p.name for p in entries(cache_dir, "library"))])
+    # the key is not in the cache folder: the folder holds the entries only
+    assert sorted(p.name for p in cache_dir.iterdir()) == sorted(p.name for p in entries(cache_dir, "library"))
 
 
-def test_a_directory_only_readable_by_others_is_made_private(cache_dir, formulas):
+def test_a_directory_only_readable_by_others_is_used_and_left_as_it_is(cache_dir, formulas):
+    # SYMCALC_CACHE_DIR pointed at a 0755 folder: used (nobody else may write it), never chmod-ed
     load_library([formulas])
     os.chmod(cache_dir, 0o755)
     hits = cache.stats["hits"]
     load_library([formulas])
-    assert cache.stats["hits"] == hits + 1 and stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
+    assert cache.stats["hits"] == hits + 1 and stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o755
+
+
+def test_a_copied_cache_with_its_key_authenticates_nothing(tmp_path, monkeypatch, formulas):
+    # a cache filled elsewhere (CI, a container layer, a tarball) and copied in, the key of
+    # that machine included: this user's key is another, so nothing in it is unpickled
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "theirs" / "cache"))
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "theirs" / "key"))
+    load_library([formulas])
+    shutil.copytree(tmp_path / "theirs", tmp_path / "mine")
+    shutil.copy(tmp_path / "theirs" / "key" / cache.KEY_FILE, tmp_path / "mine" / "cache" / cache.KEY_FILE)
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "mine" / "cache"))
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "my-key"))      # this user's own key
+    hits, stores = cache.stats["hits"], cache.stats["stores"]
+    lib = load_library([formulas])
+    # not read (this user has no key yet: nothing can authenticate), rebuilt and stored anew
+    assert cache.stats["hits"] == hits and cache.stats["stores"] == stores + 1 and "young_interval" in lib.formulas
+    hits = cache.stats["hits"]
+    load_library([formulas])
+    assert cache.stats["hits"] == hits + 1          # now under this user's key
+
+
+def test_a_key_others_may_read_is_reported_once_and_not_used(cache_dir, formulas, capsys):
+    load_library([formulas])
+    key = cache.key_dir() / cache.KEY_FILE
+    os.chmod(key, 0o644)
+    cache._said.clear()
+    rejected, hits = cache.stats["rejected"], cache.stats["hits"]
+    load_library([formulas])
+    load_library([formulas])
+    err = capsys.readouterr().err
+    assert err.count("symcalc: the cache is not used:") == 1 and str(key) in err and "delete it" in err
+    assert cache.stats["hits"] == hits and cache.stats["rejected"] >= rejected + 2
+
+
+def test_a_folder_others_may_write_is_reported_once(cache_dir, formulas, capsys):
+    load_library([formulas])
+    os.chmod(cache_dir, 0o777)
+    cache._said.clear()
+    load_library([formulas])
+    load_library([formulas])
+    err = capsys.readouterr().err
+    assert err.count("symcalc: the cache is not used:") == 1 and "others may write" in err
+    assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o777
 
 
 def test_a_symlink_at_the_cache_path_is_not_followed(tmp_path, monkeypatch, formulas):
@@ -331,7 +379,7 @@ def test_a_fifo_in_the_cache_does_not_hang_a_run(cache_dir, formulas):
 
 def test_a_planted_key_link_is_not_trusted(cache_dir, formulas, tmp_path):
     load_library([formulas])
-    key = cache_dir / cache.KEY_FILE
+    key = cache.key_dir() / cache.KEY_FILE
     theirs = tmp_path / "their-key"
     theirs.write_bytes(os.urandom(32))
     os.chmod(theirs, 0o600)
@@ -356,19 +404,28 @@ def test_clear_deletes_only_what_the_cache_wrote(cache_dir, formulas, tmp_path):
     assert cache.clear() == 1                           # the one library entry it wrote
     assert outside.read_bytes() == b"precious"
     left = sorted(p.name for p in cache_dir.iterdir())
-    assert left == sorted([cache.KEY_FILE, *planted, "library-" + "1" * 64 + ".pickle"])
+    assert left == sorted([*planted, "library-" + "1" * 64 + ".pickle"])
 
 
 def test_stale_temporary_files_are_cleaned_up(cache_dir, formulas):
     import time
     load_library([formulas])
-    stale, fresh = cache_dir / ".library-0123456789abcdef.tmp", cache_dir / ".library-fedcba9876543210.tmp"
-    for path in (stale, fresh):
+    import subprocess
+    import sys
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    gone = int(dead.stdout)                  # a process that has ended: its half-written file is litter
+    stale = cache_dir / f".library-{os.getpid()}-0123456789abcdef.tmp"
+    killed = cache_dir / f".library-{gone}-0123456789abcdef.tmp"
+    fresh = cache_dir / f".library-{os.getppid()}-fedcba9876543210.tmp"
+    for path in (stale, killed, fresh):
         path.write_bytes(b"half an entry of a run that was killed")
     old = time.time() - 2 * cache.STALE_SECONDS
     os.utime(stale, (old, old))
     cache.store("derivation", "a" * 64, {"any": "value"})
-    assert not stale.exists() and fresh.exists()       # a fresh one may be another run's, writing
+    # an hour old, or of a run that has ended, is removed at once; a fresh one of a live
+    # process (here pytest's parent) may be another run's, still writing
+    assert not stale.exists() and not killed.exists() and fresh.exists()
 
 
 def test_pruning_keeps_the_newest_and_only_its_own(cache_dir, monkeypatch):
@@ -391,7 +448,7 @@ def test_processes_racing_on_a_cold_cache_share_one_key_and_agree(tmp_path, monk
     won the race (a link never replaces), and every entry any of them wrote authenticates."""
     import subprocess
     import sys
-    env = dict(os.environ, SYMCALC_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, SYMCALC_CACHE_DIR=str(tmp_path / "cache"), SYMCALC_KEY_DIR=str(tmp_path / "key"))
     env.pop(cache.ENV_OFF, None)
     args = [sys.executable, "-m", "symcalc", "solve", "d_model", "n_params=1.291059e10", "n_layers=40",
             "vocab_size=32000", "--brief"]
@@ -401,13 +458,15 @@ def test_processes_racing_on_a_cold_cache_share_one_key_and_agree(tmp_path, monk
     assert [run.returncode for run in runs] == [0] * 8, outputs
     assert {out for out, _ in outputs} == {outputs[0][0]} and outputs[0][0].startswith("d_model = ")
     names = sorted(p.name for p in (tmp_path / "cache").iterdir())
-    assert cache.KEY_FILE in names and not [n for n in names if n.endswith(".tmp")]
+    keys = sorted(p.name for p in (tmp_path / "key").iterdir())
+    assert keys == [cache.KEY_FILE] and not [n for n in names if n.endswith(".tmp")]
     rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
     assert rerun.stdout == outputs[0][0]
     # counted after the rerun: a derivation built under the race's load may have run into the
     # symbolic limit (not kept on disk), and the quiet rerun keeps it
     entries_written = [p.name for p in (tmp_path / "cache").iterdir() if p.name.endswith(".pickle")]
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "key"))
     assert len(entries_written) >= 2 and cache.clear() == len(entries_written)     # all authenticate
 
 
