@@ -79,8 +79,14 @@ def _export(name: str, module: types.ModuleType):
     limit = _EXPORTS[name][2]
     if limit is not None:
         from symcalc import budget  # on use: the command line starts without it (start-up, Ctrl-C)
-        value = budget.limited(value, getattr(budget, limit))
+        value = budget.limited(value, getattr(budget, limit), prepare=_built_in_library)
     return value
+
+
+def _built_in_library() -> None:
+    """The built-in library, loaded once per process before a question's time limit starts."""
+    from symcalc.library.loading import default_library  # on use: importing symcalc stays light
+    default_library()
 
 
 class _Package(types.ModuleType):

@@ -398,16 +398,20 @@ F = TypeVar("F", bound=Callable)
 _UNSET = object()
 
 
-def limited(fn: F, default: float = DEFAULT_QUESTION_LIMIT) -> F:
+def limited(fn: F, default: float = DEFAULT_QUESTION_LIMIT, prepare: Callable[[], object] | None = None) -> F:
     """``fn`` as a whole question: it takes one more keyword, ``time_limit`` (seconds, or None
     for no limit; default SYMCALC_TIME_LIMIT or ``default``, DEFAULT_QUESTION_LIMIT unless
-    given), and raises TimeLimitError when that runs out. For the public Python API."""
+    given), and raises TimeLimitError when that runs out. For the public Python API.
+    ``prepare`` runs first, outside the limit: a one-time cost of the process (building the
+    library on a cold cache, slow on a busy machine) is not the question's."""
     @functools.wraps(fn)
     def wrapper(*args, time_limit: object = _UNSET, **kwargs):
         if time_limit is _UNSET:
             seconds = question_limit(default)
         else:
             seconds = math.inf if time_limit is None else parse_seconds(time_limit, "time_limit")
+        if prepare is not None:
+            prepare()
         with question(seconds, hint="time_limit=SECONDS or SYMCALC_TIME_LIMIT"):
             return fn(*args, **kwargs)
     return wrapper  # type: ignore[return-value]

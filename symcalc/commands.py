@@ -125,6 +125,10 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
         limit = _time_limit(time_limit)
         if time_limit is None and not os.environ.get(ENV_LIMIT, "").strip():
             limit = default
+        # the built-in library first, outside the limit: a process's one-time build (a cold
+        # cache on a busy machine) is not the question's time
+        from symcalc.library.loading import default_library  # on use: the command line starts without it (start-up, Ctrl-C)
+        default_library()
         with question(limit):
             return command(*args, **kwargs)
     return run

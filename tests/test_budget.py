@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import symcalc
 from symcalc.budget import (DEFAULT_QUESTION_LIMIT, BudgetExceeded, bounded, expired, limited, parse_seconds,
                             question, question_limit, remaining, time_limit)
 from symcalc.errors import QueryError, TimeLimitError
@@ -194,3 +195,26 @@ def test_a_limit_of_a_lifetime_is_armed_a_day_at_a_time():
     with time_limit(1e300) as limit:
         left, _ = signal.getitimer(signal.ITIMER_REAL)
         assert 86399 < left <= 86400 and limit.deadline > 1e299
+
+
+def test_the_one_time_library_build_is_not_the_questions_time(monkeypatch):
+    # a cold process builds the library once (seconds on a busy machine): that must not count
+    # against the first question's limit, in the Python API or on the command line
+    from symcalc.cli import main
+    from symcalc.library import loading
+    real = loading.load_library
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(remaining())
+        return real(*args, **kwargs)
+    monkeypatch.setattr(loading, "load_library", recording)
+    try:
+        for ask in (lambda: symcalc.solve("n_gpus_min_memory", n_params=70e9, gpu_memory="80 GB", time_limit=5),
+                    lambda: main(["solve", "n_gpus_min_memory", "n_params=70e9", "gpu_memory=80GB", "--brief"])):
+            loading.default_library.cache_clear()
+            seen.clear()
+            ask()
+            assert seen and seen[0] == float("inf")      # no limit was in force while it loaded
+    finally:
+        loading.default_library.cache_clear()
