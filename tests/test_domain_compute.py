@@ -325,3 +325,26 @@ def test_per_gpu_rates_need_no_gpu_count():
     assert r.to("TFLOP/s").magnitude == pytest.approx(0.45 * 312)
     r = symcalc.solve("mfu", achieved_flops_per_gpu="150 TFLOP/s", hardware="a100-80gb")
     assert r.value == pytest.approx(100 * 150 / 312)
+
+
+def test_per_gpu_token_rate_from_mfu_and_back():
+    # One GPU at 40 % MFU on an H100 (989.4 TFLOP/s dense BF16) with a 7B model doing 6 N = 42e9
+    # FLOP per token: 0.4 x 989.4e12 / 42e9 = 9,422.9 token/s, whatever the GPU count
+    r = symcalc.solve("tokens_per_second_per_gpu", n_params=7e9, mfu="40%", hardware="h100")
+    assert r.to("token/s").magnitude == pytest.approx(0.4 * 989.4e12 / 42e9, rel=1e-9)
+    # and back: 3,000 token/s measured per GPU is 3000 x 42e9 / 989.4e12 = 12.73 % MFU
+    r = symcalc.solve("mfu", n_params=7e9, tokens_per_second_per_gpu="3000 token/s", hardware="h100")
+    assert r.value == pytest.approx(100 * 3000 * 42e9 / 989.4e12, rel=1e-9)
+    # 64 such GPUs process 64 x 3000 = 192,000 token/s
+    r = symcalc.solve("tokens_per_second", n_params=7e9, n_gpus=64, tokens_per_second_per_gpu="3000 token/s",
+                      hardware="h100")
+    assert r.to("token/s").magnitude == pytest.approx(192000, rel=1e-9)
+
+
+def test_roofline_rate_never_runs_backwards_into_a_step_time():
+    # seed 004's roofline estimates a GPU's rate with utilization's default 0.75; it answers the
+    # per-GPU rate where nothing better is known, but must not become a route to the MFU (and
+    # from there to every step time): without an MFU or a layout, mfu stays underdetermined
+    with pytest.raises(symcalc.UnderdeterminedError):
+        symcalc.solve("mfu", n_params=70e9, n_layers=80, d_model=8192, global_batch_tokens="512000 token",
+                      dp=8, hardware="h100")

@@ -253,7 +253,7 @@ class Derivation:
             return results[0], 0, False
         finite = [_finite(r, names) for r in results]
         inside = [f & _inside(r, names, s.domains) for f, r in zip(finite, results)]
-        shape = np.broadcast(*[np.asarray(v) for r in results for v in r.values()]).shape
+        shape = np.broadcast_shapes(*[np.shape(v) for r in results for v in r.values()])
         chosen = {u: np.full(shape, np.nan) for u in names}
         taken = np.zeros(shape, dtype=bool)
         first_used = None
@@ -295,7 +295,7 @@ class Derivation:
         names = s.unknowns
         if s.residual_function is None:
             raise NoSolutionError(f"cannot solve {s.formulas[0].id} for {names[0]}")
-        shape = np.broadcast(*[np.asarray(a) for a in args]).shape if args else ()
+        shape = np.broadcast_shapes(*[np.shape(a) for a in args]) if args else ()
         if where is not None:
             shape = np.broadcast_shapes(shape, np.shape(where))
             mask = np.broadcast_to(where, shape)

@@ -51,7 +51,7 @@ def solve_scalar(residual: Callable, args: list, domain: Interval, with_status: 
     another root beyond the one returned. O(grid + rounds x bisections)
     array passes, all elements at once.
     """
-    shape = np.broadcast(*[np.asarray(a, dtype=float) for a in args]).shape if args else ()
+    shape = np.broadcast_shapes(*[np.shape(a) for a in args]) if args else ()
     flat = [np.broadcast_to(np.asarray(a, dtype=float), shape).reshape(-1) for a in args]
     n = flat[0].size if flat else 1
     pts, use_log = _grid(domain)
@@ -153,7 +153,7 @@ def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unk
     """
     from scipy.optimize import root
 
-    shape = np.broadcast(*[np.asarray(a, dtype=float) for a in args]).shape if args else ()
+    shape = np.broadcast_shapes(*[np.shape(a) for a in args]) if args else ()
     flat = [np.broadcast_to(np.asarray(a, dtype=float), shape).reshape(-1) for a in args]
     n = flat[0].size if flat else 1
     out = np.full((n_unknowns, n), np.nan)

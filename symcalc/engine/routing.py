@@ -135,9 +135,10 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
             if q == stop_at:
                 return _Settled(cost, producer, order)
         # a consequence of other laws never joins a block: with its premises it would make a
-        # structurally sound but dependent system
+        # structurally sound but dependent system; nor does a bridge from given values whose
+        # inputs were not given (in a block they would be unknowns, that is, derived)
         blocks = _ready_blocks(_block_candidates([f for f in formulas if remaining[f.id] >= 2
-                                                  and not f.consequence]), cost)
+                                                  and not f.consequence and set(f.from_given) <= hard]), cost)
         if not blocks:
             break
         for rows, cols in blocks:
