@@ -40,6 +40,12 @@ QUESTIONS = [
     ("step_time", dict(n_params=7e9, n_gpus=64)),
     ("activation_memory", dict(micro_batch_size=1)),
     ("bubble_fraction", dict(pp=8)),
+    # issue 21: per-GPU rates, and questions with presets whose routes pass the step-time and
+    # memory blocks (each checked numerically before any is eliminated)
+    ("tokens_per_second_per_gpu", dict(n_params=7e9, hardware="h100")),
+    ("n_gpus", dict(model="llama3-70b", hardware="h100", memory_headroom="0 GB", options={"zero_stage": "3"})),
+    ("step_time", dict(model="llama3-8b", hardware="h100", n_gpus=64, global_batch_size=512)),
+    ("total_memory_per_gpu", dict(model_state_memory="60 GB")),
 ]
 TARGET_S = 1.0
 
@@ -59,8 +65,10 @@ def run(quick: bool = False) -> list[Row]:
         for target, given in QUESTIONS[: 6 if quick else None]:
             _forget(library)
             t0 = time.perf_counter()
+            kwargs = {k: given[k] for k in ("model", "hardware", "options") if k in given}
+            values = {k: v for k, v in given.items() if k not in kwargs}
             try:
-                symcalc.solve(target, given, library=library)
+                symcalc.solve(target, values, library=library, **kwargs)
             except UnderdeterminedError as e:
                 unfinished += "time budget" in e.message
             times.append((time.perf_counter() - t0, target))

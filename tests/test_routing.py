@@ -272,3 +272,64 @@ def test_the_same_question_gives_the_same_derivation_in_every_process():
     # vocabulary V = (7e9 - 32 x 12 x 4096^2) / (2 x 4096) = 68,060 that n_params leaves for the
     # embeddings) = 41.5e9 / 7.674e9 = 5.41 -> 5
     assert "n_gpus = 94" in out and "micro_batch_size = 5  (exact 5.40" in out
+
+
+ZERO3_70B = dict(model="llama3-70b", hardware="h100", options={"zero_stage": "3"})
+
+
+def test_how_many_gpus_to_fit_names_the_missing_activation_input():
+    # "how many GPUs to fit Llama 3 70B with ZeRO-3": the model state shards over the GPUs, the
+    # activations do not, and they need the micro-batch (the preset gives the sequence length).
+    # dp and n_nodes would settle it too, but only as the answer restated (n_gpus = dp with
+    # tp = pp = cp = 1; n_nodes x 8): they are not offered.
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("n_gpus", memory_headroom="0 GB", **ZERO3_70B)
+    assert e.value.missing == [["micro_batch_size"]]
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("dp", memory_headroom="0 GB", **ZERO3_70B)
+    assert e.value.missing == [["micro_batch_size"]]
+    # and with it, the answer: the smallest GPU count whose memory holds the shards
+    r = symcalc.solve("n_gpus", memory_headroom="0 GB", micro_batch_size=1, seq_len="2048 token",
+                      model="llama3-70b", hardware="h100", options={"zero_stage": "3", "recompute": "full"})
+    assert r.value >= 1 and float(r.value).is_integer()
+
+
+def test_a_restatement_is_offered_only_when_nothing_else_settles_it():
+    # with nothing given, the node count is the GPU count over the GPUs per node: that is all
+    # there is to say
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("n_nodes")
+    assert ["gpus_per_node", "n_gpus"] in e.value.missing
+    # an inverse relation is a real route, not a restatement: the interleaved bubble ratio
+    # (p - 1) / (v m) needs the virtual stages
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("bubble_ratio", pp=4, n_microbatches=12, options={"pipeline_schedule": "interleaved"})
+    assert ["virtual_stages"] in e.value.missing
+
+
+def test_suggestions_with_presets_really_settle_the_target():
+    # a bridge that reads only given values (tp_comm_bytes_from_generic reads a given AllReduce)
+    # must not read a value the search derived: it had offered checkpoint_interval for a step time
+    lib = symcalc.default_library()
+    where = dict(model="llama3-8b", hardware="h100", options={"zero_stage": "3"})
+    with pytest.raises(UnderdeterminedError) as e:
+        symcalc.solve("step_time", n_gpus=64, global_batch_size=512, **where)
+    assert ["checkpoint_interval"] not in e.value.missing and ["micro_batch_size"] in e.value.missing
+    for extra in e.value.missing:
+        values = {"n_gpus": 64, "global_batch_size": 512, **{q: (1.0, lib.quantities[q].unit) for q in extra}}
+        r = symcalc.solve("step_time", values, on_bounds="flag", **where)
+        assert r.base_value > 0, extra
+
+
+def test_the_numeric_independence_test_tells_dependent_blocks_from_sound_ones():
+    import sympy
+    from symcalc.engine.independence import block_determined
+    C, N, D, F, R, T, x, y, a, b = sympy.symbols("C N D F R T x y a b", positive=True)
+    # C = 6 N D, F = 6 N R, T = D / R and C = F T share one fact (C - F T = 6 N D - 6 N R D / R):
+    # square in structure, singular on its whole solution set
+    assert block_determined([(C, 6 * N * D), (F, 6 * N * R), (T, D / R), (C, F * T)], [C, D, F, R]) is False
+    # a + b and a b fix x and y (the roots of z^2 - a z + b): full rank
+    assert block_determined([(a, x + y), (b, x * y)], [x, y]) is True
+    # with Max, a branch where y drops out is no proof of dependence: another start finds one
+    # where both count, or the test leaves it to the algebra (None), never "dependent"
+    assert block_determined([(a, sympy.Max(x, y) + y), (b, x * y)], [x, y]) is not False

@@ -23,7 +23,7 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 
@@ -81,14 +81,20 @@ def _index(formulas: Iterable[FormulaSpec]) -> dict[str, list[FormulaSpec]]:
 
 
 def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] = frozenset(),
-              stop_at: str | None = None, index: dict[str, list[FormulaSpec]] | None = None) -> _Settled:
+              stop_at: str | None = None, index: dict[str, list[FormulaSpec]] | None = None,
+              given: set[str] | None = None) -> _Settled:
     """Settle every quantity the formulas determine from ``hard`` (cost 0) and ``soft`` knowns.
+
+    ``given``: the values the user gave, which bridges (``from_given``) may read; ``hard`` when
+    None. A search that counts settled quantities as hard passes the given ones here, so that
+    a bridge never reads a derived value.
 
     Returns costs, the producing Step of each derived quantity (None for knowns) and the order
     of settlement. Stops early once ``stop_at`` is settled. O((F + Q) log(F + Q)) per round of
     propagation, plus one block analysis per stall.
     """
     by_quantity = _index(formulas) if index is None else index      # the caller's, when it plans often
+    bridged = set(hard if given is None else given)
     remaining = {f.id: len(f.quantities) for f in formulas}
     cost: dict[str, float] = {}
     producer: dict[str, Step | None] = {}
@@ -107,7 +113,7 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         v = next(x for x in f.quantities if x not in cost)
         if f.solvability[v] != "none":
             inputs = tuple(x for x in f.quantities if x != v)
-            if not set(f.from_given) <= set(hard):
+            if not set(f.from_given) <= bridged:
                 return   # a bridge that reads these inputs from given values only, never derived ones
             penalty = DEFAULT_COST if f.default_rule else 0
             heapq.heappush(heap, (1 + penalty + sum(cost[x] for x in inputs), next(tie), v,
@@ -138,7 +144,7 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         # structurally sound but dependent system; nor does a bridge from given values whose
         # inputs were not given (in a block they would be unknowns, that is, derived)
         blocks = _ready_blocks(_block_candidates([f for f in formulas if remaining[f.id] >= 2
-                                                  and not f.consequence and set(f.from_given) <= hard]), cost)
+                                                  and not f.consequence and set(f.from_given) <= bridged]), cost)
         if not blocks:
             break
         for rows, cols in blocks:
@@ -369,14 +375,15 @@ class DiagnosisHints:
     """What the search for missing values may know beyond the formulas.
 
     ``known``: quantities people have at hand (inputs, preset fields, coefficients): sets of
-    these are offered before sets that need an intermediate. ``verify(extra)``: whether the
-    given values plus ``extra`` really settle the target (a structurally sound block can be
-    dependent, which only the algebra shows); called for routes through blocks only.
+    these are offered before sets that need an intermediate. ``verify(extra, route)``: whether
+    the given values plus ``extra`` really settle the target along ``route`` (a structurally
+    sound block can be dependent, which only the algebra shows); called for routes through
+    blocks only.
     ``seconds``: the time budget of the whole search.
     """
 
     known: frozenset = frozenset()
-    verify: Callable[[list[str]], bool] | None = None
+    verify: Callable[[list[str], Route], bool] | None = None
     seconds: float = DEFAULT_DIAGNOSIS_LIMIT
     # defaults standing in for a main input of the question (n_tokens = 20 N, a utilization):
     # routes that need none of them are offered first
@@ -386,6 +393,10 @@ class DiagnosisHints:
     # give first, and the message says the usual value
     usual: frozenset = frozenset()
     inputs: frozenset = frozenset()       # quantities people choose (layout, shapes): their defaults count
+    # quantity -> its unit: a single quantity of the target's unit that gives it through single
+    # formulas and known factors only (dp or n_nodes for n_gpus) restates the answer, and is
+    # offered only when nothing else settles the target
+    units: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -421,15 +432,18 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
     found: list[tuple] = []
     # the search's own budget ends it quietly with what it found; a question's limit that runs
     # out meanwhile still ends the question
+    restated: list[tuple] = []
     with bounded(hints.seconds) as limit:
-        _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found)
+        _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found, restated)
+    found = found or restated
     found.sort(key=lambda t: t[:6])
     return Diagnosis([f[6] for f in found[:MAX_SETS]], not limit.expired)
 
 
-def _search(formulas, target, given, defaults, zero, preferred, hints, found) -> None:
+def _search(formulas, target, given, defaults, zero, preferred, hints, found, restated) -> None:
     """The search of :func:`missing_sets`, appending (tier, size, not-usual, not-preferred, defaults,
-    rank, set) records to ``found`` as it goes (so that a time limit keeps what was found)."""
+    rank, set) records to ``found`` as it goes (so that a time limit keeps what was found), and
+    those of sets that only restate the answer to ``restated``."""
     by_id = {f.id: f for f in formulas}
     # tiers: known quantities without the main-input assumptions, known ones with them, any
     plain = [f for f in formulas if not (f.default_rule and _lhs(f) in hints.assumptions)]
@@ -450,21 +464,25 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
 
     def settles(extra) -> Route | None:
         settled, live = system
-        s = propagate(live, settled | set(extra), (), stop_at=target, index=indexes[systems.index(system)])
+        s = propagate(live, settled | set(extra), (), stop_at=target, index=indexes[systems.index(system)],
+                      given=given | set(extra))
         if target not in s.cost:
             return None
         return _extract(s, target, settled | set(extra), set())
 
     def consider(combo: tuple, tier: int) -> bool:
-        if any(set(f[6]) <= set(combo) for f in found):
+        if any(set(f[6]) <= set(combo) for f in (*found, *restated)):
             return False
         plan = settles(combo)
         if plan is None or _divides_by_zero(plan, by_id, zero):
             return False
+        if len(combo) == 1 and _restates(plan, combo[0], target, system[0], hints.units, by_id):
+            restated.append((tier, 1, True, True, 0, rank[combo[0]], list(combo)))
+            return False
         if any(step.is_block for step in plan.steps) and hints.verify is not None:
             key = frozenset(combo)
             if key not in verified:
-                verified[key] = bool(hints.verify(list(combo)))
+                verified[key] = bool(hints.verify(list(combo), plan))
             if not verified[key]:
                 return False
         # how many defaults the route leans on, counted on the whole question: default rules and
@@ -487,11 +505,52 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found) ->
                 consider(combo, tier)
             if any(f[0] == tier for f in found):
                 return
-        cheapest = _cheapest(pool, target, system, indexes[systems.index(system)], settles)
+        cheapest = _cheapest(pool, target, system, indexes[systems.index(system)], settles, given)
         if cheapest is not None:
             consider(tuple(cheapest), tier)
             if any(f[0] == tier for f in found):
                 return
+
+
+def _restates(plan: Route, extra: str, target: str, settled: set[str], units: Mapping[str, str],
+              by_id: Mapping[str, FormulaSpec]) -> bool:
+    """Whether ``extra`` gives the target only as a known multiple of itself: every step that
+    reads it (or what follows from it) is a single formula, proportional in the two (a = c b,
+    c made of quantities settled without it), between quantities of the target's unit. dp for
+    n_gpus (n_gpus = dp tp pp cp, tp pp cp known) or n_nodes for dp, through n_gpus: asking
+    for it asks for the answer. A route through a block, through another unit (mfu for
+    achieved FLOP/s) or an inverse relation (virtual stages for the bubble ratio) is a real
+    route. O(steps)."""
+    if not units or units.get(extra) != units.get(target):
+        return False
+    follows = {extra}
+    for step in plan.steps:
+        read = follows & set(step.inputs)
+        if not read:
+            continue
+        if step.is_block or len(read) > 1 or any(units.get(q) != units.get(target) for q in step.solves_for):
+            return False
+        if any(q not in follows and q not in settled for q in step.inputs):
+            return False
+        if not _proportional(by_id[step.formulas[0]], next(iter(read)), step.solves_for[0]):
+            return False
+        follows |= set(step.solves_for)
+    return target in follows
+
+
+def _proportional(f: FormulaSpec, a: str, b: str) -> bool:
+    """Whether ``f`` reads one of ``a``, ``b`` = (something free of the other) x the other."""
+    return _proportional_in(f.lhs, f.rhs, a, b) if f.lhs is not None and f.rhs is not None else False
+
+
+@lru_cache(maxsize=4096)
+def _proportional_in(lhs, rhs, a: str, b: str) -> bool:
+    import sympy  # start-up: only a diagnosis gets here
+    names = {s.name: s for s in (lhs - rhs).free_symbols}
+    for x, y in ((a, b), (b, a)):
+        if lhs == names.get(x) and y in names:
+            return names[y] not in sympy.Mul(rhs, 1 / names[y]).free_symbols
+    return False
 
 
 def _lhs(f: FormulaSpec) -> str | None:
@@ -499,7 +558,7 @@ def _lhs(f: FormulaSpec) -> str | None:
     return next((q for q, how in f.solvability.items() if how == "explicit"), None)
 
 
-def _cheapest(pool: list[str], target: str, system, index, settles) -> list[str] | None:
+def _cheapest(pool: list[str], target: str, system, index, settles, given: set[str]) -> list[str] | None:
     """A set from ``pool`` that settles the target, or None if even all of it does not.
 
     The same shortest-derivation search as planning (:func:`propagate`), with every candidate
@@ -507,7 +566,7 @@ def _cheapest(pool: list[str], target: str, system, index, settles) -> list[str]
     them, and those it leans on are the set. Then every member whose removal still settles
     the target is dropped. One propagation plus one trial per member."""
     settled, live = system
-    s = propagate(live, settled, set(pool), stop_at=target, index=index)
+    s = propagate(live, settled, set(pool), stop_at=target, index=index, given=given)
     if target not in s.cost:
         return None
     chosen = list(_extract(s, target, settled, set(pool)).defaults)

@@ -90,6 +90,15 @@ def compile_anew(expr: sympy.Expr, args: Sequence[sympy.Symbol]) -> CompiledFunc
         return _Uncacheable(fn)
 
 
+def compile_vector(exprs: Sequence[sympy.Expr], args: Sequence[sympy.Symbol]) -> Callable:
+    """Several expressions as one numpy function of ``args`` returning their list (units
+    replaced by base-unit factors; Min/Max broadcast; not cached: for one-off numeric checks)."""
+    numeric = [e.subs(unit_factors(e)) for e in exprs]
+    guards = {"floor_tol": floor_tol, "ceil_tol": ceil_tol}
+    return sympy.lambdify(list(args), numeric, modules=[guards, {"numpy": np}], cse=True,
+                          printer=_NumpyPrinter, docstring_limit=0)
+
+
 class _Uncacheable(CompiledFunction):
     """A compiled function that could not be kept for another process: it works, but a
     derivation holding it is not written to the on-disk cache (pickling it raises TypeError)."""

@@ -257,7 +257,20 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
     structurally sound can still be dependent (C = 6ND, F = 6NR, T = D/R and C = FT share one
     fact), and following such a suggestion would end in another error. So a suggestion whose
     route goes through a block is tried (and its derivation cached for the next question)."""
-    def verify(extra: list[str]) -> bool:
+    zero = frozenset(name for name, (text, _) in library.coefficient_defaults(options).items()
+                     if name not in known and units.parse_quantity(text, name).magnitude == 0)
+
+    def verify(extra: list[str], route: Route) -> bool:
+        # first the numeric test of each block (milliseconds); only where it cannot tell, the
+        # whole derivation (seconds for the step-time model's blocks)
+        from symcalc.engine.independence import block_determined  # start-up: sympy, only when diagnosing
+        verdicts = [block_determined([(library.formula(f).lhs, library.formula(f).rhs) for f in step.formulas],
+                                     [library.quantities[u].symbol for u in step.solves_for], zero)
+                    for step in route.steps if step.is_block]
+        if False in verdicts:   # a dependent block: this route settles nothing (a detour might)
+            return False
+        if all(verdicts):
+            return True
         try:
             _derivation(library, target, known | set(extra), options, diagnose=False)
         except SymcalcError:
@@ -272,7 +285,8 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
     return DiagnosisHints(known=people_know(library), verify=verify, seconds=diagnosis_limit(),
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
                           avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual),
-                          inputs=frozenset(q.name for q in library.quantities.values() if q.input))
+                          inputs=frozenset(q.name for q in library.quantities.values() if q.input),
+                          units={q.name: q.unit for q in library.quantities.values()})
 
 
 def people_know(library: Library) -> frozenset:
