@@ -329,6 +329,18 @@ def test_a_layout_that_does_not_fit_names_the_part(cli):
             "left for activation_memory or loss_memory_excess" in run.err)
 
 
+def test_a_gpu_count_that_cannot_fit_names_the_question_and_the_part(cli):
+    # ZeRO-3 shards the model states over the GPUs but not the activations: Llama 3 70B at 8k
+    # tokens without recompute keeps, per layer, the eager softmax output 64 x 8192^2 x 2 bytes
+    # = 8.6 GB alone (687 GB over 80 layers), far beyond 80 GB on any number of GPUs. The error
+    # names n_gpus, the question's own quantity, not the intermediate the solver was on.
+    run = cli("solve", "n_gpus", "--model", "llama3-70b", "--hardware", "h100", "memory_headroom=0GB",
+              "micro_batch_size=1", "--option", "zero_stage=3")
+    assert run.code == 2
+    assert run.err.startswith("error: no value of n_gpus fits: activation_memory = ")
+    assert run.err.rstrip().endswith("the largest part is activation_memory")
+
+
 def test_does_it_fit_under_check(cli):
     # Llama 2 7B, ZeRO-1 over 8, full recompute, b = 2, s = 4096: 6.74e9 x (4 + 12/8) = 37.06 GB of
     # states + 2 x 4096 x 2 x 4096 x 32 = 2.15 GB of layer inputs + the recomputed layer's 4096 x 2 x

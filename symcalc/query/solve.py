@@ -966,7 +966,11 @@ def _check_solvable(lib, derivation: Derivation, ev) -> None:
                     f"range of {name}, not one value; give {shown} itself, or a value that pins it down")
             cause = _out_of_range_input(lib, derivation, s, values)
             if cause:
-                raise NoSolutionError(f"no value of {shown} in {q.domain} fits: {cause}")
+                # the question's own quantity is what does not fit, whichever step of its
+                # derivation found out (an intermediate's name would only puzzle)
+                target = lib.quantities[derivation.target]
+                within = f" in {target.domain}" if shown == derivation.target else ""
+                raise NoSolutionError(f"no value of {derivation.target}{within} fits: {cause}")
             raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {_equations_text(s)} with these values")
 
 
