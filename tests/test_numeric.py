@@ -90,3 +90,52 @@ def test_a_flat_residual_has_no_single_answer(lib):
     # step = max(busy, transfer) = 250 ms with busy = 250 ms: any transfer up to 250 ms fits
     with pytest.raises(NoSolutionError):
         symcalc.solve("transfer_time", step_time="250 ms", busy_time="250 ms", library=lib)
+
+
+DEGREE_64_BLOCK = "".join(f'[quantities.zz_{s}]\nunit = ""\nlatex = "{s}"\ndescription = "{s}"\n\n' for s in "abcd") + """
+[[formulas]]
+id = "zz_one"
+title = "one"
+equation = "zz_a = zz_b**64 * zz_c**64 * zz_d + zz_b"
+source = "a hostile test"
+
+[[formulas]]
+id = "zz_two"
+title = "two"
+equation = "zz_b = zz_c**64 + zz_d**64 + zz_c"
+source = "a hostile test"
+
+[[formulas]]
+id = "zz_three"
+title = "three"
+equation = "zz_c = zz_d**64 * zz_b + zz_d"
+source = "a hostile test"
+"""
+
+
+def test_a_block_of_degree_64_equations_is_searched_before_no_root_is_said(tmp_path):
+    # Three simultaneous degree-64 equations with zz_a = 1e30. They have a root, found
+    # independently by scipy's hybr from random starts with each equation scaled by its sides:
+    # b = 2.91644368, c = 1.00994156, d = 0.94278011. Substitution composes the degrees (64 x 64),
+    # so the engine must give up the algebra quickly and search numerically; scaled by their
+    # 1e30-sized residuals the equations in c and d weigh nothing, so the search compares each
+    # equation's sides on a log scale. It had answered "no value satisfies".
+    path = tmp_path / "zz.toml"
+    path.write_text(DEGREE_64_BLOCK)
+    lib = symcalc.load_library([path])
+    r = symcalc.solve("zz_d", zz_a=1e30, library=lib)
+    b, c, d = (r.values[q] for q in ("zz_b", "zz_c", "zz_d"))
+    assert (b, c, d) == pytest.approx((2.91644368, 1.00994156, 0.94278011), rel=1e-7)
+    # and the equations hold at the answer, each to 1e-9 of its sides
+    for lhs, rhs in ((1e30, b**64 * c**64 * d + b), (b, c**64 + d**64 + c), (c, d**64 * b + d)):
+        assert lhs == pytest.approx(rhs, rel=1e-9)
+
+
+def test_a_root_next_to_overflow_is_bracketed():
+    # x^64 = 1e306 has its root at 1e306^(1/64) = 60,429.6; the scan's next point up, 10^4.75,
+    # gives x^64 = 1e304 and the one after overflows to inf, which still has a sign
+    from symcalc.engine.numeric import solve_scalar
+    from symcalc.library.records import Interval
+    with np.errstate(all="ignore"):
+        root = solve_scalar(lambda x, a: x**64 - a, [np.array(1e306)], Interval())
+    assert float(root) == pytest.approx(1e306 ** (1 / 64), rel=1e-12)

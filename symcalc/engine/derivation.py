@@ -86,6 +86,7 @@ class SolvedStep(LazyFields):
     printed: tuple[dict[str, Printed], ...] = field(default=(), compare=False, repr=False)  # per candidate
     n_candidates: int = 0
     _residual_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
+    _terms_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
     _reduction_fn: tuple | None = field(default=None, init=False, compare=False, repr=False)
     _tearing_fn: TornChain | None = field(default=None, init=False, compare=False, repr=False)
 
@@ -109,6 +110,17 @@ class SolvedStep(LazyFields):
         return self._residual_fn
 
     @property
+    def terms_function(self) -> Callable | None:
+        """Each equation's addends (of lhs - rhs), as a list of tuples, compiled on first use:
+        a block solved numerically compares their positive and negative parts on a log scale,
+        which a residual of 1e30 next to one of 1e-3 does not drown."""
+        if self._terms_fn is None and len(self.residuals) > 1:
+            import sympy  # start-up: only numeric root finding of a block gets here
+            xs = list(self.unknown_symbols) + list(self.arg_symbols)
+            self._terms_fn = Terms(tuple(_compile(sympy.Tuple(*sympy.Add.make_args(r)), xs) for r in self.residuals))
+        return self._terms_fn
+
+    @property
     def reduction(self) -> tuple | None:
         """The compiled block reduction: (last, residual fn, [(name, fn, later names)])."""
         if self._reduction_fn is None and self.reduced is not None:
@@ -127,7 +139,7 @@ class SolvedStep(LazyFields):
     def compile_numeric(self) -> None:
         """Compile now what numeric root finding uses (for a step solved only numerically, so
         that the cached derivation keeps it)."""
-        _ = self.residual_function, self.reduction, self.torn
+        _ = self.residual_function, self.terms_function, self.reduction, self.torn
 
     def __getstate__(self) -> dict:
         # formulas are restored from the library by Derivation.bind; compiled functions keep
@@ -145,6 +157,16 @@ class Stacked:
 
     def __call__(self, *args):
         return np.array([fn(*args) for fn in self.functions], dtype=float)
+
+
+class Terms:
+    """Several compiled equations' addends: a list of one tuple of values per equation."""
+
+    def __init__(self, functions: tuple[CompiledFunction, ...]):
+        self.functions = functions
+
+    def __call__(self, *args) -> list:
+        return [fn(*args) for fn in self.functions]
 
 
 @dataclass
@@ -311,7 +333,8 @@ class Derivation:
         elif s.reduction is not None:
             roots, flat, several = self._numeric_reduced(s, sub)
         else:
-            roots = list(numeric.solve_system(s.residual_function, sub, list(s.domains), len(names)))
+            roots = list(numeric.solve_system(s.residual_function, sub, list(s.domains), len(names),
+                                              terms=s.terms_function))
         out = {}
         for u, r in zip(names, roots):
             if mask is not None:

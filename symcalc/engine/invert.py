@@ -25,6 +25,7 @@ import sympy
 
 from symcalc import budget
 from symcalc.budget import bounded
+from symcalc.library.exprsize import beyond_the_solver
 
 # Functions a numpy lambdify can print; anything else in a root means "use numbers instead".
 _PRINTABLE = (sympy.Add, sympy.Mul, sympy.Pow, sympy.Symbol, sympy.Number, sympy.log, sympy.exp,
@@ -175,6 +176,9 @@ class Reduction:
         return sol
 
 
+SYSTEM_DEGREE = 4   # highest degree in an unknown that sympy's system solver is given
+
+
 @lru_cache(maxsize=1024)
 @_guarded(None)
 def solve_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
@@ -199,6 +203,8 @@ def solve_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
             if all(_admissible(sol[u], u) for u in sol):
                 out.append({u: sol[u] for u in unknowns})
         return tuple(out) or None
+    if any(beyond_the_solver(lhs - rhs, set(unknowns), max_degree=SYSTEM_DEGREE) for lhs, rhs in equations):
+        return None     # sympy's system solver would multiply the degrees out (Groebner bases)
     try:
         sols = sympy.solve([lhs - rhs for lhs, rhs in equations], list(unknowns), dict=True)
     except (NotImplementedError, ValueError, TypeError, AttributeError, RecursionError):
@@ -233,24 +239,29 @@ def reduce_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
         pending.remove(i)
         for j in pending:
             residuals[j] = residuals[j].subs(u, value)
+            if beyond_the_solver(residuals[j]):
+                raise _BeyondTheSolver
 
-    for i, (lhs, rhs) in enumerate(equations):
-        for side, other in ((lhs, rhs), (rhs, lhs)):
-            if side in remaining and side not in other.free_symbols and len(pending) > 1:
-                eliminate(i, side, other)
-                break
-    progress = True
-    while progress and len(pending) > 1:
-        progress = False
-        for i in list(pending):
-            for u in sorted(remaining & residuals[i].free_symbols, key=str):
-                roots = solve_for(residuals[i], u)
-                if roots is not None and len(roots) == 1:
-                    eliminate(i, u, roots[0])
-                    progress = True
+    try:
+        for i, (lhs, rhs) in enumerate(equations):
+            for side, other in ((lhs, rhs), (rhs, lhs)):
+                if side in remaining and side not in other.free_symbols and len(pending) > 1:
+                    eliminate(i, side, other)
                     break
-            if progress:
-                break
+        progress = True
+        while progress and len(pending) > 1:
+            progress = False
+            for i in list(pending):
+                for u in sorted(remaining & residuals[i].free_symbols, key=str):
+                    roots = solve_for(residuals[i], u)
+                    if roots is not None and len(roots) == 1:
+                        eliminate(i, u, roots[0])
+                        progress = True
+                        break
+                if progress:
+                    break
+    except _BeyondTheSolver:
+        return None     # the substitutions compose degrees beyond any closed form: numbers instead
     for j in pending:   # an equation the substitutions emptied of unknowns adds nothing
         if _empty_of(residuals[j], remaining):
             return Reduction(tuple(eliminated), None, None, dependent=j)
@@ -258,6 +269,10 @@ def reduce_block(equations: tuple[tuple[sympy.Expr, sympy.Expr], ...],
         return None
     last = next(iter(remaining))
     return Reduction(tuple(eliminated), last, residuals[pending[0]])
+
+
+class _BeyondTheSolver(Exception):
+    """A substitution made an equation too large for symbolic work (see beyond_the_solver)."""
 
 
 @_guarded(False)

@@ -63,7 +63,10 @@ def solve_scalar(residual: Callable, args: list, domain: Interval, with_status: 
         finite = np.isfinite(vals)
         sign = np.sign(vals)
         exact = (sign == 0) & finite
-        change = (sign[:-1] * sign[1:] < 0) & finite[:-1] & finite[1:]
+        # an overflow to +-inf still has a sign: a root between a finite value and one that
+        # overflowed is bracketed (x^64 = 1e300 has its root a fifth of a decade below overflow)
+        signed = ~np.isnan(vals)
+        change = (sign[:-1] * sign[1:] < 0) & signed[:-1] & signed[1:]
         # a residual that is exactly 0 at two neighbouring scan points is flat there: every value
         # between them is a root, so these values do not determine the unknown
         undetermined = (exact[:-1] & exact[1:]).any(axis=0)
@@ -145,11 +148,17 @@ def _verified(residual: Callable, root: np.ndarray, lo_x: np.ndarray, hi_x: np.n
     return np.isfinite(root) & domain.contains(root) & ((near == 0) | (near <= 1e-3 * far))
 
 
-def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unknowns: int) -> np.ndarray:
+def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unknowns: int,
+                 terms: Callable | None = None) -> np.ndarray:
     """Roots of a square system ``residuals(x_1..x_k, *args) = 0`` for every element.
 
     Returns an array of shape (k, *broadcast shape), NaN where no root was found. Positive
-    unknowns are solved for in log space, from starting points 1, 1e3, ..., 1e12.
+    unknowns are solved for in log space. With ``terms`` (each equation's addends), each
+    equation is solved as "its positive addends equal its negative ones" compared on a signed
+    log scale (:func:`_log_balance`): an equation whose sides are 1e30 weighs no more than one
+    whose sides are 1, and a power of 64 is a factor of 64 in the logs. The starts search the
+    domain: every unknown at 1, 1e3, ..., 1e12 and 1e-3 ... 1e-9, then seeded random points over
+    60 decades, until a verified root is found (at most ``STARTS`` tries per element).
     """
     from scipy.optimize import root
 
@@ -158,6 +167,10 @@ def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unk
     n = flat[0].size if flat else 1
     out = np.full((n_unknowns, n), np.nan)
     positive = [d.lo >= 0 for d in domains]
+    rng = np.random.default_rng(20261126)
+    decades = [0.0, 3.0, 6.0, 9.0, 12.0, -3.0, -6.0, -9.0]
+    starts = [np.full(n_unknowns, s) for s in decades] + \
+        [rng.uniform(-30, 30, n_unknowns) for _ in range(STARTS - len(decades))]
 
     def to_x(y):
         return np.array([np.exp(v) if p else v for v, p in zip(y, positive)])
@@ -167,18 +180,40 @@ def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unk
 
         def f(y, a=a):
             with np.errstate(all="ignore"):
-                r = np.asarray(residuals(*to_x(y), *a), dtype=float)
-            scale = np.maximum(np.abs(r).max(), 1.0)
-            return r / scale if np.all(np.isfinite(r)) else np.full(n_unknowns, 1e6)
+                if terms is not None:
+                    r = _log_balance(terms(*to_x(y), *a))
+                else:
+                    r = np.asarray(residuals(*to_x(y), *a), dtype=float)
+                    r = r / np.maximum(np.abs(r).max(), 1.0)
+            return r if np.all(np.isfinite(r)) else np.full(n_unknowns, 1e6)
 
-        for start in (0.0, 3.0, 6.0, 9.0, 12.0):
-            y0 = np.array([np.log(10.0) * start if p else 10.0 ** start for p in positive])
-            sol = root(f, y0, method="hybr")
+        for start in starts:
+            y0 = np.array([np.log(10.0) * s if p else (10.0 ** s if s >= 0 else -(10.0 ** -s))
+                           for s, p in zip(start, positive)])
+            with np.errstate(all="ignore"):
+                sol = root(f, y0, method="hybr")
             x = to_x(sol.x)
-            if sol.success and all(d.contains(v) for d, v in zip(domains, x)):
-                with np.errstate(all="ignore"):
-                    r = np.asarray(residuals(*x, *a), dtype=float)
-                if np.all(np.abs(r) <= 1e-9 * (1 + np.abs(r).max())) or np.allclose(f(sol.x), 0, atol=1e-10):
-                    out[:, i] = x
-                    break
+            if not all(d.contains(v) for d, v in zip(domains, x)):
+                continue
+            with np.errstate(all="ignore"):
+                r = np.asarray(residuals(*x, *a), dtype=float)
+                balanced = terms is not None and np.all(np.abs(f(sol.x)) <= 1e-9)
+            if np.all(np.isfinite(r)) and (balanced or np.all(np.abs(r) <= 1e-9 * (1 + np.abs(r).max()))):
+                out[:, i] = x
+                break
     return out.reshape((n_unknowns, *shape))
+
+
+STARTS = 24               # starting points tried per element of a block solved numerically
+_SIGNED_LOG = 1e20        # asinh(x 1e20) ~ log(2e20 |x|) for |x| >> 1e-20
+
+
+def _log_balance(terms: list) -> np.ndarray:
+    """For each equation's addends t: asinh(K sum of the positive ones) - asinh(K sum of the
+    negative ones), 0 exactly where the equation holds, and close to the log of their ratio."""
+    out = []
+    for t in terms:
+        t = np.asarray([float(v) for v in t], dtype=float)
+        out.append(np.arcsinh(_SIGNED_LOG * np.sum(np.maximum(t, 0))) -
+                   np.arcsinh(_SIGNED_LOG * np.sum(np.maximum(-t, 0))))
+    return np.array(out)

@@ -56,6 +56,16 @@ def check_equation(lhs: sympy.Expr, rhs: sympy.Expr) -> None:
                          "one); introduce intermediate quantities instead")
 
 
+def beyond_the_solver(expr: sympy.Expr, unknowns=None, max_degree: float = MAX_DEGREE) -> bool:
+    """Whether ``expr`` (an equation's residual, often after substitutions) is beyond symbolic
+    work: effective degree above ``max_degree`` in one of ``unknowns`` (every quantity when
+    None), or more than MAX_TERMS terms multiplied out. Substituting one degree-64 equation into
+    another composes their degrees (64 x 64); such a block is for numbers, not for sympy."""
+    shape = _shape(expr)
+    degrees = [d for s, d in shape.degree.items() if unknowns is None or s in unknowns]
+    return shape.terms > MAX_TERMS or any(d > max_degree for d in degrees)
+
+
 def _show(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
