@@ -21,9 +21,12 @@ def sweep_text(sweep) -> str:
     unit = f" [{sweep.unit}]" if sweep.unit else ""
     lines = [f"{sweep.target}{unit} over {axes}: {sweep.values.size} points, "
              f"{int(sweep.feasible.sum())} feasible"]
-    finite = sweep.values[np.isfinite(sweep.values)]
+    # the range of what can be run: an infeasible point's value (a micro-batch rounded to 0)
+    # is shown in the table with its mark, not in the headline
+    finite = sweep.values[np.isfinite(sweep.values) & np.asarray(sweep.feasible, dtype=bool)]
     if finite.size:
-        lines.append(f"range {fmt(finite.min())} to {fmt(finite.max())}{' ' + sweep.unit if sweep.unit else ''}")
+        lines.append(f"range {fmt(finite.min())} to {fmt(finite.max())}{' ' + sweep.unit if sweep.unit else ''}"
+                     f"{' (feasible points)' if not sweep.feasible.all() else ''}")
     if sweep.capacity:
         lines.append(f"must fit in {sweep.capacity[0]} = {fmt(sweep.capacity[1])} {sweep.unit}".rstrip())
     lines.append("")
