@@ -31,6 +31,9 @@ KINDS = {
                          "searched and the others follow)",
     "conflict": "a given value disagrees with what the others give (given, computed, unit, rel_error, "
                 "rtol, from: names, leaning: [[name, value], ...])",
+    "unused_disagrees": "given values the answer does not use (related), which the others give otherwise "
+                        "only with defaults the answer does not lean on (as conflict, for the first of them; "
+                        "leaning: those defaults)",
     "preset": "a caveat of a model read from a config.json (file; what: 'latent_attention' or "
               "'dense_layers' with layers)",
     "implausible": "a given value far outside real hardware and models (value, unit, side: 'above' or "

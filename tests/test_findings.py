@@ -84,6 +84,23 @@ def test_a_value_nothing_needs_is_a_not_used_record():
                            "here; check the options if it should matter)")
 
 
+def test_a_given_value_left_out_for_a_default_is_said_not_dropped():
+    # d_ffn from an activation memory: the route through the activation laws does not close, so
+    # d_ffn comes from its default rule, 8/3 x 4096 = 10,922.7. The given 12.08 GB (which d_ffn =
+    # 14336 gives) disagrees with that default by more than the 2 % tolerance, but only through
+    # other defaults the answer does not use (bytes per activation, ...), so it is no conflict:
+    # it used to vanish without a word; now the answer says it is not used and what it disagrees with
+    r = symcalc.solve("d_ffn", activation_memory="12.07959552 GB", d_model=4096, micro_batch_size=1, n_heads=32,
+                      n_kv_heads=8, n_layers=32, n_microbatches=4, pp=1, seq_len="8192 token", tp=8,
+                      options={"activation_model": "architecture", "attention": "gqa", "attention_kernel": "eager",
+                               "ffn": "swiglu", "recompute": "selective", "selective_recompute": "attention_core"})
+    assert r.value == 10923
+    [f] = [f for f in r.findings if f.kind == "unused_disagrees"]
+    assert f.quantity == "activation_memory" and "activation_memory" in f.related
+    assert f.values["given"] == pytest.approx(12.07959552) and f.values["rel_error"] > 0.02
+    assert sentence(f).startswith("the given activation_memory, ")
+
+
 def test_a_conflict_is_a_record_with_both_values():
     # 150,000 token/s x 30 days x 86,400 s = 3.888e11 tokens, not the 1e12 given: 1 - 0.3888 = 61.12 % off
     r = symcalc.solve("mfu", train_time="30 day", n_tokens="1e12 token", conflicts="warn", **MFU_QUESTION)

@@ -530,7 +530,12 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                                                     check_options, rtol, hardware, model)
             if better is not None:
                 derivation, defaults_used, ev, found, checked = better
-        found = [c for c in found if _contradicts(c, _assumed(derivation, defaults_used, knowns))]
+        assumed = _assumed(derivation, defaults_used, knowns)
+        # a disagreement that leans on defaults the answer does not use is no objection (given
+        # values win over defaults), but the given value is then not used, and that is said
+        dismissed = [c for c in found if not _contradicts(c, assumed)]
+        found = [c for c in found if _contradicts(c, assumed)]
+        checked -= {c["quantity"] for c in dismissed}
         if found and on_conflict == "raise":
             raise ConflictError("; ".join(sentences(c["finding"] for c in found))
                                 + " (check these values; conflicts='warn' answers anyway)",
@@ -547,6 +552,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         rounded = round_whole(exact, how)
     findings = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
     findings += [c["finding"] for c in found]
+    if on_conflict != "off":
+        findings += [_unused_disagreement(dismissed, assumed)] if dismissed else []
     findings += [f for p in presets for f in p.findings]
     findings += unmeasured(lib, presets, opts, knowns, derivation.route.given)
     findings += [f for f in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if f]
@@ -608,6 +615,18 @@ def _contradicts(conflict: dict, assumed: set[str]) -> bool:
     6 FLOP/token; a generic AllReduce checked as if it were the TP one) is none: given values
     win over defaults."""
     return (set(conflict.get("assumed", ())) | set(conflict.get("presets", ()))) <= assumed
+
+
+def _unused_disagreement(dismissed: list[dict], assumed: set[str]) -> Finding:
+    """Given values the answer does not use, which the other values give otherwise only with
+    defaults the answer does not lean on: said once (with the first of them as the example and
+    those defaults), never dropped silently. related: every such given value."""
+    first = dismissed[0]
+    f = first["finding"]
+    others = sorted((set(first.get("assumed", ())) | set(first.get("presets", ()))) - assumed)
+    leaning = [[k, x] for k, x in f.values["leaning"] if k in others]
+    return Finding("unused_disagrees", f.quantity, {**f.values, "leaning": leaning},
+                   related=tuple(c["quantity"] for c in dismissed), formulas=f.formulas)
 
 
 def _assumed(derivation: Derivation, defaults_used: Mapping, knowns: Mapping[str, GivenValue]) -> set[str]:

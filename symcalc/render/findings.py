@@ -102,6 +102,16 @@ def _conflict(f, v):
             f"the answer does not use the given {f.quantity}")
 
 
+def _unused_disagrees(f, v):
+    u = v["unit"]
+    leaning = ", ".join(f"{k} = {x}" for k, x in v["leaning"])
+    also = [q for q in f.related if q != f.quantity]
+    return (f"the given {', '.join(f.related)} {'are' if also else 'is'} not used, and {'do' if also else 'does'} not agree with the answer "
+            f"and the defaults: from the others, {f.quantity} would be {with_unit(v['computed'], u)}, not the "
+            f"given {with_unit(v['given'], u)} ({fmt(100 * v['rel_error'], 3)} % off){f', with {leaning}' if leaning else ''}; "
+            f"give what differs from those defaults (or the quantity this answer takes by default) to use them")
+
+
 def _preset(f, v):
     if v["what"] == "latent_attention":
         return (f"{v['file']}: multi-head latent attention (kv_lora_rank) is not modelled: attention "
@@ -161,7 +171,8 @@ def _rounds_outside(f, v):
 _SENTENCES = {
     "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
     "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
-    "conflict": _conflict, "preset": _preset, "implausible": _implausible, "limits_clash": _limits_clash,
+    "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,
+    "limits_clash": _limits_clash,
     "published": _published, "reported": _reported, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
     "out_of_bounds": _out_of_bounds, "rounds_outside": _rounds_outside,
 }
