@@ -265,3 +265,22 @@ def test_latent_attention_without_a_query_latent_is_said_not_modelled(tmp_path):
     assert p.options["attention"] == "mha" and "kv_lora_rank" not in p.values
     r = symcalc.solve("n_params", model=str(path))
     assert any("latent attention" in w for w in r.warnings)
+
+
+def test_a_moe_memory_counts_the_embeddings_when_the_model_is_known():
+    # Qwen3-30B-A3B from its shapes: per layer attention 2 x 2048 x 128 x (32 + 4) = 18,874,368,
+    # experts 128 x 3 x 2048 x 768 = 603,979,776, router 2048 x 128 = 262,144: 623,116,288 x 48
+    # layers + 2 x 151,936 x 2048 embeddings = 30,531,911,680 parameters, over tp x pp = 4 GPUs
+    r = symcalc.solve("model_state_memory", model="qwen3-30b-a3b", tp=2, pp=2, dp=4,
+                      options={"zero_stage": "1"})
+    ids = {f.id for s in r.steps for f in s.formulas}
+    assert "model_parallel_shard_moe" in ids and "params_per_gpu_layers_only" not in ids
+    assert r.values["params_per_gpu"] == pytest.approx(30_531_911_680 / 4, rel=1e-12)
+    # and so the memory solves back to the layout it came from (it had come back as tp = 2.006:
+    # forwards the layers alone, backwards with the embeddings)
+    given = {q: r.values[q] for q in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ffn_expert",
+                                      "n_experts", "vocab_size")}
+    back = symcalc.solve("tp", {**given, "pp": 2, "dp": 4, "model_state_memory": (r.base_value, "byte")},
+                         options={"zero_stage": "1", "architecture": "moe", "attention": "gqa_head_dim",
+                                  "moe_layers": "all", "shared_experts": "none"})
+    assert back.value == pytest.approx(2, rel=1e-6)
