@@ -21,6 +21,7 @@ still fires at its time, with its own handler, and is re-armed when the last lim
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
 import os
@@ -261,9 +262,19 @@ def _install() -> None:
     global _previous_handler, _outside
     if not getattr(sys.unraisablehook, "symcalc_budget", False):
         sys.unraisablehook = _unraisable(sys.unraisablehook)
+        atexit.register(_quiet_at_exit)
     _previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
     delay, interval = signal.setitimer(signal.ITIMER_REAL, 0)
     _outside = _Outside(time.monotonic() + delay, interval, _previous_handler) if delay > 0 else None
+
+
+def _quiet_at_exit() -> None:
+    """No limit outlives the program: a timer still armed when the interpreter shuts down (a
+    limit left behind by code that a limit interrupted in an odd place) must not raise into the
+    finalisation, where the exception is lost and takes unflushed output with it."""
+    if interruptible() and signal.getsignal(signal.SIGALRM) is _on_alarm:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _state.limits.clear()
 
 
 def _uninstall() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -218,3 +220,22 @@ def test_the_one_time_library_build_is_not_the_questions_time(monkeypatch):
             assert seen and seen[0] == float("inf")      # no limit was in force while it loaded
     finally:
         loading.default_library.cache_clear()
+
+
+def test_a_limit_left_behind_never_fires_into_the_shutdown(tmp_path):
+    # A limit left in force when the program ends (code a limit interrupted in an odd place) must
+    # not raise BudgetExceeded while the interpreter shuts down: the audit lost its whole report
+    # (unflushed output) that way. Here a limit is left armed 50 ms ahead and an exit handler
+    # that runs after symcalc's own sleeps through its deadline.
+    script = tmp_path / "leftover.py"
+    script.write_text(
+        "import atexit, sys, time\n"
+        "atexit.register(lambda: time.sleep(0.3))\n"
+        "from symcalc import budget\n"
+        "budget._install()\n"
+        "budget._state.limits.append(budget.Limit(0.05, time.monotonic() + 0.05))\n"
+        "budget._arm()\n"
+        "sys.stdout.write('report\\n')\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "report\n"
+    assert "BudgetExceeded" not in run.stderr
