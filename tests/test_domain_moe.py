@@ -284,3 +284,13 @@ def test_a_moe_memory_counts_the_embeddings_when_the_model_is_known():
                          options={"zero_stage": "1", "architecture": "moe", "attention": "gqa_head_dim",
                                   "moe_layers": "all", "shared_experts": "none"})
     assert back.value == pytest.approx(2, rel=1e-6)
+
+
+def test_expert_parallelism_splits_only_the_routed_experts_of_the_moe_layers():
+    # DeepSeek-V3 over ep = 64, pp = 16: its 58 MoE layers (3 of 61 are dense) hold 256 routed
+    # experts of 3 x 7168 x 2048 = 44,040,192 parameters: 653,908,770,816 in all, of which a rank
+    # keeps 1/64. The rest (attention, dense FFNs, shared experts, embeddings) is split by pp:
+    # (671,025,397,760 - 653,908,770,816 x 63/64) / 16 = 1,708,371,968. Counting every layer's
+    # experts had made the shard negative (-5.4e8).
+    r = symcalc.solve("params_per_gpu", model="deepseek-v3", tp=1, pp=16, ep=64)
+    assert r.value == pytest.approx((671_025_397_760 - 653_908_770_816 * 63 / 64) / 16, rel=1e-9)
