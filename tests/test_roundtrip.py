@@ -10,6 +10,8 @@ import math
 import random
 
 
+import pytest
+
 import symcalc
 from symcalc.errors import ConflictError, NoSolutionError, OutOfBoundsError, SymcalcError, UnderdeterminedError
 
@@ -190,3 +192,40 @@ def test_random_multi_step_questions_solve_back():
     print(f"\nrandom multi-step round trips: {counts}, {len(wrong)} wrong")
     assert not wrong, wrong
     assert sum(counts.values()) >= 200 and counts["back"] >= 0.85 * sum(counts.values())
+
+
+# ---- laws before estimates -----------------------------------------------------------------------
+
+QWEN3_LAYOUT = dict(dp=8, tp=4, pp=1, micro_batch_size=1, seq_len="2048 token", n_microbatches=2)
+
+
+@pytest.mark.parametrize("x,published", [("n_layers", 48), ("d_model", 2048)])
+def test_a_law_beats_an_estimate_and_the_shapes_come_back(x, published):
+    # Qwen3-30B-A3B publishes no n_params: a GPU's shard is the shapes' total split by tp pp
+    # (model_parallel_shard_moe, embeddings included), a law with the default ep = 1, not the
+    # layers-only estimate (params_per_gpu_layers_only, a default rule). Forwards and back the
+    # same law holds, so the total memory gives the published 48 layers of width 2048 again.
+    fwd = symcalc.solve("total_memory_per_gpu", QWEN3_LAYOUT, model="qwen3-30b-a3b", hardware="b300",
+                        options={"zero_stage": "1"})
+    assert "model_parallel_shard_moe" in {f.id for s in fwd.steps for f in s.formulas}
+    assert "params_per_gpu_layers_only" not in {f.id for s in fwd.steps for f in s.formulas}
+    back = symcalc.solve(x, {**QWEN3_LAYOUT, "total_memory_per_gpu": (fwd.base_value / 1e9, "GB")},
+                         model="qwen3-30b-a3b", hardware="b300", options={"zero_stage": "1"})
+    assert back.base_value == pytest.approx(published, rel=1e-9)
+
+
+def test_an_option_that_sets_a_quantity_replaces_its_law():
+    # memory_figure = textbook counts no ZeRO-3 gather buffer (options.toml sets it to 0 GB): the
+    # law that sizes the buffer (zero3_gather_memory_layers, 2.2 GB for Llama 3 8B) is not in
+    # force, so the textbook total is the states, activations and buffers alone, and asking for
+    # the buffer itself says which option value set it
+    job = dict(micro_batch_size=1, seq_len="8192 token", tp=1, pp=1, dp=8)
+    opts = {"zero_stage": "3", "memory_figure": "textbook"}
+    r = symcalc.solve("total_memory_per_gpu", job, model="llama3-8b", options=opts)
+    assert "zero3_gather_memory_layers" not in {f.id for s in r.steps for f in s.formulas}
+    with pytest.raises(UnderdeterminedError, match="memory_figure=textbook"):
+        symcalc.solve("zero3_gather_memory", job, model="llama3-8b", options=opts)
+    sized = symcalc.solve("zero3_gather_memory", job, model="llama3-8b", options={**opts, "memory_figure": "allocated"})
+    # a layer is the published total less the embeddings, (8,030,261,248 - 2 x 128256 x 4096) / 32 =
+    # 218,112,128 parameters, gathered (2 + fsdp_prefetch_layers = 1) x 2 bytes + a 2-byte gradient
+    assert sized.base_value == pytest.approx((8_030_261_248 - 2 * 128256 * 4096) / 32 * 8, rel=1e-9)

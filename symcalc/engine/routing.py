@@ -9,10 +9,15 @@ Algorithm (see shared/notes/engine-notes.md section 3):
    (Knuth 1977): a formula whose quantities are all settled but one, and which can be
    solved for that one, settles it at cost 1 + the sum of its inputs' costs. Given values
    cost 0 and coefficient defaults cost ``DEFAULT_COST``, so the cheapest derivation is the
-   shortest one that leans on the fewest defaults.
+   shortest one that leans on the fewest defaults. A default rule (an estimate such as
+   d_ffn = 8/3 d_model) costs ``RULE_COST``, more than any route of laws and coefficient
+   defaults: a GPU's shard from the shapes' total (with the convention ep = 1) beats the
+   layers-only estimate, whatever the number of conventions it takes.
 2. When propagation stalls, the remaining equations are partitioned (Dulmage-Mendelsohn)
    and their determined part ordered into blocks (block triangular form); a block of k
    equations settles its k unknowns together. Then propagation resumes.
+   Before an estimate is taken, the blocks ready by then are settled: laws that hold together
+   go before an estimate of one of their unknowns.
 3. Defaults are only admitted when the given values alone cannot reach the target.
 4. The plan keeps only the steps the target needs, in the order they were settled.
 """
@@ -38,6 +43,7 @@ from symcalc.errors import UnderdeterminedError
 from symcalc.library.records import FormulaSpec
 
 DEFAULT_COST = 1000
+RULE_COST = 100 * DEFAULT_COST    # an estimate: dearer than any number of conventions
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
             inputs = tuple(x for x in f.quantities if x != v)
             if not set(f.from_given) <= bridged:
                 return   # a bridge that reads these inputs from given values only, never derived ones
-            penalty = DEFAULT_COST if f.default_rule else 0
+            penalty = RULE_COST if f.default_rule else 0
             heapq.heappush(heap, (1 + penalty + sum(cost[x] for x in inputs), next(tie), v,
                                   Step((f.id,), (v,), inputs)))
 
@@ -132,31 +138,47 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         if len(f.quantities) == 1:
             offer(f)
 
-    while True:
-        while heap:
-            c, _, q, step = heapq.heappop(heap)
-            if q in cost:
-                continue
-            settle(q, c, step)
-            if q == stop_at:
-                return _Settled(cost, producer, order)
+    def settle_blocks() -> bool:
+        """Settle the blocks of laws the settled quantities make solvable; whether any was."""
         # a consequence of other laws never joins a block: with its premises it would make a
         # structurally sound but dependent system; nor does a bridge from given values whose
         # inputs were not given (in a block they would be unknowns, that is, derived)
         blocks = _ready_blocks(_block_candidates([f for f in formulas if remaining[f.id] >= 2
                                                   and not f.consequence and set(f.from_given) <= bridged]), cost)
-        if not blocks:
-            break
+        settled_any = False
         for rows, cols in blocks:
             if any(c in cost for c in cols):
                 continue
             inputs = tuple(sorted({q for f in rows for q in f.quantities} - set(cols)))
             step = Step(tuple(f.id for f in rows), tuple(cols), inputs)
-            c = len(rows) + sum(cost[x] for x in inputs) + DEFAULT_COST * sum(f.default_rule for f in rows)
+            c = len(rows) + sum(cost[x] for x in inputs) + RULE_COST * sum(f.default_rule for f in rows)
             for col in cols:
                 settle(col, c, step)
-        if stop_at in cost:
+            settled_any = True
+        return settled_any
+
+    blocks_tried = False     # since the last quantity was settled
+    while True:
+        while heap:
+            if heap[0][0] >= RULE_COST and not blocks_tried:
+                # an estimate (a default rule) is next: first let the laws settle together what
+                # they can, so that d_ffn solved from a given activation memory is not replaced
+                # by d_ffn = 8/3 d_model just because a block is only looked for at a stall
+                blocks_tried = True
+                if settle_blocks():
+                    if stop_at in cost:
+                        return _Settled(cost, producer, order)
+                    continue
+            c, _, q, step = heapq.heappop(heap)
+            if q in cost:
+                continue
+            settle(q, c, step)
+            blocks_tried = False
+            if q == stop_at:
+                return _Settled(cost, producer, order)
+        if not settle_blocks() or stop_at in cost:
             break
+        blocks_tried = False
     return _Settled(cost, producer, order)
 
 

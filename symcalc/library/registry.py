@@ -111,7 +111,14 @@ class Library:
         return None
 
     def active_formulas(self, options: Mapping[str, str]) -> list[FormulaSpec]:
-        return [f for f in self.formulas.values() if f.active(options)]
+        """The formulas in force under ``options``: their ``when`` admits the options, and no
+        option value in force sets their left side.
+
+        An option value that sets a quantity replaces its law: memory_figure = textbook counts
+        no ZeRO-3 gather buffer (zero3_gather_memory = 0), so the law that sizes that buffer
+        must neither give it a value nor, run backwards from the 0, a layer's parameters."""
+        overridden = set(self.set_by_option(options))
+        return [f for f in self.formulas.values() if f.active(options) and f.lhs_name not in overridden]
 
     def coefficient_defaults(self, options: Mapping[str, str]) -> dict[str, tuple[str, str]]:
         """Default values in force under ``options``: quantity -> (value text, why/source).

@@ -183,7 +183,13 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
             if not diagnose:
                 raise
             own = library.quantities[target]
-            if own.default is not None:
+            setter = library.set_by_option(options).get(target)
+            if setter is not None:
+                text = library.coefficient_defaults(options)[target][0]
+                e.message += (f". ({target} is {text} under {setter}={options.get(setter)}: that option value "
+                              f"sets it in place of its formulas; choose another {setter} to compute it)")
+                e.args = (e.message,)
+            elif own.default is not None:
                 e.message += (f". ({target} has a default, {own.default}, but it is only used as an input; "
                               "give it to use it)")
                 e.args = (e.message,)
