@@ -19,7 +19,8 @@ are copied here, so that this audit does not move when the test does):
 Each back question is one of: back (the same value, rel 1e-6), refused (underdetermined, no
 solution, not determined, out of bounds: fair), conflict (ConflictError), another law (formula
 part: another formula delivered a different value, as the test allows), another root (a different
-value that satisfies the forward derivation), timeout (TimeLimitError), WRONG (a different value
+value that satisfies the forward derivation), said why (another value, with a warning that the
+given forward answer was not used and disagrees with it, and by how much), timeout (TimeLimitError), WRONG (a different value
 that does not), ERROR (any other exception, internal ones included). Prints the counts and each
 WRONG and ERROR case as a reproducible ``symcalc.solve(...)`` call (at most 40 lines); exits 1
 if there is any WRONG or ERROR. The whole run is bounded (about 10 minutes; --quick about 1).
@@ -51,7 +52,7 @@ from symcalc.errors import (  # noqa: E402
 from symcalc.library.presets import all_presets  # noqa: E402
 
 RTOL = 1e-6
-CLASSES = ("back", "refused", "conflict", "another law", "another root", "timeout", "WRONG", "ERROR")
+CLASSES = ("back", "refused", "conflict", "another law", "another root", "said why", "timeout", "WRONG", "ERROR")
 FAIR = (UnderdeterminedError, NoSolutionError, OutOfBoundsError)   # NotDeterminedError is a NoSolutionError
 MAX_LINES = 40
 
@@ -141,6 +142,10 @@ class Audit:
             return self._note(part, "another law")
         if _satisfies(forward, {**satisfied_values, x: got}):
             return self._note(part, "another root")
+        if any(f.kind == "unused_disagrees" and forward.target in f.related for f in r.findings):
+            # the answer says that the value it came back from was not used, and that it
+            # disagrees (how much, and with which defaults): it says why it cannot come back
+            return self._note(part, "said why")
         self.bad.append(f"WRONG {label}{call}  # expected {original!r}, got {got!r}")
         return self._note(part, "WRONG")
 

@@ -211,6 +211,22 @@ def test_executed_flops_follow_the_recompute_option_and_mfu_does_not():
     assert solve("hfu", {"recompute": "full"}, **kw).to("").magnitude == pytest.approx(mfu * 4 / 3, rel=1e-12)
 
 
+def test_a_given_mfu_gives_the_token_rate_of_its_own_definition_whatever_the_shapes():
+    # MFU is 6 N tokens/s over the cluster's peak (mfu_definition): Llama 3 8B at 48.2 % on 2048
+    # V100s (125 TFLOP/s) is 0.482 x 125e12 x 2048 / (6 x 8,030,261,248) = 2,560,979 token/s. With the
+    # shapes given too, the rule of thumb HFU = 1 x MFU must not carry the MFU into the executed
+    # FLOPs (attention scores and the LM head included), which gave 2,557,306 and made every shape
+    # look contradictory.
+    kw = dict(n_params=8030261248, mfu="48.2 %", peak_flops="125 TFLOP/s", dp=64, tp=8, pp=4,
+              micro_batch_size=4, n_microbatches=4, seq_len="2048 token")
+    shapes = dict(d_model=4096, n_heads=32, n_layers=32, vocab_size=128256)
+    want = 0.482 * 125e12 * 2048 / (6 * 8030261248)
+    assert solve("tokens_per_second", **kw).base_value == pytest.approx(want, rel=1e-12)
+    r = solve("tokens_per_second", {"attention": "gqa", "ffn": "swiglu"}, **kw, **shapes)
+    assert r.base_value == pytest.approx(want, rel=1e-12)
+    assert not [w for w in r.warnings if "do not agree" in w or "contradict" in w]
+
+
 def test_the_recompute_multiplier_measured_from_hfu_and_mfu():
     # HFU 60 % against MFU 50 % -> gamma = 1.2
     assert solve("recompute_multiplier", hfu=0.6, mfu=0.5).value == pytest.approx(1.2, rel=1e-12)

@@ -114,9 +114,23 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         if q not in hard:
             heapq.heappush(heap, (DEFAULT_COST, next(tie), q, None))
 
+    estimates = {f.id for f in formulas if f.approximate}
+
+    def estimated(q: str) -> bool:
+        """Whether q was settled by an approximate consequence (a rule of thumb the laws imply
+        only roughly) with q on its left."""
+        step = producer.get(q)
+        return step is not None and len(step.formulas) == 1 and step.formulas[0] in estimates
+
     def offer(f: FormulaSpec) -> None:
-        """f has one unsettled quantity left: offer it, if f can be solved for it."""
+        """f has one unsettled quantity left: offer it, if f can be solved for it.
+
+        Never backwards from its own left side when a rule of thumb gave that: hfu = 4/3 mfu (a
+        consequence) run into hfu = executed FLOPs / (time n peak) would turn an MFU of 6 N
+        into a step time of the executed FLOPs, attention included, that no definition holds."""
         v = next(x for x in f.quantities if x not in cost)
+        if f.lhs_name not in (None, v) and f.id not in estimates and estimated(f.lhs_name):
+            return
         if f.solvability[v] != "none":
             inputs = tuple(x for x in f.quantities if x != v)
             if not set(f.from_given) <= bridged:
@@ -143,8 +157,11 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         # a consequence of other laws never joins a block: with its premises it would make a
         # structurally sound but dependent system; nor does a bridge from given values whose
         # inputs were not given (in a block they would be unknowns, that is, derived)
+        # (and, as in offer, no law joins one backwards from a left side a rule of thumb gave)
         blocks = _ready_blocks(_block_candidates([f for f in formulas if remaining[f.id] >= 2
-                                                  and not f.consequence and set(f.from_given) <= bridged]), cost)
+                                                  and not f.consequence and set(f.from_given) <= bridged
+                                                  and (f.id in estimates or not estimated(f.lhs_name or ""))]),
+                               cost)
         settled_any = False
         for rows, cols in blocks:
             if any(c in cost for c in cols):

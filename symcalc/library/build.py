@@ -62,7 +62,7 @@ GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "options", "supports", "requires"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
-                "consequence", "breakdown", "reports"}
+                "consequence", "approximate", "breakdown", "reports"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
@@ -648,6 +648,9 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         raise LibraryError(f"{where}: 'default', 'forward_only' and 'consequence' must be true or false")
     if consequence and rule:
         raise LibraryError(f"{where}: a default rule is an assumption, not a consequence of other laws")
+    approximate = table.get("approximate", False)
+    if not isinstance(approximate, bool) or (approximate and not consequence):
+        raise LibraryError(f"{where}: 'approximate' (true or false) marks a consequence that holds only roughly")
     if not isinstance(from_given, list) or not all(isinstance(x, str) for x in from_given):
         raise LibraryError(f"{where}: 'from_given' is a list of the rule's inputs that must be given values")
     if from_given and not rule:
@@ -672,7 +675,7 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         raise LibraryError(f"{where}: 'reports' is a list of quantity names the answer states beside it")
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,
-                       from_given=tuple(from_given), forward_only=forward, consequence=consequence,
+                       from_given=tuple(from_given), forward_only=forward, consequence=consequence, approximate=approximate,
                        breakdown=tuple(symbols[t].name for t in parts), reports=tuple(reports), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
                        display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
                        solvability=solvability, latex=_latex_as_cited(dlhs, drhs, quantities),

@@ -237,6 +237,7 @@ class FormulaSpec(LazyFields):
     from_given: tuple[str, ...] = ()   # inputs a default rule may only take from given values
     forward_only: bool = False         # a law never solved for its right-hand side
     consequence: bool = False          # follows from other laws: a single step, only when they fall short
+    approximate: bool = False          # a consequence that holds only roughly: never run into a law of its left side
     breakdown: tuple[str, ...] = ()    # lhs = the sum of these named parts, shown with their shares when derived
     reports: tuple[str, ...] = ()      # quantities an answer derived through this formula states beside it
     # derived at load
