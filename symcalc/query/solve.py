@@ -186,7 +186,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
             setter = library.set_by_option(options).get(target)
             if setter is not None:
                 text = library.coefficient_defaults(options)[target][0]
-                e.message += (f". ({target} is {text} under {setter}={options.get(setter)}: that option value "
+                e.message += (f". ({target} is {text} under {setter}={options.get(setter, library.options[setter].default)}: that option value "
                               f"sets it in place of its formulas; choose another {setter} to compute it)")
                 e.args = (e.message,)
             elif own.default is not None:
