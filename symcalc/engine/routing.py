@@ -160,7 +160,7 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         # (and, as in offer, no law joins one backwards from a left side a rule of thumb gave)
         blocks = _ready_blocks(_block_candidates([f for f in formulas if remaining[f.id] >= 2
                                                   and not f.consequence and set(f.from_given) <= bridged
-                                                  and (f.id in estimates or not estimated(f.lhs_name or ""))]),
+                                                  and not estimated(f.lhs_name or "")]),
                                cost)
         settled_any = False
         for rows, cols in blocks:
