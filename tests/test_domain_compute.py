@@ -227,6 +227,20 @@ def test_a_given_mfu_gives_the_token_rate_of_its_own_definition_whatever_the_sha
     assert not [w for w in r.warnings if "do not agree" in w or "contradict" in w]
 
 
+def test_executed_flops_per_token_with_a_layout_and_an_mfu_are_still_gamma_times_6n():
+    # Qwen3-30B-A3B, no recomputation: 6 x 3,352,821,760 active parameters = 20,116,930,560 FLOP a
+    # token (gamma = 1). With a layout and an MFU given, HFU is counted exactly (attention scores,
+    # LM head) and HFU = gamma MFU, a rule of thumb, must not be solved backwards from it: gamma
+    # would become the ratio of two FLOP counts (1.23) and its head size would not come back.
+    layout = dict(dp=2, tp=4, pp=4, micro_batch_size=1, n_microbatches=32, seq_len="2048 token",
+                  mfu="49.3 %", peak_flops="989.4 TFLOP/s")
+    r = symcalc.solve("flops_per_token", layout, model="qwen3-30b-a3b")
+    assert r.base_value == pytest.approx(6 * 3_352_821_760, rel=1e-12)
+    back = symcalc.solve("head_dim", {**layout, "flops_per_token": (r.base_value, "FLOP/token")},
+                         model="qwen3-30b-a3b")
+    assert back.base_value == pytest.approx(128, rel=1e-9)
+
+
 def test_the_recompute_multiplier_measured_from_hfu_and_mfu():
     # HFU 60 % against MFU 50 % -> gamma = 1.2
     assert solve("recompute_multiplier", hfu=0.6, mfu=0.5).value == pytest.approx(1.2, rel=1e-12)

@@ -125,11 +125,15 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
     def offer(f: FormulaSpec) -> None:
         """f has one unsettled quantity left: offer it, if f can be solved for it.
 
-        Never backwards from its own left side when a rule of thumb gave that: hfu = 4/3 mfu (a
-        consequence) run into hfu = executed FLOPs / (time n peak) would turn an MFU of 6 N
-        into a step time of the executed FLOPs, attention included, that no definition holds."""
+        A rule of thumb and an exact law of the same quantity never meet: a law is not solved
+        backwards from a left side a rule of thumb gave (hfu = 4/3 mfu run into hfu = executed
+        FLOPs / (time n peak) would turn an MFU of 6 N into a step time of the executed FLOPs,
+        attention included, that no definition holds), and a rule of thumb is solved backwards
+        only from a given left side (HFU 60 % and MFU 50 % measure gamma = 1.2; an HFU counted
+        exactly would make gamma the ratio of two different FLOP counts)."""
         v = next(x for x in f.quantities if x not in cost)
-        if f.lhs_name not in (None, v) and f.id not in estimates and estimated(f.lhs_name):
+        if f.lhs_name not in (None, v) and (estimated(f.lhs_name) if f.id not in estimates
+                                            else producer.get(f.lhs_name) is not None):
             return
         if f.solvability[v] != "none":
             inputs = tuple(x for x in f.quantities if x != v)
