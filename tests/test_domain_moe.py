@@ -294,3 +294,14 @@ def test_expert_parallelism_splits_only_the_routed_experts_of_the_moe_layers():
     # experts had made the shard negative (-5.4e8).
     r = symcalc.solve("params_per_gpu", model="deepseek-v3", tp=1, pp=16, ep=64)
     assert r.value == pytest.approx((671_025_397_760 - 653_908_770_816 * 63 / 64) / 16, rel=1e-9)
+
+
+def test_a_shard_gives_the_total_back_and_the_shapes_take_it_from_there():
+    # The MoE shard law runs forward only (a layer count from it would divide by 1 - 1/ep = 0),
+    # except for n_params: DeepSeek-V3 on tp = 2, pp = 8 holds 671,025,397,760 / 16 =
+    # 41,939,087,360 parameters a GPU, and from that shard the shapes give its dense layers'
+    # d_ffn = 18432 again (not the SwiGLU estimate 8/3 x 7168 = 19115).
+    shard = symcalc.solve("params_per_gpu", model="deepseek-v3", tp=2, pp=8)
+    assert shard.value == pytest.approx(671_025_397_760 / 16, rel=1e-12)
+    back = symcalc.solve("d_ffn", {"params_per_gpu": shard.value, "tp": 2, "pp": 8}, model="deepseek-v3")
+    assert back.value == pytest.approx(18432, rel=1e-9)

@@ -91,6 +91,23 @@ def test_a_default_rule_cannot_be_a_consequence(tmp_path):
     assert "both" in msg and "consequence" in msg
 
 
+@pytest.mark.parametrize("extra,needle", [
+    ("approximate = true", "'approximate'"),                       # only a consequence is approximate
+    ("forward_only = true\nsolved_for = [\"d_modl\"]", "'solved_for'"),   # not an input of the law
+    ("solved_for = [\"d_model\"]", "'solved_for'"),               # only a forward_only law has exceptions
+])
+def test_approximate_and_solved_for_are_checked(tmp_path, extra, needle):
+    msg = load_error(tmp_path, f"""
+        [[formulas]]
+        id = "marked"
+        title = "t"
+        equation = "d_ffn = 4 * d_model"
+        source = "test"
+        {extra}
+    """)
+    assert "marked" in msg and needle in msg
+
+
 @pytest.mark.parametrize("fits_in,needle", [("gpu_memroy", "not a declared quantity"),
                                              ("step_time", "byte but fits_in step_time is s")])
 def test_a_capacity_must_exist_and_match(tmp_path, fits_in, needle):

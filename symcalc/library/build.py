@@ -62,7 +62,7 @@ GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "options", "supports", "requires"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
-                "consequence", "approximate", "breakdown", "reports"}
+                "consequence", "approximate", "solved_for", "breakdown", "reports"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 FILE_KEYS = {"meta", "quantities", "options", "formulas", "algorithms"}
 
@@ -655,12 +655,17 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         raise LibraryError(f"{where}: 'from_given' is a list of the rule's inputs that must be given values")
     if from_given and not rule:
         raise LibraryError(f"{where}: 'from_given' applies to default rules only")
+    backwards = table.get("solved_for", [])
+    if not isinstance(backwards, list) or not all(isinstance(x, str) and x in names and quantities[x].symbol != lhs
+                                                  for x in backwards) or (backwards and not forward):
+        raise LibraryError(f"{where}: 'solved_for' names inputs a forward_only law may still be solved for")
     if rule or forward:
         # A default rule ("d_ffn = 4 d_model unless given"), or a law that is ill-posed backwards
         # (min(pp, m) = pp holds for every m >= pp), only ever delivers its left side.
         if not isinstance(lhs, sympy.Symbol) or lhs not in symbols or solvability[symbols[lhs].name] != "explicit":
             raise LibraryError(f"{where}: a default rule or forward_only formula must read 'quantity = expression'")
-        solvability = {n: ("explicit" if quantities[n].symbol == lhs else "none") for n in names}
+        solvability = {n: (solvability[n] if n in backwards else "explicit" if quantities[n].symbol == lhs
+                           else "none") for n in names}
     unknown = [q for q in from_given if q not in names or quantities[q].symbol == lhs]
     if unknown:
         raise LibraryError(f"{where}: from_given names {unknown}, which are not inputs of the rule")
