@@ -33,9 +33,10 @@ FIT_OPTIONS = {"zero_stage": "3", "recompute": "full", "attention_kernel": "flas
 # - the logits and cross-entropy, 12 bytes per logit at the backward's peak (the saved fp32
 #   log-softmax and two fp32 gradients): 8192 x 128256 x 12 (no pipeline: all of it);
 # - ZeRO-3's two gathered layers and one layer's unsharded gradients, 2 x 2 + 2 + 2 bytes per
-#   parameter of a layer, (N - 2 V d) / L of them.
+#   parameter of a layer, (N - 2 V d - d) / L of them (the published N less the embeddings and the
+#   final RMSNorm: a layer's two norms are its own).
 PER_TOKEN_70B = 2 * 8192 * 80 + 274_688 + 128256 * 12
-GATHER_70B = 8 * (LLAMA3_70B - 2 * 128256 * 8192) / 80
+GATHER_70B = 8 * (LLAMA3_70B - 2 * 128256 * 8192 - 8192) / 80
 TENSORS_LIMIT = 80e9
 
 

@@ -75,8 +75,9 @@ def test_per_layer_quantities_the_step_time_model_reads():
     active_params_per_layer = (3 x 583,467,008 + 58 x 585,302,016) / 61 = 585,211,769.70;
     expert_params_per_layer (routed only) = 58 x 256 x 44,040,192 / 61 = 10,719,815,915.02;
     params_per_layer = (671,025,397,760 - 1,853,358,080) / 61 = 10,970,033,437.38.
-    Mixtral 8x7B (every layer MoE, no shared expert): 41,943,040 + 2 x 176,160,768 + 32,768 =
-    394,297,344 active, 8 x 176,160,768 = 1,409,286,144 in experts.
+    Mixtral 8x7B (every layer MoE, no shared expert, norms = rmsnorm): 41,943,040 + 2 x 176,160,768
+    + 32,768 + 2 x 4096 (its two RMSNorms) = 394,305,536 active, 8 x 176,160,768 = 1,409,286,144 in
+    experts.
     Llama 3 8B (dense): active = every parameter of the layer, 0 in experts; 4096 / 32 = 128-wide
     query/key and value heads. DeepSeek-V3: 128 + 64 = 192 and 128."""
     def ds(q):
@@ -88,8 +89,8 @@ def test_per_layer_quantities_the_step_time_model_reads():
     assert (ds("qk_head_dim"), ds("v_head_dim"), ds("n_moe_layers")) == (192, 128, 58)
     mixtral = {q: symcalc.solve(q, model="mixtral").value
                for q in ("active_params_per_layer", "expert_params_per_layer", "moe_active_params_per_layer")}
-    assert mixtral == {"active_params_per_layer": 394297344, "expert_params_per_layer": 1409286144,
-                       "moe_active_params_per_layer": 394297344}
+    assert mixtral == {"active_params_per_layer": 394305536, "expert_params_per_layer": 1409286144,
+                       "moe_active_params_per_layer": 394305536}
     llama = {q: symcalc.solve(q, model="llama3-8b") for q in ("active_params_per_layer", "params_per_layer",
                                                                "expert_params_per_layer", "qk_head_dim", "v_head_dim")}
     assert llama["active_params_per_layer"].value == llama["params_per_layer"].value
@@ -164,9 +165,10 @@ def test_qwen3_moe_presets(model, layers, d, heads, width, vocab, total, active)
 def test_mixtral_counts_its_router():
     """Mixtral 8x7B from the preset's shapes: 32 x (41,943,040 + 8 x 176,160,768 + 32,768) +
     262,144,000 = 46,702,526,464 and 32 x (41,943,040 + 2 x 176,160,768 + 32,768) + 262,144,000 =
-    12,879,659,008; the published 46,702,792,704 and 12,879,925,248 add the norms, 65 x 4096."""
-    assert symcalc.solve("n_params", model="mixtral").value == 46702792704 - 65 * 4096
-    assert symcalc.solve("n_active_params", model="mixtral").value == 12879925248 - 65 * 4096
+    12,879,659,008; with the RMSNorms (norms = rmsnorm: 2 a layer and a final one, 65 x 4096 =
+    266,240) the published 46,702,792,704 and 12,879,925,248 exactly."""
+    assert symcalc.solve("n_params", model="mixtral").value == 46702526464 + 65 * 4096 == 46702792704
+    assert symcalc.solve("n_active_params", model="mixtral").value == 12879659008 + 65 * 4096 == 12879925248
 
 
 # deepseek-ai/DeepSeek-V3 config.json (the keys that bear on the shapes, as published)

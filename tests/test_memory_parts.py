@@ -101,9 +101,10 @@ def test_sequence_parallel_with_dtensor_keeps_the_gathered_gemm_inputs():
 # ---- ZeRO-3 buffers ----------------------------------------------------------------------------
 
 def test_zero3_gathers_two_layers_and_one_layers_gradients():
-    # a layer is (N - 2 V d) / L parameters; the one computing and the prefetched one in 2 bytes,
-    # its unsharded gradients in 2 and their reduce-scatter copy in 2 (mixed_fp16_adam): 8 bytes
-    layer = (N8B - 2 * V * D) / L
+    # a layer is (N - 2 V d - d) / L parameters (the published N less the embeddings and the final
+    # RMSNorm); the one computing and the prefetched one in 2 bytes, its unsharded gradients in 2
+    # and their reduce-scatter copy in 2 (mixed_fp16_adam): 8 bytes
+    layer = (N8B - 2 * V * D - D) / L
     r = solve("zero3_gather_memory", {"zero_stage": "3"})
     assert r.to("byte").magnitude == pytest.approx(layer * 8, rel=1e-9)
 
@@ -112,7 +113,7 @@ def test_torchtitan_keeps_a_pipeline_stage_unsharded():
     # pp = 2: 16 layers a stage; torchtitan keeps the stage's parameters gathered (2 bytes) and its
     # gradients unsharded between micro-batches, accumulated by FSDP2 in its fp32 reduce dtype
     # (4 bytes), on top of the per-layer buffers
-    layer = (N8B - 2 * V * D) / L
+    layer = (N8B - 2 * V * D - D) / L
     r = solve("zero3_gather_memory", {"stack": "torchtitan"}, pp=2, dp=4, global_batch_size=8)
     assert r.to("byte").magnitude == pytest.approx(layer * 8 + 16 * layer * (2 + 4), rel=1e-9)
     fsdp = solve("zero3_gather_memory", {"stack": "torchtitan"}, dp=8)
@@ -125,7 +126,7 @@ def test_the_figures_allocated_reserved_device_and_textbook():
     opts = {"zero_stage": "3", "recompute": "full", "attention_kernel": "flash"}
     fig = {f: solve("total_memory_per_gpu", {**opts, "memory_figure": f}).to("byte").magnitude
            for f in ("textbook", "allocated", "reserved", "device")}
-    layer = (N8B - 2 * V * D) / L
+    layer = (N8B - 2 * V * D - D) / L          # a layer: the published N less embeddings and final norm
     per_token = 4 * 2 * D + 2 * (2 * D + 2 * 1024 + 3 * F) + 4 * 32
     textbook = 16 * N8B / 8 + TOKENS * (2 * D * L + per_token)        # states, layer inputs, working set
     allocated = textbook + TOKENS * V * 12 + layer * 8                # + the logits and the ZeRO-3 buffers

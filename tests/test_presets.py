@@ -52,13 +52,14 @@ def test_hardware_preset_fills_peak_by_precision_and_user_values_win():
 
 
 def test_a_preset_never_supplies_the_target():
-    # Llama 3 8B from its shapes: 32 x (2 d^2 (1 + 8/32) + 3 d 14336) + 2 x 128256 x d, d = 4096
+    # Llama 3 8B from its shapes: 32 x (2 d^2 (1 + 8/32) + 3 d 14336 + 2 d) + 2 x 128256 x d + d,
+    # d = 4096 (norms = rmsnorm: 2 RMSNorms per layer and a final one), not its published n_params
     d = 4096
-    shapes = 32 * (2 * d * d * (1 + 8 / 32) + 3 * d * 14336) + 2 * 128256 * d
+    shapes = 32 * (2 * d * d * (1 + 8 / 32) + 3 * d * 14336 + 2 * d) + 2 * 128256 * d + d
     r = symcalc.solve("n_params", model="llama3-8b")
     assert r.value == pytest.approx(shapes, rel=1e-12)
-    # the published count adds 2 RMSNorms per layer and a final one: 65 x 4096 = 266,240
-    assert r.value == pytest.approx(8030261248 - 65 * 4096, rel=1e-12)
+    # which is the published count to the parameter
+    assert r.value == 8030261248
 
 
 def test_model_preset_options_and_training_time():
@@ -70,14 +71,16 @@ def test_model_preset_options_and_training_time():
 
 # (config.json, options read from it, parameter count from the shapes, with the reason)
 HF_DENSE = [
-    # Llama 3 8B: the published 8,030,261,248 less 2 RMSNorms per layer and a final one, 65 x 4096
-    ("llama3-8b-config.json", {"attention": "gqa", "ffn": "swiglu", "tied_embeddings": "false"},
-     8030261248 - 65 * 4096),
+    # Llama 3 8B: the published 8,030,261,248, 2 RMSNorms per layer and a final one (rms_norm_eps)
+    # included: 65 x 4096 = 266,240 of them
+    ("llama3-8b-config.json", {"attention": "gqa", "ffn": "swiglu", "tied_embeddings": "false", "norms": "rmsnorm"},
+     8030261248),
     # Gemma 7B: 16 heads of 256 on d_model 3072 (16 x 256 = 4096), gated GELU, tied embeddings.
-    # 28 x (2 x 3072 x 256 x 32 + 3 x 3072 x 24576) + 256000 x 3072 = 8,537,505,792; the published
-    # 8,537,680,896 adds the RMSNorms, 57 x 3072 = 175,104.
-    ("gemma-7b-config.json", {"attention": "gqa_head_dim", "ffn": "swiglu", "tied_embeddings": "true"},
-     8537680896 - 57 * 3072),
+    # 28 x (2 x 3072 x 256 x 32 + 3 x 3072 x 24576) + 256000 x 3072 = 8,537,505,792, and the RMSNorms,
+    # 57 x 3072 = 175,104: the published 8,537,680,896.
+    ("gemma-7b-config.json", {"attention": "gqa_head_dim", "ffn": "swiglu", "tied_embeddings": "true",
+                              "norms": "rmsnorm"},
+     8537505792 + 57 * 3072),
 ]
 
 
@@ -89,10 +92,11 @@ def test_hugging_face_config_of_a_dense_model(file, options, n_params):
 
 
 def test_hugging_face_config_of_gpt2():
-    # GPT-2 small: 12 x 12 x 768^2 + 50257 x 768 (tied) = 123,532,032; the published 124,439,808
-    # adds 1024 x 768 position embeddings, biases and LayerNorms (0.7 %)
+    # GPT-2 small: 12 x 12 x 768^2 + 50257 x 768 (tied) = 123,532,032, and 25 LayerNorms (2 a layer and
+    # a final one: layer_norm_epsilon) of a weight and a bias, 25 x 2 x 768 = 38,400; the published
+    # 124,439,808 adds 1024 x 768 position embeddings and the biases (0.7 %)
     r = symcalc.solve("n_params", model=str(HF / "gpt2-config.json"))
-    assert r.value == pytest.approx(12 * 12 * 768 ** 2 + 50257 * 768, rel=1e-12)
+    assert r.value == pytest.approx(12 * 12 * 768 ** 2 + 50257 * 768 + 25 * 2 * 768, rel=1e-12)
     assert r.value == pytest.approx(124439808, rel=0.01)
 
 
@@ -152,17 +156,17 @@ def test_hugging_face_config_of_mixtral_is_a_mixture_of_experts():
     assert p.options["architecture"] == "moe" and p.values["d_ffn_expert"][0] == "14336"
     assert p.options["shared_experts"] == "none" and p.options["moe_layers"] == "all"
     # per layer: GQA attention 2 x 4096^2 x (1 + 8/32) = 41,943,040; 8 experts x 3 x 4096 x 14336
-    # = 1,409,286,144; the router 4096 x 8 = 32,768. x 32 layers + 2 x 32000 x 4096 = 46,702,526,464;
-    # the published 46,702,792,704 adds the norms (65 x 4096 = 266,240).
+    # = 1,409,286,144; the router 4096 x 8 = 32,768. x 32 layers + 2 x 32000 x 4096 = 46,702,526,464,
+    # and the RMSNorms (65 x 4096 = 266,240): the published 46,702,792,704.
     attention, expert, router = 2 * 4096**2 * (1 + 8 / 32), 3 * 4096 * 14336, 4096 * 8
-    total = 32 * (attention + 8 * expert + router) + 2 * 32000 * 4096
+    total = 32 * (attention + 8 * expert + router) + 2 * 32000 * 4096 + 65 * 4096
     r = symcalc.solve("n_params", model=str(HF / "mixtral-8x7b-config.json"))
-    assert r.value == pytest.approx(total, rel=1e-12) and total + 65 * 4096 == 46702792704
-    # a token: attention, 2 experts, the router: 32 x 394,297,344 + 262,144,000 = 12,879,659,008
-    # (published 12,879,925,248: the same norms)
+    assert r.value == pytest.approx(total, rel=1e-12) and total == 46702792704
+    # a token: attention, 2 experts, the router: 32 x 394,297,344 + 262,144,000 = 12,879,659,008,
+    # and the same norms: the published 12,879,925,248
     active = symcalc.solve("n_active_params", model=str(HF / "mixtral-8x7b-config.json"))
-    hand = 32 * (attention + 2 * expert + router) + 2 * 32000 * 4096
-    assert active.value == pytest.approx(hand, rel=1e-12) and hand + 65 * 4096 == 12879925248
+    hand = 32 * (attention + 2 * expert + router) + 2 * 32000 * 4096 + 65 * 4096
+    assert active.value == pytest.approx(hand, rel=1e-12) and hand == 12879925248
 
 
 def test_moe_presets_count_active_parameters_for_compute():

@@ -226,6 +226,7 @@ def test_an_option_that_sets_a_quantity_replaces_its_law():
     with pytest.raises(UnderdeterminedError, match="memory_figure=textbook"):
         symcalc.solve("zero3_gather_memory", job, model="llama3-8b", options=opts)
     sized = symcalc.solve("zero3_gather_memory", job, model="llama3-8b", options={**opts, "memory_figure": "allocated"})
-    # a layer is the published total less the embeddings, (8,030,261,248 - 2 x 128256 x 4096) / 32 =
-    # 218,112,128 parameters, gathered (2 + fsdp_prefetch_layers = 1) x 2 bytes + a 2-byte gradient
-    assert sized.base_value == pytest.approx((8_030_261_248 - 2 * 128256 * 4096) / 32 * 8, rel=1e-9)
+    # a layer is the published total less the embeddings and the final norm, (8,030,261,248 -
+    # 2 x 128256 x 4096 - 4096) / 32 = 218,112,000 parameters, gathered (2 + fsdp_prefetch_layers = 1)
+    # x 2 bytes + a 2-byte gradient
+    assert sized.base_value == pytest.approx((8_030_261_248 - 2 * 128256 * 4096 - 4096) / 32 * 8, rel=1e-9)

@@ -410,6 +410,10 @@ def model_from_hf_config(path: str | Path) -> Preset:
         values.update(experts)
         if "moe_intermediate_size" not in cfg:          # Mixtral: every layer's FFN is the experts
             values["d_ffn_expert"] = values.pop("d_ffn")
+    if "rms_norm_eps" in cfg:                    # the norms' weights are counted in n_params
+        options["norms"] = "rmsnorm"
+    elif "layer_norm_eps" in cfg or "layer_norm_epsilon" in cfg:
+        options["norms"] = "layernorm"
     if "tie_word_embeddings" in cfg:
         options["tied_embeddings"] = "true" if cfg["tie_word_embeddings"] else "false"
     elif "n_embd" in cfg:      # GPT-2 style configs tie the LM head to the embedding
