@@ -139,3 +139,22 @@ def test_a_root_next_to_overflow_is_bracketed():
     with np.errstate(all="ignore"):
         root = solve_scalar(lambda x, a: x**64 - a, [np.array(1e306)], Interval())
     assert float(root) == pytest.approx(1e306 ** (1 / 64), rel=1e-12)
+
+
+def test_a_dependent_system_is_not_determined_and_an_independent_one_is():
+    from symcalc.engine.numeric import solve_system
+    from symcalc.library.records import Interval
+    positive = [Interval(0, float("inf"), True, True)] * 2
+
+    # x + y = 2 and 2 x + 2 y = 4 are one equation twice: every (x, 2 - x) holds, and whichever
+    # point the search lands on is no answer (as a GPU's peak rate traded against virtual stages)
+    def dependent(x, y, a):
+        return np.array([x + y - a, 2 * x + 2 * y - 2 * a])
+    roots, undetermined = solve_system(dependent, [2.0], positive, 2, with_status=True)
+    assert bool(undetermined) and np.all(np.isnan(roots))
+
+    # x y = 2 and x / y = 1/2 have the one positive root x = 1, y = 2 (by hand)
+    def independent(x, y, a):
+        return np.array([x * y - a, x / y - 0.5])
+    roots, undetermined = solve_system(independent, [2.0], positive, 2, with_status=True)
+    assert not bool(undetermined) and roots[0] == pytest.approx(1.0, rel=1e-9) and roots[1] == pytest.approx(2.0, rel=1e-9)

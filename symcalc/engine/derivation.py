@@ -333,8 +333,9 @@ class Derivation:
         elif s.reduction is not None:
             roots, flat, several = self._numeric_reduced(s, sub)
         else:
-            roots = list(numeric.solve_system(s.residual_function, sub, list(s.domains), len(names),
-                                              terms=s.terms_function))
+            solved, flat = numeric.solve_system(s.residual_function, sub, list(s.domains), len(names),
+                                                terms=s.terms_function, with_status=True)
+            roots = list(solved)
         out = {}
         for u, r in zip(names, roots):
             if mask is not None:

@@ -149,10 +149,14 @@ def _verified(residual: Callable, root: np.ndarray, lo_x: np.ndarray, hi_x: np.n
 
 
 def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unknowns: int,
-                 terms: Callable | None = None) -> np.ndarray:
+                 terms: Callable | None = None, with_status: bool = False):
     """Roots of a square system ``residuals(x_1..x_k, *args) = 0`` for every element.
 
-    Returns an array of shape (k, *broadcast shape), NaN where no root was found. Positive
+    Returns an array of shape (k, *broadcast shape), NaN where no root was found; with
+    ``with_status=True`` also a boolean array of the broadcast shape marking the elements
+    whose root is not isolated: the Jacobian there is singular (:func:`_dependent`), so the
+    equations hold along a curve through it (two unknowns trading off, say a GPU's peak rate
+    and the pipeline's virtual stages) and they do not determine the unknowns. Positive
     unknowns are solved for in log space. With ``terms`` (each equation's addends), each
     equation is solved as "its positive addends equal its negative ones" compared on a signed
     log scale (:func:`_log_balance`): an equation whose sides are 1e30 weighs no more than one
@@ -166,6 +170,7 @@ def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unk
     flat = [np.broadcast_to(np.asarray(a, dtype=float), shape).reshape(-1) for a in args]
     n = flat[0].size if flat else 1
     out = np.full((n_unknowns, n), np.nan)
+    undetermined = np.zeros(n, dtype=bool)
     positive = [d.lo >= 0 for d in domains]
     rng = np.random.default_rng(20261126)
     decades = [0.0, 3.0, 6.0, 9.0, 12.0, -3.0, -6.0, -9.0]
@@ -199,9 +204,39 @@ def solve_system(residuals: Callable, args: list, domains: list[Interval], n_unk
                 r = np.asarray(residuals(*x, *a), dtype=float)
                 balanced = terms is not None and np.all(np.abs(f(sol.x)) <= 1e-9)
             if np.all(np.isfinite(r)) and (balanced or np.all(np.abs(r) <= 1e-9 * (1 + np.abs(r).max()))):
-                out[:, i] = x
+                if _dependent(f, sol.x):
+                    undetermined[i] = True
+                else:
+                    out[:, i] = x
                 break
+    if with_status:
+        return out.reshape((n_unknowns, *shape)), undetermined.reshape(shape)
     return out.reshape((n_unknowns, *shape))
+
+
+_JACOBIAN_STEP = 1e-5     # central-difference step (in log space for positive unknowns)
+_DEPENDENT = 1e-9         # smallest singular value over the largest of a singular Jacobian
+
+
+def _dependent(f: Callable, y: np.ndarray) -> bool:
+    """Whether the (row-normalised) Jacobian of ``f`` at ``y`` is singular: central differences
+    err by about 1e-10 of the largest singular value, a dependent system's smallest is 0. A row
+    of zeros (an equation none of the unknowns moves there) is singular too. O(k) evaluations."""
+    k = len(y)
+    cols = []
+    for j in range(k):
+        step = np.zeros(k)
+        step[j] = _JACOBIAN_STEP
+        with np.errstate(all="ignore"):
+            cols.append((np.asarray(f(y + step)) - np.asarray(f(y - step))) / (2 * _JACOBIAN_STEP))
+    jac = np.array(cols).T
+    if not np.all(np.isfinite(jac)):
+        return False
+    norms = np.linalg.norm(jac, axis=1)
+    if np.any(norms == 0):
+        return True
+    s = np.linalg.svd(jac / norms[:, None], compute_uv=False)
+    return bool(s[-1] < _DEPENDENT * s[0])
 
 
 STARTS = 24               # starting points tried per element of a block solved numerically
