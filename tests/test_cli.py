@@ -132,7 +132,7 @@ def test_show_quantity_formula_and_option(cli):
     assert q["kind"] == "quantity" and q["name"] == "n_params" and "all_params_active" in q["formulas"]
     f = json.loads(cli("show", "young_interval", "--json").out)
     assert f["kind"] == "formula" and "Young" in f["source"]
-    assert f["latex"] == r"\tau_{\mathrm{ckpt}} = \sqrt{2 \delta \mathrm{MTBF}}"
+    assert f["latex"] == r"\tau_{\mathrm{ckpt}} = \sqrt{2 C \mathrm{MTBF}}"    # C: the stall (the write when synchronous)
     # a law may be solved for any of its quantities; a default rule only gives its left side
     assert f["formula_kind"] == "law"
     assert json.loads(cli("show", "checkpoint_every_k_segment_default", "--json").out)["formula_kind"] == "default rule"

@@ -10,6 +10,7 @@ import math
 import pytest
 
 import symcalc
+from symcalc.render.findings import sentence
 
 C, F = 98.0, 86_400.0
 YOUNG = math.sqrt(2 * C * F)        # 4115.16 s
@@ -91,3 +92,61 @@ def test_overhead_of_a_given_interval_does_not_need_an_mtbf():
     # 98 s per 68.586-minute interval = 2.38 % (seed 2.4 %)
     r = symcalc.solve("checkpoint_overhead_fraction", checkpoint_write_time="98 s", checkpoint_interval="68.586 min")
     assert r.base_value == pytest.approx(98 / (68.586 * 60), rel=1e-12)
+
+
+# ---- failures, goodput and wall-clock time ------------------------------------------------------
+
+def test_job_mtbf_from_the_llama3_interruption_rate():
+    # 419 unexpected interruptions in 54 days on 16,384 GPUs: one every 54 x 24 / 419 = 3.093 h
+    r = symcalc.solve("mtbf", n_gpus=16384)
+    assert r.base_value == pytest.approx(54 * 86400 / 419, rel=1e-4)
+    assert "gpu_mtbf" in r.defaults_used
+    # a job of 512 GPUs fails 32 times less often; a measured per-GPU figure wins
+    assert symcalc.solve("mtbf", n_gpus=512).base_value == pytest.approx(32 * 54 * 86400 / 419, rel=1e-4)
+    assert symcalc.solve("mtbf", n_gpus=1000, gpu_mtbf="1000 day").base_value == pytest.approx(86400, rel=1e-12)
+
+
+def test_waste_counts_the_restart():
+    # seed 001's 4.76 % plus 600 s of restart per 24 h failure: + 0.694 % = 5.46 %
+    r = symcalc.solve("checkpoint_waste_fraction", checkpoint_write_time="98 s", mtbf="24 hour",
+                      recovery_time="10 min")
+    assert r.base_value == pytest.approx(math.sqrt(2 * C / F) + 600 / F, rel=1e-12)
+    assert r.base_value == pytest.approx(0.0546, abs=5e-5)
+
+
+def test_wall_clock_time_and_cost_with_failures():
+    # goodput 1 - 5.457 % = 94.543 %: 30 days of compute take 31.73 days on the wall
+    good = 1 - (math.sqrt(2 * C / F) + 600 / F)
+    common = dict(train_time="30 day", checkpoint_write_time="98 s", mtbf="24 hour", recovery_time="10 min")
+    r = symcalc.solve("wall_clock_time", **common)
+    assert r.base_value == pytest.approx(30 * 86400 / good, rel=1e-12)
+    assert symcalc.solve("goodput_fraction", **common).base_value == pytest.approx(good, rel=1e-12)
+    cost = symcalc.solve("total_cost_with_failures", n_gpus=512, gpu_hour_price="2 USD/hour", **common)
+    assert cost.base_value == pytest.approx(512 * 2 * 30 * 24 / good, rel=1e-12)
+
+
+def test_train_time_with_failure_inputs_says_wall_clock_time_uses_them():
+    r = symcalc.solve("train_time", total_flops=3.8e25, n_gpus=16384, mfu=0.4, peak_flops="989.4 TFLOP/s",
+                      mtbf="3 hour", checkpoint_write_time="100 s", recovery_time="10 min")
+    assert r.base_value == pytest.approx(3.8e25 / (0.4 * 16384 * 989.4e12), rel=1e-12)
+    [f] = [f for f in r.findings if f.kind == "not_used"]
+    assert set(f.related) == {"mtbf", "checkpoint_write_time", "recovery_time"}
+    assert set(f.values["with_target"]["wall_clock_time"]) == set(f.related)
+    assert "wall_clock_time" in sentence(f)
+    assert not [f for f in r.findings if f.kind == "unused_disagrees"]    # an MTBF is no objection to it
+
+
+def test_daly_higher_order_interval():
+    # Daly 2006 eq. 37: sqrt(2CF) (1 + sqrt(C/(2F))/3 + C/(18F)) - C = 4064.4 s against Young's 4115.2 s
+    r = symcalc.solve("checkpoint_interval", checkpoint_write_time="98 s", mtbf="24 hour",
+                      options={"checkpoint_interval_rule": "daly"})
+    daly = YOUNG * (1 + math.sqrt(C / (2 * F)) / 3 + C / (18 * F)) - C
+    assert r.base_value == pytest.approx(daly, rel=1e-12)
+
+
+def test_async_checkpoint_stalls_for_the_snapshot_only():
+    # 980 GB over 512 GPUs' 25 GB/s links: 0.0766 s, and Young's interval sqrt(2 x 0.0766 x 86400) = 115 s
+    snap = 980e9 / (512 * 25e9)
+    r = symcalc.solve("checkpoint_interval", checkpoint_size="980 GB", n_gpus=512, host_copy_bandwidth="25 GB/s",
+                      mtbf="24 hour", options={"checkpoint_mode": "async"})
+    assert r.base_value == pytest.approx(math.sqrt(2 * snap * F), rel=1e-12)

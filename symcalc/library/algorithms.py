@@ -96,3 +96,10 @@ def roofline_bound(compute: float, memory: float, network: float) -> str:
     rates = {"compute": compute, "memory": memory, "network": network}
     finite = {k: v for k, v in rates.items() if not math.isnan(v)}
     return min(finite, key=finite.__getitem__)
+
+
+@algorithm("slower_of_compute_and_memory")
+def slower_of_compute_and_memory(compute_time: float, memory_time: float) -> str:
+    """Which roof binds a pass (Williams et al. 2009): "compute" when its FLOPs take longer than
+    its reads from memory, else "memory" (a tie goes to memory)."""
+    return "compute" if compute_time > memory_time else "memory"

@@ -56,11 +56,12 @@ OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in", "exposed_part_of",
-                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "usual",
+                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "usual",
                  "source_error"}
 GIVEN_IS = ("at_most", "at_least")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
-OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "options", "supports", "requires"}
+OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "hardware_dtype", "options", "supports",
+                     "requires"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
                 "consequence", "approximate", "solved_for", "breakdown", "reports"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
@@ -284,7 +285,8 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
         exposed_part_of=table.get("exposed_part_of"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
-        not_above=_names(table.get("not_above", []), where, "not_above"), usual=str(table.get("usual", "")).strip(),
+        not_above=_names(table.get("not_above", []), where, "not_above"),
+        warn_above=_names(table.get("warn_above", []), where, "warn_above"), usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 
 
@@ -320,7 +322,7 @@ def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
                                   or quantities[total].dim != q.dim):
             raise LibraryError(f"{q.file}: quantity '{q.name}': exposed_part_of names {total!r}, which is not a "
                                "declared quantity of the same dimension")
-        for other in q.not_above:
+        for other in (*q.not_above, *q.warn_above):
             if other not in quantities or quantities[other].dim != q.dim:
                 raise LibraryError(f"{q.file}: quantity '{q.name}': not_above names {other!r}, which is not a "
                                    "declared quantity of the same dimension")
@@ -373,6 +375,7 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     sets: dict[str, dict[str, str]] = {}
     sources: dict[str, str] = {}
     dtypes: dict[str, str] = {}
+    needs: dict[str, str] = {}
     option_defaults: dict[str, dict[str, str]] = {}
     supports: dict[str, dict[str, tuple[str, ...]]] = {}
     requires: dict[str, tuple[Requirement, ...]] = {}
@@ -391,6 +394,8 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
         sources[value] = str(spec.get("source", ""))
         if "compute_dtype" in spec:
             dtypes[value] = str(spec["compute_dtype"])
+        if "hardware_dtype" in spec:
+            needs[value] = str(spec["hardware_dtype"])
         links = _option_links(spec, vwhere, quantities)
         if links[0]:
             option_defaults[value] = links[0]
@@ -412,7 +417,7 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     if not isinstance(main_input, bool):
         raise LibraryError(f"{where}: 'main_input' must be true or false")
     return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
-                      values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes,
+                      values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes, hardware_dtype=needs,
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
                       main_input=main_input, option_defaults=option_defaults, supports=supports, requires=requires)
 
@@ -631,7 +636,7 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         right = dimension_of(rhs, dim_of)
     except DimensionMismatch as e:
         raise LibraryError(f"{where}: dimension error: {e}") from None
-    if left != right:
+    if left != right and rhs != 0:      # zero has every dimension ("no time": 0 * second)
         raise LibraryError(f"{where}: the two sides differ in dimension: left is {show(left)}, "
                            f"right is {show(right)} ('{equation.strip()}')")
     names = [symbols[s].name for s in sorted((lhs - rhs).free_symbols | lhs.free_symbols | rhs.free_symbols,

@@ -333,6 +333,9 @@ _HF_KEYS = [
     (("vocab_size",), "vocab_size", ""),
     # the longest context the model supports: the usual training sequence length unless given
     (("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length"), "seq_len", " token"),
+    # and the limit a longer context is warned against
+    (("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length"),
+     "max_position_embeddings", " token"),
 ]
 _NOTES = {"seq_len": " (the model's longest context, taken as the training sequence length; give seq_len "
                      "if it trained on shorter sequences)"}

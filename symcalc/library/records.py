@@ -127,6 +127,7 @@ class QuantitySpec(LazyFields):
     plausible: tuple[float, float] | None = None
     # quantities this one can never exceed when both are given (n_kv_heads <= n_heads, tp <= n_gpus)
     not_above: tuple[str, ...] = ()
+    warn_above: tuple[str, ...] = ()      # quantities a value above is warned against, not refused
     # the value most questions take for it ("1" for the micro-batch of a large model), said when
     # a question leaves it out: sets of such quantities are suggested first
     usual: str = ""
@@ -150,6 +151,7 @@ class OptionSpec:
     sources: dict[str, str]                     # value -> citation for what it sets
     file: str
     compute_dtype: dict[str, str] = field(default_factory=dict)  # value -> dtype of the math (presets' peak)
+    hardware_dtype: dict[str, str] = field(default_factory=dict)  # value -> a dtype the hardware must support
     # values that given quantities imply: [(option value, Condition)], first match wins
     implied_by: tuple = ()
     main_input: bool = False     # its default value changes the question: said first when it shapes one

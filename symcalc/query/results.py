@@ -216,10 +216,12 @@ class Result(Rendered):
             parts.append(part)
         return parts
 
-    def companion_value(self, name: str) -> float | None:
+    def companion_value(self, name: str) -> float | str | None:
         """``name``'s value from the quantities this answer computed (a collective's whole time
         beside its exposed part): one more step of the same derivation's values, asked of the
         solver that made this record, cached; None where it cannot be had."""
+        if name in self.values and isinstance(self.values[name], str):
+            return self.values[name]
         if name in self.values and np.ndim(self.values[name]) == 0:
             return float(self.values[name])
         if self.companion is None:

@@ -24,6 +24,7 @@ from symcalc.engine.derivation import Derivation, SingularBlock
 from symcalc.engine.rounding import round_whole
 from symcalc.engine.routing import DiagnosisHints, Route, alternatives, find_route
 from symcalc.errors import (
+    BadOptionValueError,
     ConflictError,
     DimensionError,
     DomainError,
@@ -38,7 +39,7 @@ from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
 from symcalc.library.presets import all_presets
-from symcalc.query import stacks
+from symcalc.query import stacks, unused
 from symcalc.query.implied import Resolved, resolve_options
 from symcalc.query.limits import limit_rounding, round_with
 from symcalc.query.parts import parts_of, sum_parts
@@ -79,7 +80,7 @@ def _again(result: Result, values: dict, masked: bool = False, also: tuple[str, 
     return reuse.function(result, values, solve)
 
 
-def _companion(result: Result, name: str) -> float | None:
+def _companion(result: Result, name: str) -> float | str | None:
     """Result.companion_value: ``name`` from the scalar values ``result`` computed, given as
     known (so its derivation is the one step that combines them), under the same options."""
     lib = result.library
@@ -96,6 +97,8 @@ def _companion(result: Result, name: str) -> float | None:
                          conflicts=False)
     except SymcalcError:
         return None
+    if isinstance(r.base_value, str):       # a text answer (which bound binds)
+        return r.base_value
     return float(r.base_value) if np.ndim(r.base_value) == 0 else None
 
 
@@ -500,6 +503,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
             check_profile(lib, p)
     posed = _pose(lib, tq, typed, explicit_options, presets, diagnose)
     opts, implied, knowns = posed.resolved.values, posed.resolved.implied, posed.knowns
+    _check_hardware_dtypes(lib, opts, presets)
     derivation, defaults_used = posed.derivation, posed.defaults_used
     notes = [f"option {imp.reason()}" for imp in implied]
     if derivation is None and posed.error is None:      # the target is given (or published)
@@ -542,6 +546,11 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         dismissed = [c for c in found if not _contradicts(c, assumed)]
         found = [c for c in found if _contradicts(c, assumed)]
         checked -= {c["quantity"] for c in dismissed}
+        if dismissed:
+            # said only of a given value the answer feeds (d_ffn into an activation memory); one
+            # the answer has nothing to do with (an MTBF beside train_time) is only not used
+            fed = unused.downstream(lib, tq.name, derivation.options)
+            dismissed = [c for c in dismissed if c["quantity"] in fed]
         if found and on_conflict == "raise":
             raise ConflictError("; ".join(sentences(c["finding"] for c in found))
                                 + " (check these values; conflicts='warn' answers anyway)",
@@ -563,6 +572,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     findings += [f for p in presets for f in p.findings]
     findings += unmeasured(lib, presets, opts, knowns, derivation.route.given)
     findings += [f for f in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if f]
+    findings += _above_limits(lib, knowns)
     if reason and reason.get("clash"):
         findings.append(reason["clash"])
     violations = [f for f in findings if f.violation]
@@ -604,9 +614,12 @@ def _reported(lib, result: Result) -> list[Finding]:
         if name == result.target or np.ndim(result.base_value) != 0:
             continue
         value = result.companion_value(name)
+        q = lib.quantities[name]
+        if isinstance(value, str):
+            out.append(Finding("reported", name, {"value": value, "unit": "", "description": q.description}))
+            continue
         if value is None or not np.isfinite(value):
             continue
-        q = lib.quantities[name]
         out.append(Finding("reported", name, {"value": value / q.factor, "unit": q.display_unit,
                                               "description": q.description}))
     return out
@@ -644,6 +657,35 @@ def _assumed(derivation: Derivation, defaults_used: Mapping, knowns: Mapping[str
 # other whole number): bound here, so that a test that patches the public entry out (to prove
 # that Result.function never falls back to it) does not catch these
 _solve_again = solve
+
+
+def _check_hardware_dtypes(lib: Library, opts: Mapping[str, str], presets) -> None:
+    """An option value that needs a number format the named hardware lacks (``hardware_dtype``
+    in the option data: an FP8 KV cache on an A100) is refused, naming both."""
+    for name, opt in lib.options.items():
+        value = opts.get(name, opt.default)
+        need = opt.hardware_dtype.get(value)
+        for p in presets:
+            if need and p.kind == "hardware" and p.peak_flops and need not in p.peak_flops:
+                raise BadOptionValueError(f"--option {name}={value} needs {need.upper()} support, which {p.label} "
+                                          f"lacks (it computes in {', '.join(sorted(p.peak_flops))})")
+
+
+def _above_limits(lib: Library, knowns: Mapping[str, GivenValue]) -> list[Finding]:
+    """Warnings for known values above a limit they may exceed at a cost (``warn_above`` in the
+    data: a context longer than the model's max_position_embeddings)."""
+    out = []
+    for name, gv in knowns.items():
+        for other in lib.quantities[name].warn_above:
+            if other in knowns and not isinstance(gv.magnitude, str):
+                a, b = (np.asarray(x.magnitude, dtype=float) for x in (gv, knowns[other]))
+                if np.any(a > b * (1 + 1e-12)):
+                    q, o = lib.quantities[name], lib.quantities[other]
+                    out.append(Finding("above_limit", name, {
+                        "value": float(np.max(a)) / q.factor, "unit": q.display_unit, "limit": other,
+                        "limit_value": float(np.min(b)) / o.factor, "limit_unit": o.display_unit,
+                        "description": o.description, "origin": knowns[other].origin or ""}))
+    return out
 
 
 def _check_orders(lib: Library, knowns: Mapping[str, GivenValue]) -> None:
@@ -871,8 +913,12 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
              if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
              and q not in checked]
     if typed:
-        users = {q: u for q in typed if (u := _users(lib, q, derivation.options))}
-        findings.append(Finding("not_used", related=tuple(typed), values={"used_by": users} if users else {}))
+        users = {q: u for q in typed if (u := unused.users(lib, q, derivation.options))}
+        values: dict = {"used_by": users} if users else {}
+        if together := unused.combined_with(lib, derivation.route.target, typed, derivation.options):
+            values["with_target"] = together
+            values["target"] = derivation.route.target
+        findings.append(Finding("not_used", related=tuple(typed), values=values))
     for i in sorted(ev.numeric_steps):
         s = derivation.steps[i]
         if s.tearing is not None:     # a forward model run backwards: one search, the rest follows
@@ -883,39 +929,6 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
             findings.append(Finding("found_numerically", s.unknowns[0], {"torn": False},
                                     related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
     return findings
-
-
-MAX_USERS = 3
-
-
-def _users(lib, name: str, options: Mapping[str, str]) -> dict:
-    """Where a given value the route did not need would count: the quantities the formulas in
-    force give from it (``quantities``: memory_headroom gives usable_gpu_memory; another question
-    would use it), else the option values under which a formula takes it (``options``: seq_len
-    counts under mfu_flops=with_attention). At most MAX_USERS of each; {} when nothing takes it.
-    O(formulas)."""
-    gives: list[str] = []
-    under: list[str] = []
-    for f in lib.formulas.values():
-        if name not in f.quantities or f.lhs_name is None:
-            continue
-        if f.active(options):
-            other = f.lhs_name if f.lhs_name != name else None
-            if other and other not in gives:
-                gives.append(other)
-        else:
-            for opt, allowed in f.when.items():
-                if options.get(opt) not in allowed:
-                    for value in allowed:
-                        setting = f"{opt}={value}"
-                        if setting not in under:
-                            under.append(setting)
-    out: dict = {}
-    if gives:
-        out["quantities"] = gives[:MAX_USERS]
-    elif under:
-        out["options"] = under[:MAX_USERS]
-    return out
 
 
 def over_capacity(lib, q, value, given: Mapping) -> tuple[str, np.ndarray | float, np.ndarray | bool] | None:

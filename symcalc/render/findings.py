@@ -82,6 +82,12 @@ def _not_used(f, v):
         elif users.get("options"):
             where.append(f"{name} counts under --option {' or '.join(users['options'])}")
     said = f"; {'; '.join(where)}" if where else ""
+    together = v.get("with_target", {})
+    if together:
+        ask = ", ".join(f"{q} (with {', '.join(g)})" for q, g in together.items())
+        return (f"not used by this derivation: {', '.join(f.related)}; with {v['target']} "
+                f"{'they give' if len(f.related) > 1 else 'it gives'} {ask}: ask for "
+                f"{'those' if len(together) > 1 else 'that'} to count them")
     return (f"not used by this derivation: {', '.join(f.related)} "
             f"(no formula on the route needs it{said}; check the options if it should matter)")
 
@@ -134,8 +140,15 @@ def _limits_clash(f, v):
             "(no whole value may keep them all)")
 
 
+def _above_limit(f, v):
+    where = f" ({v['origin']})" if v.get("origin") else ""
+    return (f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])} is above {v['limit']} = "
+            f"{with_unit(fmt(v['limit_value']), v['limit_unit'])}{where}: {v['description']}")
+
+
 def _reported(f, v):
-    return f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])}: {v['description']}"
+    shown = v["value"] if isinstance(v["value"], str) else with_unit(fmt(v["value"]), v["unit"])
+    return f"{f.quantity} = {shown}: {v['description']}"
 
 
 def _published(f, v):
@@ -173,6 +186,6 @@ _SENTENCES = {
     "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
     "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,
     "limits_clash": _limits_clash,
-    "published": _published, "reported": _reported, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
+    "published": _published, "reported": _reported, "above_limit": _above_limit, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
     "out_of_bounds": _out_of_bounds, "rounds_outside": _rounds_outside,
 }

@@ -1,0 +1,113 @@
+"""Serving (formulas/serving.toml): the KV cache, serving memory, prefill and decode by the
+roofline, and what tokens cost. Every expectation is a hand computation written beside it, from
+published model shapes (config.json) and round hardware figures given in the question."""
+
+import json
+
+import pytest
+
+import symcalc
+from symcalc.errors import BadOptionValueError, DomainError
+from symcalc.render.findings import sentence
+
+# Llama 3 70B: 80 layers, 64 heads, 8 KV heads of 128 (config.json)
+KV_70B = 2 * 80 * 8 * 128 * 2              # 327,680 bytes a token in bf16
+
+# a 7B-like model, given whole, at tp = 1 on a GPU given by two round figures
+SMALL = dict(n_params=7e9, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, d_ffn=14336,
+             achievable_hbm_bandwidth="3 TB/s", linear_gemm_rate="700 TFLOP/s", tp=1)
+SMALL_KV_TOKEN = 2 * 32 * (8 * 128) * 2     # 131,072 bytes a token
+WEIGHTS = 2 * 7e9                           # bf16
+
+
+def test_llama3_70b_kv_cache_at_batch_32_and_8k():
+    # the issue's figure: 86 GB of KV cache on top of 141 GB of weights
+    per_token = symcalc.solve("kv_cache_per_token", model="llama3-70b")
+    assert per_token.base_value == pytest.approx(KV_70B, rel=1e-12)
+    r = symcalc.solve("kv_cache_memory", model="llama3-70b", batch_size=32, seq_len="8192 token")
+    assert r.base_value == pytest.approx(32 * 8192 * KV_70B, rel=1e-12)     # 85.9 GB
+    assert r.base_value == pytest.approx(85.9e9, rel=1e-3)
+
+
+def test_fp8_kv_cache_halves_it_and_needs_fp8_hardware():
+    r = symcalc.solve("kv_cache_per_token", model="llama3-70b", options={"kv_cache_dtype": "fp8"})
+    assert r.base_value == pytest.approx(KV_70B / 2, rel=1e-12)
+    with pytest.raises(BadOptionValueError, match=r"kv_cache_dtype=fp8 needs FP8.*a100"):
+        symcalc.solve("kv_cache_memory", model="llama3-70b", hardware="a100", batch_size=32, seq_len="8192 token",
+                      options={"kv_cache_dtype": "fp8"})
+
+
+def test_deepseek_v3_caches_its_latent_not_its_heads():
+    # MLA: 61 layers x (kv_lora_rank 512 + RoPE key 64) x 2 bytes = 70,272 bytes a token
+    r = symcalc.solve("kv_cache_per_token", model="deepseek-v3")
+    assert r.base_value == pytest.approx(61 * 576 * 2, rel=1e-12)
+
+
+def test_kv_cache_from_a_real_config_json_and_a_context_above_its_limit(tmp_path):
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+           "intermediate_size": 28672, "max_position_embeddings": 131072, "num_attention_heads": 64,
+           "num_hidden_layers": 80, "num_key_value_heads": 8, "rms_norm_eps": 1e-5, "vocab_size": 128256,
+           "hidden_act": "silu"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    r = symcalc.solve("kv_cache_memory", model=str(path), batch_size=4, seq_len="200000 token")
+    assert r.base_value == pytest.approx(4 * 200000 * KV_70B, rel=1e-12)
+    [f] = [f for f in r.findings if f.kind == "above_limit"]
+    assert f.quantity == "seq_len" and f.values["limit"] == "max_position_embeddings"
+    assert "131072" in sentence(f)
+    ok = symcalc.solve("kv_cache_memory", model=str(path), batch_size=4, seq_len="8192 token")
+    assert not [f for f in ok.findings if f.kind == "above_limit"]
+
+
+def test_a_batch_of_zero_is_refused_naming_it():
+    with pytest.raises(DomainError, match="batch_size"):
+        symcalc.solve("kv_cache_memory", model="llama3-70b", batch_size=0, seq_len="8192 token")
+
+
+def test_decode_step_is_memory_bound_at_small_batch():
+    # weights 14 GB + KV 8 x 4096 x 131,072 = 4.295 GB, over 3 TB/s: 6.098 ms; the FLOPs,
+    # 8 x (2 x 7e9 + 2 x 32 x 32 x 256 x 4096) = 1.292e11 at 700 TFLOP/s, take 0.185 ms
+    kv = 8 * 4096 * SMALL_KV_TOKEN
+    r = symcalc.solve("decode_step_time", batch_size=8, seq_len="4096 token", **SMALL)
+    assert r.base_value == pytest.approx((WEIGHTS + kv) / 3e12, rel=1e-9)
+    [bound] = [f for f in r.findings if f.kind == "reported"]
+    assert (bound.quantity, bound.values["value"]) == ("decode_bound", "memory")
+    # tokens per second and their cost: 8 / 6.098 ms = 1,311.9 token/s; $2 an hour on one GPU
+    rate = symcalc.solve("decode_tokens_per_second", batch_size=8, seq_len="4096 token", **SMALL)
+    assert rate.base_value == pytest.approx(8 * 3e12 / (WEIGHTS + kv), rel=1e-9)
+    cost = symcalc.solve("cost_per_output_token", batch_size=8, seq_len="4096 token", gpu_hour_price="2 USD/hour",
+                         **SMALL)
+    assert cost.base_value == pytest.approx(2 / 3600 / rate.base_value, rel=1e-9)
+
+
+def test_decode_turns_compute_bound_at_a_large_batch():
+    # at batch 2048 and 128 tokens: FLOPs 2048 x (1.4e10 + 2 x 32 x 32 x 256 x 128) = 2.896e13
+    # at 700 TFLOP/s = 41.4 ms; reads 14 GB + 2048 x 128 x 131,072 = 48.4 GB over 3 TB/s = 16.1 ms
+    flops = 2048 * (2 * 7e9 + 2 * 32 * 32 * 256 * 128)
+    r = symcalc.solve("decode_step_time", batch_size=2048, seq_len="128 token", **SMALL)
+    assert r.base_value == pytest.approx(flops / 700e12, rel=1e-9)
+    [bound] = [f for f in r.findings if f.kind == "reported"]
+    assert bound.values["value"] == "compute"
+
+
+def test_prefill_is_compute_bound_with_causal_attention():
+    # 2048 tokens x (2 x 7e9 + 32 layers x 32 heads x 256 x 2048 (causal: half of 2 s d)) FLOPs
+    flops = 2048 * (2 * 7e9 + 32 * 32 * 256 * 2048)
+    r = symcalc.solve("prefill_time", batch_size=1, prompt_len="2048 token", **SMALL)
+    assert r.base_value == pytest.approx(flops / 700e12, rel=1e-9)          # 42.5 ms
+
+
+def test_the_largest_batch_that_fits_in_serving_memory():
+    # 80 GB = 14 GB weights + b x 4096 x 131,072 (KV) + 8192 x (4096 + 2 x 14336) x 2 (workspace)
+    workspace = 8192 * (4096 + 2 * 14336) * 2
+    exact = (80e9 - WEIGHTS - workspace) / (4096 * SMALL_KV_TOKEN)        # 121.9
+    r = symcalc.solve("batch_size", seq_len="4096 token", serving_memory_per_gpu="80 GB", **SMALL)
+    assert r.value == int(exact) == 121
+
+
+def test_training_cost_per_token():
+    # 6 x 70e9 FLOPs at 40 % of 989.4 TFLOP/s: 1.0612e-3 GPU-seconds, at $2 an hour 5.896e-7 $
+    r = symcalc.solve("cost_per_token", n_params=70e9, mfu=0.4, peak_flops="989.4 TFLOP/s",
+                      gpu_hour_price="2 USD/hour")
+    assert r.base_value == pytest.approx(6 * 70e9 / (0.4 * 989.4e12) * 2 / 3600, rel=1e-9)
+    assert r.unit == "USD/Mtoken" and r.value == pytest.approx(0.5896, rel=1e-3)
