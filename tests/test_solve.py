@@ -43,7 +43,8 @@ def test_young_interval_and_its_inverse():
     assert r.unit == "min" and r.value == pytest.approx((2 * 98 * 86400) ** 0.5 / 60, rel=1e-12)  # 68.59 min
     inv = symcalc.solve("mtbf", checkpoint_interval="30 min", checkpoint_write_time="98 s")
     assert inv.to("s").magnitude == pytest.approx(1800 ** 2 / (2 * 98), rel=1e-12)               # 16531 s
-    assert inv.steps[0].method == "rearranged"
+    # the stall is the write (one explicit step), then Young's law is rearranged for the MTBF
+    assert [s.method for s in inv.steps] == ["explicit", "rearranged"]
 
 
 def test_ring_allreduce_reads_gigabits():

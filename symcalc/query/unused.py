@@ -8,6 +8,7 @@ instead of only "not used".
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 MAX_USERS = 3
@@ -44,15 +45,51 @@ def users(lib, name: str, options: Mapping[str, str]) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=32)
+def _graph(lib, options: tuple[tuple[str, str], ...]) -> tuple[dict[str, list], dict[str, list]]:
+    """The formulas in force under ``options`` indexed both ways: left side -> formulas, and
+    quantity -> formulas it appears in. O(formulas), once per library and options."""
+    by_lhs: dict[str, list] = {}
+    by_name: dict[str, list] = {}
+    for f in lib.active_formulas(dict(options)):
+        if f.lhs_name is None:
+            continue
+        by_lhs.setdefault(f.lhs_name, []).append(f)
+        for q in f.quantities:
+            by_name.setdefault(q, []).append(f)
+    return by_lhs, by_name
+
+
+def _key(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(options.items()))
+
+
 def downstream(lib, name: str, options: Mapping[str, str]) -> set[str]:
     """The quantities the formulas in force compute, directly or through others, from ``name``
-    (the left sides reachable from it, read forwards). O(MAX_DEPTH x formulas)."""
-    active = [f for f in lib.active_formulas(options) if f.lhs_name is not None]
+    (the left sides reachable from it, read forwards, at most MAX_DEPTH formulas away).
+    O(what it reaches)."""
+    _, by_name = _graph(lib, _key(options))
     reached: set[str] = set()
     frontier = {name}
     for _ in range(MAX_DEPTH):
-        new = {f.lhs_name for f in active if f.lhs_name not in reached and f.lhs_name != name
-               and frontier & set(f.quantities)}
+        new = {f.lhs_name for q in frontier for f in by_name.get(q, ())
+               if f.lhs_name not in reached and f.lhs_name != name}
+        if not new:
+            break
+        reached |= new
+        frontier = new
+    return reached
+
+
+def upstream(lib, name: str, options: Mapping[str, str]) -> set[str]:
+    """The quantities the formulas in force compute ``name`` from, directly or through others
+    (read backwards from its left side, at most MAX_DEPTH formulas away). O(what it reaches)."""
+    by_lhs, _ = _graph(lib, _key(options))
+    reached: set[str] = set()
+    frontier = {name}
+    for _ in range(MAX_DEPTH):
+        new = {q for lhs in frontier for f in by_lhs.get(lhs, ()) for q in f.quantities
+               if q not in reached and q != name}
         if not new:
             break
         reached |= new
@@ -66,17 +103,17 @@ def combined_with(lib, target: str, given: Iterable[str], options: Mapping[str, 
 
     Returns {quantity: [the unused givens it takes]}, the quantities taking the most first, at
     most MAX_USERS, each taking at least half of them (one that explains two of nine unused
-    values explains little); {} when none does. O(given x MAX_DEPTH x formulas)."""
+    values explains little); {} when none does. O(formulas of target x what they reach)."""
     given = list(given)
-    reach = {g: downstream(lib, g, options) for g in given}
+    _, by_name = _graph(lib, _key(options))
     found: dict[str, list[str]] = {}
-    for f in lib.active_formulas(options):
+    for f in by_name.get(target, ()):
         lhs = f.lhs_name
-        if lhs is None or lhs == target or target not in f.quantities:
+        if lhs == target or lhs in found:
             continue
-        takes = [g for g in reach if lhs in reach[g] or (g in f.quantities and g != lhs)]
+        feeds = upstream(lib, lhs, options)
+        takes = [g for g in given if g in feeds]
         if takes:
-            found.setdefault(lhs, [])
-            found[lhs] += [g for g in takes if g not in found[lhs]]
+            found[lhs] = takes
     ranked = sorted((q for q in found if 2 * len(found[q]) >= len(given)), key=lambda q: -len(found[q]))
     return {q: found[q] for q in ranked[:MAX_USERS]}
