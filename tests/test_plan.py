@@ -131,6 +131,20 @@ def test_metrics_by_hand(small_plan):
     assert sum(r.step_parts.values()) == pytest.approx(r.step_time, rel=1e-9)
 
 
+def test_days_and_cost_with_failures_by_hand(small_plan):
+    """With failures: the checkpoint holds 14 bytes a parameter (bf16 weights, fp32 master and
+    Adam's two states) + 8, written at the default 2 TB/s: C = 14 x 6,738,415,616 / 2e12 = 47.2 ms;
+    8 GPUs at the default 50,677 GPU-hours each: F = 6,334.6 h; Young's waste sqrt(2 C / F) and
+    no restart time: wall-clock = train_time / (1 - sqrt(2 C / F))."""
+    r = small_plan.rows[0]
+    c = (14 * 6738415616 + 8) / 2e12
+    f = 50677 * 3600 / 8
+    good = 1 - (2 * c / f) ** 0.5
+    assert r.metrics["wall_clock_time"] == pytest.approx(r.metrics["train_time"] / good, rel=2e-3)
+    assert r.metrics["total_cost_with_failures"] == pytest.approx(r.metrics["total_cost"] / good, rel=2e-3)
+    assert any("gpu_mtbf = 50677 hour (default)" in n for n in small_plan.notes)
+
+
 # -- the command line -------------------------------------------------------------------------------
 
 PLAN = ["plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--global-batch-size", "16",

@@ -35,6 +35,10 @@ METRICS = {
     "train_time": ("n_tokens",),
     "gpu_hours": ("n_tokens",),
     "total_cost": ("n_tokens", "gpu_hour_price"),
+    # with failures: the library's defaults (Llama 3's failure rate and storage, no restart time
+    # unless given), said in the plan's output
+    "wall_clock_time": ("n_tokens",),
+    "total_cost_with_failures": ("n_tokens", "gpu_hour_price"),
 }
 
 

@@ -425,11 +425,31 @@ def _fill_metrics(rows: list[PlanRow], q: Question, shape: Shape, values: dict) 
         r.metrics = {k: float(v[j]) for k, v in got.items()}
 
 
+FAILURE_INPUTS = ("gpu_mtbf", "checkpoint_write_bandwidth", "n_writers", "recovery_time")
+
+
+def _failure_note(q: Question, n_gpus: int) -> str:
+    """What the days and cost with failures assume: each failure input as given, else the
+    library's default (Llama 3's interruption rate, its storage), and the job MTBF it makes."""
+    lib = q.library or default_library()
+    said = []
+    for name in FAILURE_INPUTS:
+        text = q.values.get(name)
+        said.append(f"{name} = {text if text is not None else lib.quantities[name].default}"
+                    f"{'' if text is not None else ' (default)'}")
+    mtbf = q.solve("mtbf", {"n_gpus": n_gpus}, {})
+    return ("days_wall and cost_wall_USD count failures: " + ", ".join(said)
+            + f", so a job MTBF of {mtbf.value:.4g} {mtbf.unit} on {n_gpus} GPUs; checkpoints of the model states at "
+            "Young's interval; give these values (gpu_mtbf=..., recovery_time=...) to change them")
+
+
 def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, options, common: _Setup) -> PlanResult:
     q = common.q
     rows = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(s.order[:top])]
     _fill_metrics(rows, q, s.shape, values)
     res = _base(s, rows, model, hardware, options, common, values)
+    if any("wall_clock_time" in r.metrics for r in rows):
+        res.notes.append(_failure_note(q, s.shape.n_gpus))
     if not rows:
         res.closest, res.message = _nothing_fits(s, common, values)
     res.seconds = time.perf_counter() - t0

@@ -19,7 +19,7 @@ from symcalc.render.common import plot_text
 
 DAY, HOUR, GB = 86400.0, 3600.0, 1e9
 COLUMNS = ("rank", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
-           "tokens_per_s", "days", "gpu_hours", "cost_USD")
+           "tokens_per_s", "days", "days_wall", "gpu_hours", "cost_USD", "cost_wall_USD")
 
 
 def _cells(r) -> dict:
@@ -36,6 +36,9 @@ def _cells(r) -> dict:
         "days": f"{m['train_time'] / DAY:.1f}" if "train_time" in m else "",
         "gpu_hours": f"{m['gpu_hours'] / HOUR:,.0f}" if "gpu_hours" in m else "",
         "cost_USD": f"{m['total_cost']:,.0f}" if "total_cost" in m else "",
+        # with failures (checkpoints, lost work, restarts): the note under the table says what it assumes
+        "days_wall": f"{m['wall_clock_time'] / DAY:.1f}" if "wall_clock_time" in m else "",
+        "cost_wall_USD": f"{m['total_cost_with_failures']:,.0f}" if "total_cost_with_failures" in m else "",
     }
 
 
@@ -102,6 +105,8 @@ def _row_dict(r) -> dict:
             "memory_parts_bytes": r.memory_parts, "step_parts_s": r.step_parts,
             "largest_memory_part": r.largest_memory_part[0] if r.largest_memory_part else None,
             "metrics": {**r.metrics, **({"train_days": r.metrics["train_time"] / DAY} if "train_time" in r.metrics else {}),
+                        **({"wall_clock_days": r.metrics["wall_clock_time"] / DAY}
+                           if "wall_clock_time" in r.metrics else {}),
                         **({"gpu_hours_h": r.metrics["gpu_hours"] / HOUR} if "gpu_hours" in r.metrics else {})},
             "command": r.command}
 
@@ -129,7 +134,7 @@ def plan_csv(p, path) -> None:
     header = ["rank", "tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus", "zero_stage",
               "recompute", "sequence_parallel", "pipeline_schedule", "step_time [s]", "total_memory_per_gpu [GB]",
               "largest_memory_part", "tokens_per_second [token/s]", "mfu [%]", "train_time [day]",
-              "gpu_hours [hour]", "total_cost [USD]"]
+              "gpu_hours [hour]", "total_cost [USD]", "wall_clock_time [day]", "total_cost_with_failures [USD]"]
     w.writerow(header)
     for r in p.rows:
         m, lay, o = r.metrics, r.layout, r.options
@@ -138,7 +143,8 @@ def plan_csv(p, path) -> None:
                     lay["virtual_stages"], lay["n_gpus"], o["zero_stage"], o["recompute"], o["sequence_parallel"],
                     o["pipeline_schedule"], f"{r.step_time:.9g}", f"{r.memory / GB:.9g}", part[0] if part else "",
                     _g(m.get("tokens_per_second")), _g(m.get("mfu"), 100), _g(m.get("train_time"), 1 / DAY),
-                    _g(m.get("gpu_hours"), 1 / HOUR), _g(m.get("total_cost"))])
+                    _g(m.get("gpu_hours"), 1 / HOUR), _g(m.get("total_cost")), _g(m.get("wall_clock_time"), 1 / DAY),
+                    _g(m.get("total_cost_with_failures"))])
     write_file(path, buf.getvalue(), "--csv")
 
 
