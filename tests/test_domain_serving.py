@@ -111,3 +111,45 @@ def test_training_cost_per_token():
                       gpu_hour_price="2 USD/hour")
     assert r.base_value == pytest.approx(6 * 70e9 / (0.4 * 989.4e12) * 2 / 3600, rel=1e-9)
     assert r.unit == "USD/Mtoken" and r.value == pytest.approx(0.5896, rel=1e-3)
+
+
+def test_decode_from_datasheet_figures_alone_says_what_it_assumed():
+    # Llama 3 70B shapes at tp 8, batch 32 x 8192: (140 GB + 85.9 GB) / 8 over 3.35 TB/s = 8.43 ms;
+    # with no measured bandwidth, GEMM rate or collective figures the answer says it took the
+    # datasheet's bandwidth, the peak, and no AllReduce time
+    kv = 32 * 8192 * KV_70B
+    r = symcalc.solve("decode_step_time", n_params=70e9, n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, tp=8,
+                      batch_size=32, seq_len="8192 token", hbm_bandwidth="3.35 TB/s", peak_flops="989 TFLOP/s")
+    assert r.base_value == pytest.approx((2 * 70e9 + kv) / 8 / 3.35e12, rel=1e-9)
+    assert {"achievable_hbm_bandwidth", "linear_gemm_rate", "decode_tp_comm_time"} <= set(r.defaults_used)
+
+
+def test_tensor_parallel_allreduces_count_on_real_hardware():
+    # on an H100 node the one-shot AllReduce costs a hop (7.88 us) plus 32 x 8192 x 2 bytes x 7/8
+    # over 476 GB/s, twice a layer: 160 x (7.88 us + 0.964 us) = 1.415 ms on top of the reads
+    # (17.6 + 10.7 GB at 2.97 TB/s = 9.55 ms)
+    kv = 32 * 8192 * KV_70B
+    weights = 2 * 70553706496              # the preset's shapes, bf16
+    r = symcalc.solve("decode_step_time", model="llama3-70b", hardware="h100", tp=8, batch_size=32,
+                      seq_len="8192 token")
+    comm = 160 * (7.88e-6 + 7 / 8 * 32 * 8192 * 2 / 476e9)
+    assert r.base_value == pytest.approx((weights + kv) / 8 / 2.97e12 + comm, rel=1e-3)
+
+
+def test_cli_json_carries_the_bound(cli):
+    d = cli("solve", "decode_step_time", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "batch_size=32",
+            "seq_len=8192", "--json").json()
+    assert d["target"] == "decode_step_time" and d["unit"] == "ms"
+    [bound] = [f for f in d["findings"] if f["kind"] == "reported"]
+    assert bound["quantity"] == "decode_bound" and bound["values"]["value"] == "memory"
+
+
+def test_moe_decode_reads_the_experts_its_batch_routes_to():
+    # Mixtral 8x7B: 32 layers x 8 experts x 3 x 4096 x 14336 = 45,097,156,608 routed parameters.
+    # One sequence reads 2 of 8 experts a layer: n_params - 0.75 x that = 12,879,925,248, the
+    # published active count; 32 sequences leave 0.75^32 of them unread
+    routed = 32 * 8 * 3 * 4096 * 14336
+    one = symcalc.solve("decode_weight_bytes", model="mixtral-8x7b", batch_size=1)
+    assert one.base_value == pytest.approx(2 * 12_879_925_248, rel=1e-9)
+    many = symcalc.solve("decode_weight_bytes", model="mixtral-8x7b", batch_size=32)
+    assert many.base_value == pytest.approx(2 * (46_702_792_704 - routed * 0.75 ** 32), rel=1e-9)

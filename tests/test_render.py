@@ -24,6 +24,10 @@ QUERIES = {
     "ring_numeric": lambda: symcalc.solve("n_gpus", message_size="2 GB", allreduce_time="70 ms",
                                           link_bandwidth="50 GB/s", link_latency="0 s"),
     "price_in_dollars": lambda: symcalc.solve("total_cost", gpu_hours="500000 hour", gpu_hour_price="$4/hour"),
+    "decode_step": lambda: symcalc.solve("decode_step_time", model="llama3-70b", hardware="h100", tp=8, batch_size=32,
+                                         seq_len="8192 token"),
+    "wall_clock": lambda: symcalc.solve("wall_clock_time", train_time="54 day", n_gpus=16384,
+                                        checkpoint_write_time="60 s", recovery_time="15 min"),
 }
 
 
