@@ -143,7 +143,8 @@ def _limits_clash(f, v):
 def _above_limit(f, v):
     where = f" ({v['origin']})" if v.get("origin") else ""
     return (f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])} is above {v['limit']} = "
-            f"{with_unit(fmt(v['limit_value']), v['limit_unit'])}{where}: {v['description']}")
+            f"{with_unit(fmt(v['limit_value']), v['limit_unit'])}{where}; answered all the same, but "
+            f"{v['limit']} is {v['description'].split(':')[0]}")
 
 
 def _reported(f, v):
