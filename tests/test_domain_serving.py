@@ -153,3 +153,12 @@ def test_moe_decode_reads_the_experts_its_batch_routes_to():
     assert one.base_value == pytest.approx(2 * 12_879_925_248, rel=1e-9)
     many = symcalc.solve("decode_weight_bytes", model="mixtral-8x7b", batch_size=32)
     assert many.base_value == pytest.approx(2 * (46_702_792_704 - routed * 0.75 ** 32), rel=1e-9)
+
+
+def test_cost_per_token_from_a_run_and_back():
+    # $1M for 1e12 tokens is $1 a million; and a 70B run of 2e12 tokens at the 0.5896 $/M above: $1.179M
+    r = symcalc.solve("cost_per_token", total_cost="1e6 USD", n_tokens="1e12 token")
+    assert r.base_value == pytest.approx(1e-6, rel=1e-12)
+    cost = symcalc.solve("total_cost", n_params=70e9, mfu=0.4, n_tokens="2e12 token", peak_flops="989.4 TFLOP/s",
+                         gpu_hour_price="2 USD/hour")
+    assert cost.base_value == pytest.approx(2e12 * 6 * 70e9 / (0.4 * 989.4e12) * 2 / 3600, rel=1e-9)

@@ -207,7 +207,7 @@ class Result(Rendered):
             total_name = self.library.quantities[name].exposed_part_of
             if wholes and total_name and np.ndim(v) == 0:
                 total = self.companion_value(total_name)
-                if total is not None:
+                if isinstance(total, float):
                     part["whole"] = _scale(total, factor)
                     hidden = total - float(v)
                     hidden = 0.0 if hidden <= 1e-9 * abs(total) else hidden      # round-off, not time
