@@ -129,9 +129,15 @@ def test_a_consequence_waits_until_its_premises_fall_short():
 
 
 def test_two_missing_quantities_are_named_together():
+    # the cluster's price an hour is its GPUs at a GPU's price: neither alone settles it
+    with pytest.raises(UnderdeterminedError) as e:
+        plan("cluster_cost_per_hour", {"n_params"})
+    assert ["gpu_hour_price", "n_gpus"] in [sorted(s) for s in e.value.missing]
+    # a run's cost from a model size alone: a price per token settles it by itself (the tokens
+    # default to Chinchilla's 20 a parameter), so no pair is named
     with pytest.raises(UnderdeterminedError) as e:
         plan("total_cost", {"n_params"})
-    assert ["gpu_hour_price", "gpu_hours"] in [sorted(s) for s in e.value.missing]
+    assert ["cost_per_token"] in e.value.missing
 
 
 def test_no_formula_at_all(tmp_path):
