@@ -213,6 +213,22 @@ def test_deadline_picks_the_fewest_gpus(small_plan):
     assert p.rows[0].metrics["train_time"] <= t8 * 0.8
 
 
+def test_a_deadline_over_a_range_tries_every_node_multiple_between_the_coarse_counts():
+    """Llama 2 7B, 96 sequences a step, 2.5 days for 2e11 tokens over 8:128 H100s: the coarse
+    counts (8, 16, 24, 32, 48, 64, 96, 128) miss up to 64 and meet at 96. Between them the node
+    multiples 72, 80 and 88 are candidates; 80 = 2^4 x 5 has no valid layout (dp divides 96 and
+    cp the sequence, so pp would carry the 5: 5, 10, 20, 40 or 80 stages, none splitting 32 layers
+    with at most 2 empty slots), so 72 and 88 are searched, and 96 stays the fewest that meets."""
+    r = symcalc.plan("llama2-7b", "h100", "8:128", global_batch_size=96, tokens="2e11 token", deadline="2.5 day",
+                     options={"zero_stage": "1", "recompute": "none", "sequence_parallel": "false"})
+    tried = [sc.n_gpus for sc in r.scan]
+    assert {72, 88} <= set(tried) and 80 not in tried
+    assert tried == sorted(tried)
+    assert r.goal["chosen_gpus"] == 96
+    assert min(sc.n_gpus for sc in r.scan if sc.meets) == 96
+    assert all(not sc.meets for sc in r.scan if sc.n_gpus < 96)
+
+
 def test_budget_picks_the_fastest_plan_within_it(small_plan):
     """Llama 2 7B, 2T tokens at 2 USD a GPU-hour, counts 8 and 16. A plan's cost is its
     GPU-hours x the price: n_gpus x train_time / 3600 s x 2 USD (checked by hand on #1 of each

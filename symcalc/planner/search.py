@@ -249,7 +249,8 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
                     tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
                     max_virtual_stages=max_virtual_stages, by=by)
     if goal:
-        return _backwards(counts, goal, values, top, t0, model, hardware, options, common)
+        span = isinstance(gpus, str) and ":" in gpus
+        return _backwards(counts, goal, values, top, t0, model, hardware, options, common, span=span)
     search = _search(counts[0], common)
     return _result(search, values, top, t0, model, hardware, options, common)
 
@@ -347,17 +348,23 @@ def _goal(values: dict, lib) -> dict:
 
 # -- one GPU count --------------------------------------------------------------------------------
 
-def _search(n_gpus: int, setup: _Setup) -> _Search:
-    t = time.perf_counter()
-    q, facts, fixed = setup.q, setup.facts, setup.fixed
+def _space(n_gpus: int, setup: _Setup):
+    """The run's shape at ``n_gpus`` and every valid layout of it (the rules alone)."""
+    facts, fixed = setup.facts, setup.fixed
     shape = Shape(n_gpus=n_gpus, gpus_per_node=facts.gpus_per_node, n_heads=facts.n_heads,
                   n_kv_heads=facts.n_kv_heads, n_layers=facts.n_layers, seq_len=facts.seq_len,
                   global_batch_size=facts.global_batch_size,
-                  n_experts=facts.n_experts if q.moe else None, tp_across_nodes=setup.tp_across_nodes,
+                  n_experts=facts.n_experts if setup.q.moe else None, tp_across_nodes=setup.tp_across_nodes,
                   uneven_pp=setup.uneven_pp, max_micro_batch=setup.max_micro_batch,
                   max_virtual_stages=setup.max_virtual_stages, requires=setup.requires)
     dims = {k: v for k, v in fixed.items() if k != "dp"}
-    space = enumerate_space(shape, dims, setup.searched_opts, dp_fixed=fixed.get("dp"))
+    return shape, enumerate_space(shape, dims, setup.searched_opts, dp_fixed=fixed.get("dp"))
+
+
+def _search(n_gpus: int, setup: _Setup) -> _Search:
+    t = time.perf_counter()
+    q, facts = setup.q, setup.facts
+    shape, space = _space(n_gpus, setup)
     ev = evaluate(space, q, shape.global_batch_size, shape.seq_len) if space.size else \
         Evaluation(np.zeros(0), np.zeros(0), np.zeros(0, bool))
     limit = facts.gpu_memory - setup.headroom
@@ -535,29 +542,67 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
 
 # -- planning backwards -------------------------------------------------------------------------
 
-def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float, model, hardware, options,
-               common: _Setup) -> PlanResult:
+def _scan(n: int, goal: dict, values: dict, common: _Setup, searches: dict) -> GpuScan:
+    """The best layout at ``n`` GPUs, its metrics, and whether it meets ``goal``."""
     q = common.q
-    scans, searches = [], {}
-    for n in counts:
-        s = _search(n, common)
-        searches[n] = s
-        best = _row(s, int(s.order[0]), 1, q, values, detail=False) if len(s.order) else None
-        if best is not None:
-            _fill_metrics([best], q, s.shape, values)
-        scans.append(GpuScan(n_gpus=n, best=best, searched=s.space.total, fitting=len(s.order)))
+    s = _search(n, common)
+    searches[n] = s
+    best = _row(s, int(s.order[0]), 1, q, values, detail=False) if len(s.order) else None
+    if best is not None:
+        _fill_metrics([best], q, s.shape, values)
+    sc = GpuScan(n_gpus=n, best=best, searched=s.space.total, fitting=len(s.order))
     kind, target = goal["kind"], goal["value"]
+    m = best.metrics if best is not None else {}
+    if best is None:
+        sc.meets = False
+    elif kind == "deadline":
+        sc.meets = m.get("train_time", np.inf) <= target
+    elif kind == "budget":
+        sc.meets = m.get("total_cost", np.inf) <= target
+    else:
+        sc.meets = m.get("tokens_per_second", 0) >= target
+    return sc
+
+
+DENSE_SCAN = 12     # at most this many valid counts between two coarse ones are all searched; more are bisected
+
+
+def _refine(scans: list[GpuScan], goal: dict, values: dict, common: _Setup, searches: dict) -> list[GpuScan]:
+    """Every node multiple between the coarse counts of a range: the best time falls as GPUs are
+    added, so the smallest count that meets a deadline (or a throughput) lies between the last
+    coarse count that misses and the first that meets. Counts with no valid layout (dp must
+    divide the batch, tp the heads, ...) are dropped before any evaluation; the rest are
+    bisected, O(log k) searches for k candidates. Returns the scans it added."""
+    first = next((i for i, sc in enumerate(scans) if sc.meets), None)
+    if first is None or first == 0:
+        return []
+    lo, hi = scans[first - 1].n_gpus, scans[first].n_gpus
+    step = common.facts.gpus_per_node or 1
+    candidates = [n for n in range((lo // step + 1) * step, hi, step) if _has_layouts(n, common)]
+    if len(candidates) <= DENSE_SCAN:      # few: try them all (the best time is not monotone in
+        return [_scan(n, goal, values, common, searches) for n in candidates]   # odd factorings)
+    added: list[GpuScan] = []
+    while candidates:
+        mid = candidates[len(candidates) // 2]
+        sc = _scan(mid, goal, values, common, searches)
+        added.append(sc)
+        candidates = candidates[:len(candidates) // 2] if sc.meets else candidates[len(candidates) // 2 + 1:]
+    return added
+
+
+def _has_layouts(n: int, common: _Setup) -> bool:
+    """Whether any valid layout of ``n`` GPUs exists (the rules alone, nothing evaluated)."""
+    return _space(n, common)[1].size > 0
+
+
+def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float, model, hardware, options,
+               common: _Setup, span: bool = False) -> PlanResult:
+    searches: dict = {}
+    scans = [_scan(n, goal, values, common, searches) for n in counts]
+    kind = goal["kind"]
+    if span and kind in ("deadline", "throughput"):
+        scans = sorted(scans + _refine(scans, goal, values, common, searches), key=lambda sc: sc.n_gpus)
     found = [(sc, sc.best) for sc in scans if sc.best is not None]     # (count, its best layout)
-    for sc, row in found:
-        if kind == "deadline":
-            sc.meets = row.metrics.get("train_time", np.inf) <= target
-        elif kind == "budget":
-            sc.meets = row.metrics.get("total_cost", np.inf) <= target
-        else:
-            sc.meets = row.metrics.get("tokens_per_second", 0) >= target
-    for sc in scans:
-        if sc.best is None:
-            sc.meets = False
     meeting = [(sc, row) for sc, row in found if sc.meets]
     if not meeting:
         tried = ", ".join(str(sc.n_gpus) for sc in scans)
