@@ -229,6 +229,21 @@ def test_a_deadline_over_a_range_tries_every_node_multiple_between_the_coarse_co
     assert all(not sc.meets for sc in r.scan if sc.n_gpus < 96)
 
 
+def test_a_budget_over_a_range_tries_the_counts_where_it_runs_out():
+    """The same run with a $9,200 budget at $2 an hour: 64 GPUs stay within it and 96 do not, so
+    the node multiples between them with a valid layout (72 and 88, as above) are searched too;
+    the plan is the fastest of every count tried that stays within the budget."""
+    r = symcalc.plan("llama2-7b", "h100", "8:128", global_batch_size=96, tokens="2e11 token", budget="9200 USD",
+                     gpu_hour_price="2 USD/hour",
+                     options={"zero_stage": "1", "recompute": "none", "sequence_parallel": "false"})
+    tried = {sc.n_gpus: sc for sc in r.scan}
+    assert {72, 88} <= set(tried) and 80 not in tried
+    assert tried[64].meets and not tried[96].meets
+    within = [sc for sc in r.scan if sc.meets]
+    assert all(sc.best.metrics["total_cost"] <= 9200 for sc in within)
+    assert r.goal["chosen_gpus"] == min(within, key=lambda sc: sc.best.metrics["train_time"]).n_gpus
+
+
 def test_budget_picks_the_fastest_plan_within_it(small_plan):
     """Llama 2 7B, 2T tokens at 2 USD a GPU-hour, counts 8 and 16. A plan's cost is its
     GPU-hours x the price: n_gpus x train_time / 3600 s x 2 USD (checked by hand on #1 of each

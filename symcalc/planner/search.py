@@ -568,25 +568,35 @@ DENSE_SCAN = 12     # at most this many valid counts between two coarse ones are
 
 
 def _refine(scans: list[GpuScan], goal: dict, values: dict, common: _Setup, searches: dict) -> list[GpuScan]:
-    """Every node multiple between the coarse counts of a range: the best time falls as GPUs are
-    added, so the smallest count that meets a deadline (or a throughput) lies between the last
-    coarse count that misses and the first that meets. Counts with no valid layout (dp must
-    divide the batch, tp the heads, ...) are dropped before any evaluation; the rest are
+    """Every node multiple between the coarse counts of a range where the goal flips: the best
+    time falls as GPUs are added, so the fewest GPUs that meet a deadline (or a throughput) lie
+    between the last coarse count that misses and the first that meets; the most GPUs a budget
+    pays for (the fastest plan within it) between the last that meets and the first that misses.
+    Counts with no valid layout (dp must divide the batch, tp the heads, ...) are dropped before
+    any evaluation; the rest are all searched when there are at most DENSE_SCAN of them, else
     bisected, O(log k) searches for k candidates. Returns the scans it added."""
-    first = next((i for i, sc in enumerate(scans) if sc.meets), None)
-    if first is None or first == 0:
-        return []
-    lo, hi = scans[first - 1].n_gpus, scans[first].n_gpus
+    meets = [bool(sc.meets) for sc in scans]
+    if goal["kind"] == "budget":
+        last = max((i for i, m in enumerate(meets) if m), default=None)
+        if last is None or last == len(scans) - 1:
+            return []
+        lo, hi, low_side_meets = scans[last].n_gpus, scans[last + 1].n_gpus, True
+    else:
+        first = next((i for i, m in enumerate(meets) if m), None)
+        if first is None or first == 0:
+            return []
+        lo, hi, low_side_meets = scans[first - 1].n_gpus, scans[first].n_gpus, False
     step = common.facts.gpus_per_node or 1
     candidates = [n for n in range((lo // step + 1) * step, hi, step) if _has_layouts(n, common)]
     if len(candidates) <= DENSE_SCAN:      # few: try them all (the best time is not monotone in
         return [_scan(n, goal, values, common, searches) for n in candidates]   # odd factorings)
     added: list[GpuScan] = []
     while candidates:
-        mid = candidates[len(candidates) // 2]
-        sc = _scan(mid, goal, values, common, searches)
+        mid = len(candidates) // 2
+        sc = _scan(candidates[mid], goal, values, common, searches)
         added.append(sc)
-        candidates = candidates[:len(candidates) // 2] if sc.meets else candidates[len(candidates) // 2 + 1:]
+        # the boundary lies above a count on the low side's answer, below one on the other's
+        candidates = candidates[mid + 1:] if bool(sc.meets) == low_side_meets else candidates[:mid]
     return added
 
 
@@ -600,7 +610,7 @@ def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float,
     searches: dict = {}
     scans = [_scan(n, goal, values, common, searches) for n in counts]
     kind = goal["kind"]
-    if span and kind in ("deadline", "throughput"):
+    if span:
         scans = sorted(scans + _refine(scans, goal, values, common, searches), key=lambda sc: sc.n_gpus)
     found = [(sc, sc.best) for sc in scans if sc.best is not None]     # (count, its best layout)
     meeting = [(sc, row) for sc, row in found if sc.meets]
