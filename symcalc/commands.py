@@ -11,6 +11,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
+import time
+from typing import Any
 
 import click
 
@@ -437,6 +440,31 @@ def formulas(latex_file, formula_files):
         click.echo(f"wrote {latex_file}: {len(lib.formulas)} formulas, {len(lib.quantities)} quantities")
 
 
+class ProgressLine:
+    """A one-line status on a terminal's stderr for work that lasts: silent for its first second
+    (a quick answer should not flicker), then rich's spinner with the latest message."""
+
+    DELAY = 1.0
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.status: Any = None       # a rich Status once shown (rich is imported on use)
+
+    def __call__(self, message: str) -> None:
+        if self.status is None:
+            if time.perf_counter() - self.t0 < self.DELAY:
+                return
+            from rich.console import Console
+            self.status = Console(stderr=True).status(message)
+            self.status.start()
+        else:
+            self.status.update(message)
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
 @cli.command()
 @limited(default=DEFAULT_PLAN_LIMIT)     # a first plan solves up to 48 option combinations (budget.py)
 @_VALUES
@@ -504,11 +532,16 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     if top < 1:
         raise CliError(f"--top is the number of layouts to show, at least 1; got {top}")
     top_k = max(top, explain or 0)
-    result = api_plan(model, hardware, gpus, tokens=tokens, global_batch_size=global_batch_size, seq_len=seq_len,
-                      gpus_per_node=gpus_per_node, options=_options(lib, options, stack), by=by, top=top_k,
-                      memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
-                      budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages, library=lib,
-                      values=given)
+    line = ProgressLine() if sys.stderr.isatty() else None
+    try:
+        result = api_plan(model, hardware, gpus, tokens=tokens, global_batch_size=global_batch_size, seq_len=seq_len,
+                          gpus_per_node=gpus_per_node, options=_options(lib, options, stack), by=by, top=top_k,
+                          memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
+                          budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages, library=lib,
+                          values=given, progress=line)
+    finally:
+        if line is not None:
+            line.stop()
     if csv_file is not None:
         result.to_csv(csv_file)
     if plot_file is not None:

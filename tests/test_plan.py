@@ -425,3 +425,20 @@ def test_a_plot_title_with_a_dollar_sign_is_drawn_as_written(tmp_path):
     out = tmp_path / "plan.png"
     p.plot(out)
     assert out.stat().st_size > 10_000 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_search_says_what_it_is_doing_and_the_command_line_waits_a_second_to_show_it():
+    # one GPU count (8), one option combination (ONE fixes them all): two messages, in order
+    heard: list[str] = []
+    r = symcalc.plan("llama2-7b", "h100", 8, global_batch_size=16, options=dict(ONE), progress=heard.append)
+    assert heard[0] == f"8 GPUs: {r.valid:,} valid layouts"
+    assert heard[1] == f"solving option combination 1/1 on {r.searched:,} layouts"
+    from symcalc.commands import ProgressLine
+    line = ProgressLine()
+    line("quick")                      # within its first second: nothing shown
+    assert line.status is None
+    line.t0 -= ProgressLine.DELAY      # a second later: rich's status line, then updated, then gone
+    line("slow")
+    assert line.status is not None
+    line("slower")
+    line.stop()

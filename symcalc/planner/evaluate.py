@@ -15,6 +15,7 @@ evaluated over the arrays of the layouts that fit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -102,7 +103,10 @@ class Evaluation:
     templates: dict = field(default_factory=dict)   # combination -> (step Result, memory Result)
 
 
-def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int) -> Evaluation:
+def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
+             progress: Callable[[str], None] | None = None) -> Evaluation:
+    """Every layout of ``space`` timed and sized, one solve per option combination (``progress``,
+    if given, hears of each: the cold ones take seconds)."""
     c = space.columns
     n = space.size
     step = np.full(n, np.nan)
@@ -111,7 +115,10 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int) ->
     key = (c["zero_stage"] * 3 + c["recompute"]) * 2 + c["sequence_parallel"]
     key = key * 2 + (c["virtual_stages"] > 1)
     templates = {}
-    for k in np.unique(key):
+    combos = np.unique(key)
+    for done, k in enumerate(combos, 1):
+        if progress is not None:
+            progress(f"solving option combination {done}/{len(combos)} on {space.total:,} layouts")
         rows = np.flatnonzero(key == k)
         first = int(rows[0])
         interleaved = int(c["virtual_stages"][first]) > 1

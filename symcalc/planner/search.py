@@ -11,7 +11,7 @@ metrics (days, GPU-hours, cost, MFU) solved from the step time.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 import shlex
 import time
 from dataclasses import dataclass
@@ -86,6 +86,7 @@ class _Setup:
     max_micro_batch: int
     max_virtual_stages: int
     by: str
+    progress: Callable[[str], None] | None = None    # hears what the search is doing (a progress line)
 
 
 @dataclass
@@ -165,7 +166,8 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
          by: str = "time", top: int = 10, memory_headroom=None, gpu_hour_price=None, deadline=None,
          budget=None, throughput=None, tp_across_nodes: bool = False, uneven_pp: bool = True,
          max_micro_batch: int = MAX_MICRO_BATCH, max_virtual_stages: int = MAX_VIRTUAL_STAGES,
-         library=None, values: dict | None = None, **named) -> PlanResult:
+         library=None, values: dict | None = None, progress: Callable[[str], None] | None = None,
+         **named) -> PlanResult:
     """Search every valid parallel layout of ``model`` on ``gpus`` x ``hardware`` and rank those
     that fit.
 
@@ -179,7 +181,8 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     cp, dp, ep, micro_batch_size, virtual_stages) fixes that dimension (an int or a list of
     ints).
     ``memory_headroom``: memory each GPU keeps free beyond the counted memory (default 5 % of gpu_memory; the memory is memory_figure = device unless the options say). ``by``: time,
-    days, gpu_hours, cost (needs ``gpu_hour_price``) or memory.
+    days, gpu_hours, cost (needs ``gpu_hour_price``) or memory. ``progress``: a function that is
+    told, in a short line, what the search is doing (the command line shows it after a second).
     """
     t0 = time.perf_counter()
     lib = library or default_library()
@@ -247,7 +250,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     headroom = _headroom(values, facts, lib)
     common = _Setup(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, requires=requires, headroom=headroom,
                     tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
-                    max_virtual_stages=max_virtual_stages, by=by)
+                    max_virtual_stages=max_virtual_stages, by=by, progress=progress)
     if goal:
         span = isinstance(gpus, str) and ":" in gpus
         return _backwards(counts, goal, values, top, t0, model, hardware, options, common, span=span)
@@ -365,7 +368,9 @@ def _search(n_gpus: int, setup: _Setup) -> _Search:
     t = time.perf_counter()
     q, facts = setup.q, setup.facts
     shape, space = _space(n_gpus, setup)
-    ev = evaluate(space, q, shape.global_batch_size, shape.seq_len) if space.size else \
+    if setup.progress is not None:
+        setup.progress(f"{n_gpus:,} GPUs: {space.size:,} valid layouts")
+    ev = evaluate(space, q, shape.global_batch_size, shape.seq_len, setup.progress) if space.size else \
         Evaluation(np.zeros(0), np.zeros(0), np.zeros(0, bool))
     limit = facts.gpu_memory - setup.headroom
     fitting = ev.inside & (ev.memory <= limit)
