@@ -442,3 +442,15 @@ def test_the_search_says_what_it_is_doing_and_the_command_line_waits_a_second_to
     assert line.status is not None
     line("slower")
     line.stop()
+
+
+def test_a_list_of_option_values_restricts_the_search_to_them(cli):
+    # zero_stage=0,2: every layout shown runs ZeRO 0 or 2 (both searched), none 1 or 3
+    r = symcalc.plan("llama2-7b", "h100", 8, global_batch_size=16, top=200,
+                     options={"zero_stage": "0,2", "recompute": "none", "sequence_parallel": "false"})
+    stages = {row.options["zero_stage"] for row in r.rows}
+    assert stages == {"0", "2"}
+    assert r.searched_options["zero_stage"] == ["0", "2"]
+    run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--global-batch-size", "16",
+              "--option", "zero_stage=0,5")
+    assert run.code == 2 and "zero_stage=0,5: expected one of 0, 1, 2, 3" in run.err

@@ -271,9 +271,12 @@ def _fixed_dims(values: dict, options: dict) -> tuple[dict, dict]:
     for name, allowed in SEARCHED_OPTIONS.items():
         if name in options:
             value = options.pop(name)
-            if value not in allowed:
-                raise QueryError(f"option {name}={value}: expected one of {', '.join(allowed)}")
-            searched[name] = (value,)
+            chosen = tuple(dict.fromkeys(v.strip() for v in value.split(",")))    # a list restricts the search
+            wrong = [v for v in chosen if v not in allowed]
+            if wrong or not chosen:
+                raise QueryError(f"option {name}={value}: expected one of {', '.join(allowed)} "
+                                 "(or a list of them: 0,2)")
+            searched[name] = chosen
     schedule = options.pop("pipeline_schedule", None)
     if schedule is not None:
         if schedule == "1f1b":
@@ -524,9 +527,9 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
            + (f"; the largest part is {part[0]} = {part[1] / 1e9:.4g} GB" if part else "") + ")")
     hints = []
     fixed_opts = common.searched_opts
-    if fixed_opts.get("zero_stage", ("3",)) != ("3",):
+    if "3" not in fixed_opts.get("zero_stage", ("3",)):
         hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
-    if fixed_opts.get("recompute", ("full",)) != ("full",):
+    if "full" not in fixed_opts.get("recompute", ("full",)):
         hints.append("full recomputation (excluded by the fixed recompute)")
     if common.fixed.get("micro_batch_size") and min(common.fixed["micro_batch_size"]) > 1:
         hints.append("a micro-batch of 1 (excluded by the fixed micro_batch_size)")
