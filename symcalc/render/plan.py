@@ -18,6 +18,8 @@ from symcalc.outfile import check_target, write_file
 from symcalc.render.common import plot_text
 
 DAY, HOUR, GB = 86400.0, 3600.0, 1e9
+PLOT_WIDTH_PX = 1200       # the plan figure's width at its dpi: a design doc's page
+PLOT_ROWS = 10             # layouts in the breakdown panels
 COLUMNS = ("rank", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
            "tokens_per_s", "days", "days_wall", "gpu_hours", "cost_USD", "cost_wall_USD")
 
@@ -173,7 +175,11 @@ def plan_plot(p, path, dpi: int = 110) -> None:
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(16, 6), layout="constrained")
+    # at most 1200 px wide (a design doc's page): the front on top, the two breakdowns below it,
+    # one horizontal bar a layout, labelled with the layout itself
+    fig = plt.figure(figsize=(PLOT_WIDTH_PX / dpi, 8.2), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.25))
+    axes = [fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]
     try:
         ax = axes[0]
         st, mem = np.asarray(p.pareto.get("step_time", [])), np.asarray(p.pareto.get("memory", [])) / GB
@@ -185,15 +191,16 @@ def plan_plot(p, path, dpi: int = 110) -> None:
             ax.step(mem[order][keep], front[keep], where="post", color="#d62728", label="Pareto front")
             ax.axvline(p.memory_limit / GB, color="#444444", ls="--", lw=1, label="memory limit")
             ax.set_yscale("log")
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)   # beside, not over
         ax.set_xlabel("total_memory_per_gpu [GB]")
         ax.set_ylabel("step_time [s]")
         ax.set_title("step time against memory")
-        rows = p.rows or p.closest
-        labels = [f"#{r.rank}" for r in rows]
+        rows = (p.rows or p.closest)[:PLOT_ROWS]
+        labels = [f"#{r.rank} {r.label()}" for r in rows]
+        y = np.arange(len(rows))[::-1]          # #1 on top
         for ax, attr, scale, unit, title in ((axes[1], "memory_parts", GB, "GB", "memory per GPU"),
                                              (axes[2], "step_parts", 1.0, "s", "step time")):
-            bottom = np.zeros(len(rows))
+            left = np.zeros(len(rows))
             names = []
             for r in rows:
                 # a part that is 0 in every layout shown (no CP, no FP8) has no bar: not in the legend
@@ -202,12 +209,15 @@ def plan_plot(p, path, dpi: int = 110) -> None:
             colours = plt.get_cmap("tab20")(np.arange(len(names)) % 20)
             for n, colour in zip(names, colours):
                 vals = np.array([getattr(r, attr).get(n, 0.0) / scale for r in rows])
-                ax.bar(labels, vals, bottom=bottom, label=n, color=colour)
-                bottom += vals
-            ax.set_ylabel(unit)
-            ax.set_title(f"{title} of the top layouts")
+                ax.barh(y, vals, left=left, label=n, color=colour)
+                left += vals
+            if attr == "memory_parts":
+                ax.axvline(p.memory_limit / GB, color="#444444", ls="--", lw=1, label="memory limit")
+            ax.set_yticks(y, labels if attr == "memory_parts" else [f"#{r.rank}" for r in rows], fontsize=7)
+            ax.set_xlabel(unit)
+            ax.set_title(f"{title} of the top layouts", fontsize=10)
             if names:       # below the bars, not over them
-                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
+                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
         fig.suptitle(plot_text(f"{p.model} on {p.n_gpus} x {p.hardware}"), fontsize=11)
         write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
     finally:
