@@ -455,3 +455,14 @@ def test_a_list_of_option_values_restricts_the_search_to_them(cli):
     run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "--global-batch-size", "16",
               "--option", "zero_stage=0,5")
     assert run.code == 2 and "zero_stage=0,5: expected one of 0, 1, 2, 3" in run.err
+
+
+def test_the_plan_names_its_stack_and_says_when_it_is_the_default(small_plan):
+    # the library's default stack is Megatron-Core (formulas/stacks.toml); the plan says it took it
+    assert small_plan.stack == "megatron-core" and not small_plan.stack_given
+    assert "stack megatron-core (the default; --stack to change)" in small_plan.text().splitlines()[0]
+    assert json.loads(small_plan.json())["stack"] == "megatron-core"
+    fsdp = symcalc.plan("llama2-7b", "h100", 8, global_batch_size=16, options={"stack": "fsdp"}, top=1)
+    assert fsdp.stack == "fsdp" and fsdp.stack_given
+    assert fsdp.text().splitlines()[0].endswith("stack fsdp")
+    assert all(r.layout["tp"] == 1 and r.layout["pp"] == 1 for r in fsdp.rows)

@@ -89,6 +89,8 @@ class PlanResult(Rendered):
     # indices into space.SEARCHED_OPTIONS, step_time s, memory bytes): the Pareto plot's points
     pareto: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    stack: str = ""                            # the training stack the plan ran under
+    stack_given: bool = False                  # named by the question (else the library's default)
 
     @property
     def best(self) -> PlanRow | None:

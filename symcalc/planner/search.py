@@ -203,6 +203,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     options.setdefault("memory_figure", PLAN_MEMORY_FIGURE)
     # the step time runs under a stack (the default one unless given); the memory of the same
     # layout is counted under the same stack (its attention kernel, its loss), so it is named
+    stack_given = "stack" in options
     if "stack" in lib.options:
         options.setdefault("stack", lib.options["stack"].default)
     twice = sorted(set(values or {}) & set(named))
@@ -253,9 +254,11 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
                     max_virtual_stages=max_virtual_stages, by=by, progress=progress)
     if goal:
         span = isinstance(gpus, str) and ":" in gpus
-        return _backwards(counts, goal, values, top, t0, model, hardware, options, common, span=span)
-    search = _search(counts[0], common)
-    return _result(search, values, top, t0, model, hardware, options, common)
+        res = _backwards(counts, goal, values, top, t0, model, hardware, options, common, span=span)
+    else:
+        res = _result(_search(counts[0], common), values, top, t0, model, hardware, options, common)
+    res.stack, res.stack_given = options.get("stack", ""), stack_given
+    return res
 
 
 # -- reading the question ----------------------------------------------------------------------

@@ -54,8 +54,9 @@ def _table(rows) -> str:
 
 
 def plan_text(p) -> str:
+    stack = f", stack {p.stack}{'' if p.stack_given else ' (the default; --stack to change)'}" if p.stack else ""
     out = [f"Plan: {p.model} on {p.n_gpus} x {p.hardware}, global batch {p.global_batch_size} x {p.seq_len} tokens, "
-           f"ranked by {p.by}"]
+           f"ranked by {p.by}{stack}"]
     out.append(f"  {p.searched:,} layouts searched, {p.valid:,} valid, {p.fitting:,} fit in "
                f"{p.memory_limit / GB:.4g} GB a GPU (gpu_memory {p.gpu_memory / GB:.4g} GB - memory_headroom "
                f"{p.memory_headroom / GB:.4g} GB); {p.combos} option combinations solved, {p.seconds:.2f} s")
@@ -116,6 +117,7 @@ def _row_dict(r) -> dict:
 def plan_dict(p) -> dict:
     return {
         "model": p.model, "hardware": p.hardware, "n_gpus": p.n_gpus, "by": p.by,
+        "stack": p.stack, "stack_given": p.stack_given,
         "global_batch_size": p.global_batch_size, "seq_len": p.seq_len,
         "counts": {"searched": p.searched, "valid": p.valid, "inside_bounds": p.evaluated_ok, "fitting": p.fitting},
         "rejected": p.rejected, "memory_limit_bytes": p.memory_limit, "gpu_memory_bytes": p.gpu_memory,
