@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
+from symcalc.engine.numeric import rank_ratio
 from symcalc.library.compiling import compile_vector, unit_factors
 
 _ITERATIONS = 60
@@ -112,13 +113,9 @@ def _rank_at_a_solution(relative, jacobian, y: np.ndarray, columns: list[int]) -
         y = y + step * min(1.0, 2.0 / max(np.max(np.abs(step)), 1e-300))
     else:
         return None
-    j = jacobian(y)[:, columns]
-    if not np.all(np.isfinite(j)):
+    ratio = rank_ratio(jacobian(y)[:, columns])
+    if ratio is None:
         return None
-    norms = np.linalg.norm(j, axis=1)
-    if np.any(norms == 0):
-        return False
-    s = np.linalg.svd(j / norms[:, None], compute_uv=False)
-    if s[-1] > _FULL_RANK * s[0]:
+    if ratio > _FULL_RANK:
         return True
-    return False if s[-1] < _SINGULAR * s[0] else None
+    return False if ratio < _SINGULAR else None

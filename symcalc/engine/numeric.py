@@ -229,14 +229,21 @@ def _dependent(f: Callable, y: np.ndarray) -> bool:
         step[j] = _JACOBIAN_STEP
         with np.errstate(all="ignore"):
             cols.append((np.asarray(f(y + step)) - np.asarray(f(y - step))) / (2 * _JACOBIAN_STEP))
-    jac = np.array(cols).T
+    ratio = rank_ratio(np.array(cols).T)
+    return ratio is not None and ratio < _DEPENDENT
+
+
+def rank_ratio(jac: np.ndarray) -> float | None:
+    """The smallest singular value of ``jac`` over its largest, each row (equation) scaled to
+    unit norm first so that an equation's units do not count: 0 when a row is all zeros (that
+    equation is flat in every unknown), None when an entry is not finite. O(k^3) for k x k."""
     if not np.all(np.isfinite(jac)):
-        return False
+        return None
     norms = np.linalg.norm(jac, axis=1)
     if np.any(norms == 0):
-        return True
+        return 0.0
     s = np.linalg.svd(jac / norms[:, None], compute_uv=False)
-    return bool(s[-1] < _DEPENDENT * s[0])
+    return float(s[-1] / s[0])
 
 
 STARTS = 24               # starting points tried per element of a block solved numerically
