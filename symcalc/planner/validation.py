@@ -1,0 +1,215 @@
+"""How sure a plan is: each layout against the published runs the step-time model was judged on.
+
+The evidence is data, ``formulas/evidence/published_runs.toml`` (written by
+calibration/regimes.py): every scored published run symcalc answers, with its regime, the MFU
+it measured and the model's error on it. A layout's *regime* is its stack, hardware, precision
+class and the shape of its parallelism: ZeRO class (0 and 1 keep whole weights; 2; 3), and
+which of tp, pp, cp and ep are used. A layout is **validated** when published runs of the same
+regime exist, the model's mean error on them is within MAX_REGIME_ERROR, its data-parallel
+degree is within SCALE_FACTOR of theirs, and its network time over compute within
+COMM_SLACK of theirs; otherwise it is a **hypothesis**, with the first of these that fails in
+words.
+
+The **frontier** of a layout is the best MFU any published run of its hardware and precision
+reached, among models of its size class (parameters within SIZE_FACTOR; every size when none
+is). The planner ranks a hypothesis by no better than the frontier (a layout no one measured
+is not planned faster than anyone has run), and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from symcalc.library.loading import formula_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MAX_REGIME_ERROR = 0.15   # a regime whose runs the model misses by more (mean |error|) validates nothing
+SCALE_FACTOR = 2          # data-parallel ranks up to this many times the most a regime's runs had
+COMM_SLACK = (1.25, 0.05)  # network / compute up to 1.25 x the most a regime's runs had, + 0.05
+SIZE_FACTOR = 3           # the size class: parameters within this factor either way
+ZERO_CLASS = {0: "ZeRO-0/1", 1: "ZeRO-0/1", 2: "ZeRO-2", 3: "ZeRO-3"}
+DIMS = ("tp", "pp", "cp", "ep")
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    id: str
+    source: str
+    fitted: bool
+    stack: str
+    hardware: str
+    precision: str
+    zero_stage: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    dp: int
+    n_gpus: int
+    params_b: float
+    mfu: float
+    error: float
+    comm_ratio: float
+
+    @property
+    def shape(self) -> tuple:
+        return regime_shape(self.zero_stage, self.tp, self.pp, self.cp, self.ep)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What validates one layout (or why nothing does)."""
+
+    validated: bool
+    text: str                        # one line: "validated by ..." or "hypothesis: ..."
+    runs: tuple[str, ...] = ()       # ids of the runs of its regime
+    sources: tuple[str, ...] = ()
+    error: float | None = None       # the model's mean |error| on them
+    bias: float | None = None        # mean signed error (+ too slow)
+    in_sample: bool = False          # every one of those runs shaped the model
+
+    def as_dict(self) -> dict:
+        return {"validated": self.validated, "text": self.text, "runs": list(self.runs),
+                "sources": list(self.sources), "mean_abs_error": self.error, "bias": self.bias,
+                "in_sample": self.in_sample}
+
+
+def comm_ratio(parts: list[dict]) -> float:
+    """Network time over compute time from a step-time breakdown's parts (``Result.breakdown``):
+    every collective whole, before overlap (a part's ``whole`` where it has one), point-to-point
+    included. O(parts)."""
+    compute = next((float(p["value"]) for p in parts if p["name"] == "step_compute_time"), 0.0)
+    network = sum(float(p.get("whole", p["value"])) for p in parts
+                  if "whole" in p or "comm" in p["name"] or "p2p" in p["name"])
+    return network / compute if compute > 0 else float("inf")
+
+
+def precision_class(precision: str) -> str:
+    """bf16, fp8 or fp4: what sets the peak a run's MFU is measured against."""
+    p = str(precision).lower()
+    return "fp4" if "fp4" in p else "fp8" if "fp8" in p else "bf16"
+
+
+def family(hardware_key: str) -> str:
+    """The silicon of a hardware preset (a100_40gb and a100_80gb: a100)."""
+    return hardware_key.split("_")[0]
+
+
+def regime_shape(zero: int, tp: int, pp: int, cp: int, ep: int) -> tuple:
+    return (ZERO_CLASS.get(int(zero), f"ZeRO-{zero}"), tp > 1, pp > 1, cp > 1, ep > 1)
+
+
+def describe_shape(shape: tuple) -> str:
+    used = [d for d, on in zip(DIMS, shape[1:]) if on]
+    return f"{shape[0]}" + (f" with {', '.join(used)}" if used else " (data parallel only)")
+
+
+@functools.lru_cache(maxsize=1)
+def published_runs() -> tuple[PublishedRun, ...]:
+    """The evidence file's runs (read once a process)."""
+    path = formula_dir() / "evidence" / "published_runs.toml"
+    if not path.exists():
+        return ()
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return tuple(PublishedRun(**r) for r in data.get("runs", []))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The published runs a plan's layouts are judged against: those of its stack, hardware and
+    precision (``runs``), and the frontier MFU of its hardware, precision and size class."""
+
+    stack: str
+    hardware: str
+    precision: str
+    runs: tuple[PublishedRun, ...]
+    frontier: float | None
+    frontier_run: str = ""
+    frontier_class: str = ""
+
+    def groups(self) -> dict[tuple, list[PublishedRun]]:
+        out: dict[tuple, list[PublishedRun]] = {}
+        for r in self.runs:
+            out.setdefault(r.shape, []).append(r)
+        return out
+
+
+def evidence(stack: str, hardware_key: str, precision: str, params_b: float | None) -> Evidence:
+    """The evidence for a plan (O(runs))."""
+    runs = published_runs()
+    precision = precision_class(precision)
+    mine = tuple(r for r in runs if r.stack == stack and r.hardware == hardware_key and r.precision == precision)
+    same = [r for r in runs if family(r.hardware) == family(hardware_key) and r.precision == precision]
+    sized = [r for r in same if params_b and r.params_b
+             and 1 / SIZE_FACTOR <= r.params_b / params_b <= SIZE_FACTOR]
+    pool, what = (sized, f"{params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters") \
+        if sized and params_b else (same, "every size")
+    best = max(pool, key=lambda r: r.mfu, default=None)
+    cls = f"{family(hardware_key)} {precision}, {what}"
+    return Evidence(stack=stack, hardware=hardware_key, precision=precision, runs=mine,
+                    frontier=best.mfu if best else None, frontier_run=best.id if best else "", frontier_class=cls)
+
+
+def regime_ok(ev: Evidence, columns: dict) -> np.ndarray:
+    """Per layout (columns of tp, pp, cp, ep, dp, zero_stage): whether a published regime of the
+    same shape, with the model's error there within MAX_REGIME_ERROR, covers its data-parallel
+    degree. Network time is judged per shown row (:func:`judge`). O(layouts x regimes)."""
+    n = len(columns["tp"])
+    ok = np.zeros(n, dtype=bool)
+    zero = np.asarray(columns["zero_stage"])
+    zclass = np.where(zero <= 1, 1, zero)
+    ep = np.asarray(columns.get("ep", np.ones(n, dtype=np.int64)))
+    for shape, runs in ev.groups().items():
+        if np.mean([abs(r.error) for r in runs]) > MAX_REGIME_ERROR:
+            continue
+        z = {v: k for k, v in ZERO_CLASS.items()}[shape[0]]
+        z = 1 if z <= 1 else z
+        match = (zclass == z)
+        for d, on in zip(DIMS, shape[1:]):
+            col = ep if d == "ep" else np.asarray(columns[d])
+            match &= (col > 1) == on
+        match &= np.asarray(columns["dp"]) <= SCALE_FACTOR * max(r.dp for r in runs)
+        ok |= match
+    return ok
+
+
+def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float) -> Verdict:
+    """One layout's verdict, in words. ``layout``: tp, pp, cp, dp (ep); ``comm``: its network
+    time over compute (:func:`comm_ratio`)."""
+    shape = regime_shape(zero_stage, layout["tp"], layout["pp"], layout["cp"], layout.get("ep", 1))
+    where = f"{ev.stack} on {ev.hardware} ({ev.precision})"
+    if not ev.runs:
+        return Verdict(False, f"hypothesis: no published {where} run to judge it by")
+    runs = ev.groups().get(shape)
+    what = describe_shape(shape)
+    if not runs:
+        return Verdict(False, f"hypothesis: no published {where} run with {what}")
+    ids, sources = tuple(r.id for r in runs), tuple(sorted({r.source for r in runs}))
+    errors = np.array([r.error for r in runs])
+    err, bias = float(np.mean(np.abs(errors))), float(np.mean(errors))
+    in_sample = all(r.fitted for r in runs)
+
+    def verdict(validated: bool, text: str) -> Verdict:
+        return Verdict(validated, text, runs=ids, sources=sources, error=err, bias=bias, in_sample=in_sample)
+    most_dp = max(r.dp for r in runs)
+    if layout["dp"] > SCALE_FACTOR * most_dp:
+        return verdict(False, f"hypothesis: {what} over {layout['dp']} data-parallel ranks: the published "
+                              f"{where} runs of it reach {most_dp}")
+    most_comm = max(r.comm_ratio for r in runs)
+    if comm > COMM_SLACK[0] * most_comm + COMM_SLACK[1]:
+        return verdict(False, f"hypothesis: {what} with network time at {comm:.0%} of compute: the published "
+                              f"{where} runs of it reach {most_comm:.0%}")
+    if err > MAX_REGIME_ERROR:
+        return verdict(False, f"hypothesis: the model misses the {len(runs)} published {where} runs with {what} "
+                              f"by {err:.0%} on average")
+    sample = " (in-sample: they shaped the model)" if in_sample else ""
+    return verdict(True, f"validated: {len(runs)} published {where} run{'s' if len(runs) > 1 else ''} with {what} "
+                         f"({', '.join(sources)}){sample}; model error there {err:.0%} (bias {bias:+.0%})")
