@@ -495,6 +495,10 @@ class ProgressLine:
               help="Find the fastest plan (of --gpus) within a budget, e.g. 2e6USD (needs --price).")
 @click.option("--tp-across-nodes", is_flag=True, help="Allow tp beyond one node.")
 @click.option("--even-stages", is_flag=True, help="Only pp dividing n_layers (no uneven split).")
+@click.option("--no-frontier", is_flag=True,
+              help="Rank every layout by the model's own step time, even one the model puts beyond the best MFU "
+                   "published for its hardware and size class (by default such a layout, unless published runs of "
+                   "its regime validate it, is ranked at that MFU).")
 @click.option("--explain", "explain", type=int, metavar="RANK",
               help="Print the whole derivation of layout RANK's step time and memory (symcalc solve's).")
 @click.option("--latex", "latex_file", metavar="FILE",
@@ -508,8 +512,8 @@ class ProgressLine:
 @_STACK
 @_FORMULAS
 def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, options, by, top, memory_headroom,
-         gpu_hour_price, deadline, budget, tp_across_nodes, even_stages, explain, latex_file, as_json, csv_file,
-         plot_file, hardware, model, stack, formula_files):
+         gpu_hour_price, deadline, budget, tp_across_nodes, even_stages, no_frontier, explain, latex_file, as_json,
+         csv_file, plot_file, hardware, model, stack, formula_files):
     """Search every parallel layout (tp, pp, cp, dp, ep, micro-batch, schedule, ZeRO, recompute,
     sequence parallelism) of a run, keep those that fit, rank them. NAME=VALUE pairs fix values
     (pp=1, "buffer_memory=4 GB", "tokens_per_second=2e6 token/s" as a throughput target).
@@ -538,7 +542,7 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
                           gpus_per_node=gpus_per_node, options=_options(lib, options, stack), by=by, top=top_k,
                           memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
                           budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages, library=lib,
-                          values=given, progress=line)
+                          values=given, progress=line, frontier=not no_frontier)
     finally:
         if line is not None:
             line.stop()

@@ -21,6 +21,16 @@ class PlanRow:
     step_parts: dict = field(default_factory=dict)        # part -> s (the step_time breakdown)
     metrics: dict = field(default_factory=dict)           # tokens_per_second, mfu, train_time, gpu_hours, total_cost
     command: str = ""                                     # the `symcalc solve step_time ...` that re-checks it
+    index: int = -1                                       # its row in the search's space
+    planned_time: float = 0.0                             # s: the step time it is ranked by (the model's, or the frontier's)
+    verdict: dict = field(default_factory=dict)           # what validates it (planner.validation.Verdict.as_dict)
+    equivalents: list = field(default_factory=list)       # layouts of the same band and degrees, grouped under it
+    breakdown_parts: list = field(default_factory=list, repr=False)   # the step-time breakdown's parts (base units)
+
+    @property
+    def capped(self) -> bool:
+        """Ranked at the frontier: the model puts it beyond every published run of its class."""
+        return self.planned_time > self.step_time * (1 + 1e-12)
 
     @property
     def largest_memory_part(self) -> tuple[str, float] | None:
@@ -91,6 +101,7 @@ class PlanResult(Rendered):
     notes: list[str] = field(default_factory=list)
     stack: str = ""                            # the training stack the plan ran under
     stack_given: bool = False                  # named by the question (else the library's default)
+    evidence: dict = field(default_factory=dict)   # validated rows, the frontier (search._evidence_summary)
 
     @property
     def best(self) -> PlanRow | None:

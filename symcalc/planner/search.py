@@ -25,6 +25,7 @@ from symcalc.planner.evaluate import MEMORY, STEP_TIME, Evaluation, Question, ev
 from symcalc.planner.evaluate import row_given, row_options
 from symcalc.planner.result import GpuScan, PlanResult, PlanRow
 from symcalc.planner.stacks import narrow
+from symcalc.planner.validation import Evidence, comm_ratio, evidence, judge, regime_ok
 from symcalc.planner.space import (
     MAX_MICRO_BATCH,
     MAX_VIRTUAL_STAGES,
@@ -87,6 +88,8 @@ class _Setup:
     max_virtual_stages: int
     by: str
     progress: Callable[[str], None] | None = None    # hears what the search is doing (a progress line)
+    evidence: Evidence | None = None                 # the published runs layouts are judged by (planner.validation)
+    frontier: bool = True                            # rank hypotheses no faster than the published frontier
 
 
 @dataclass
@@ -97,6 +100,9 @@ class _Search:
     order: np.ndarray       # indices of fitting layouts, best first
     fitting: np.ndarray     # mask over space rows
     seconds: float
+    planned: np.ndarray | None = None    # step time a layout is ranked by (s): the model's, or the frontier's
+    frontier_time: float | None = None   # step time at the frontier MFU (s), None without a frontier
+    unsure: np.ndarray | None = None     # mask: no published regime covers the layout (judged per shown row too)
 
 
 #: the largest GPU count a plan reads: beyond any cluster built (a typo of exponent, or inf)
@@ -167,7 +173,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
          budget=None, throughput=None, tp_across_nodes: bool = False, uneven_pp: bool = True,
          max_micro_batch: int = MAX_MICRO_BATCH, max_virtual_stages: int = MAX_VIRTUAL_STAGES,
          library=None, values: dict | None = None, progress: Callable[[str], None] | None = None,
-         **named) -> PlanResult:
+         frontier: bool = True, **named) -> PlanResult:
     """Search every valid parallel layout of ``model`` on ``gpus`` x ``hardware`` and rank those
     that fit.
 
@@ -183,6 +189,9 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     ``memory_headroom``: memory each GPU keeps free beyond the counted memory (default 5 % of gpu_memory; the memory is memory_figure = device unless the options say). ``by``: time,
     days, gpu_hours, cost (needs ``gpu_hour_price``) or memory. ``progress``: a function that is
     told, in a short line, what the search is doing (the command line shows it after a second).
+    ``frontier``: rank a layout no published regime validates no faster than the best MFU
+    published for its hardware, precision and size class (symcalc.planner.validation); False
+    ranks every layout by the model's own step time (each row still says what validates it).
     """
     t0 = time.perf_counter()
     lib = library or default_library()
@@ -251,7 +260,8 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     headroom = _headroom(values, facts, lib)
     common = _Setup(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, requires=requires, headroom=headroom,
                     tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
-                    max_virtual_stages=max_virtual_stages, by=by, progress=progress)
+                    max_virtual_stages=max_virtual_stages, by=by, progress=progress,
+                    evidence=_evidence(q, lib, options, hardware), frontier=bool(frontier))
     if goal:
         span = isinstance(gpus, str) and ":" in gpus
         res = _backwards(counts, goal, values, top, t0, model, hardware, options, common, span=span)
@@ -330,6 +340,18 @@ def _facts(q: Question, values: dict, lib) -> _Facts:
                   n_experts=whole.get("n_experts"))
 
 
+def _evidence(q: Question, lib, options: dict, hardware: str) -> Evidence:
+    """The published runs this plan's layouts are judged by (planner.validation): its stack,
+    hardware and precision, and the size class of its model (its parameters, when known)."""
+    precision = options.get("precision", lib.options["precision"].default if "precision" in lib.options else "")
+    try:
+        r = q.solve("n_params", {}, {})
+        params: float | None = float(r.value) * r.factor / 1e9
+    except SymcalcError:
+        params = None
+    return evidence(options.get("stack", ""), find_preset("hardware", hardware).key, precision, params)
+
+
 def _headroom(values: dict, facts: _Facts, lib) -> float:
     if values.get("memory_headroom") is not None:
         headroom = _read(lib, "memory_headroom", values["memory_headroom"])
@@ -380,11 +402,74 @@ def _search(n_gpus: int, setup: _Setup) -> _Search:
         Evaluation(np.zeros(0), np.zeros(0), np.zeros(0, bool))
     limit = facts.gpu_memory - setup.headroom
     fitting = ev.inside & (ev.memory <= limit)
-    idx = np.flatnonzero(fitting)
-    key = ev.memory[idx] if setup.by == "memory" else ev.step_time[idx]
-    tie = ev.step_time[idx] if setup.by == "memory" else ev.memory[idx]
-    order = idx[np.lexsort((tie, key))]
-    return _Search(shape, space, ev, order, fitting, time.perf_counter() - t)
+    s = _Search(shape, space, ev, np.zeros(0, dtype=np.int64), fitting, 0.0, planned=ev.step_time.copy())
+    _judge_all(s, setup)
+    s.order = _order(s, setup.by)
+    s.seconds = time.perf_counter() - t
+    return s
+
+
+#: the model's resolution: layouts whose planned step times lie in the same band of this width
+#: (relative, counted from the best) rank by simplicity, not by time
+TIE_BAND = 0.01
+RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}     # "less recompute" is simpler
+
+
+def _judge_all(s: _Search, setup: _Setup) -> None:
+    """Mark the layouts no published regime covers (``s.unsure``) and rank those the model puts
+    beyond the frontier (the best MFU published for the hardware, precision and size class) at
+    the frontier's step time: a layout no one has run is not planned faster than anyone has.
+    The MFU is the model FLOPs of a step over n_gpus x peak x step time, so the frontier's step
+    time is one layout's MFU x its step time / the frontier (one solve). O(layouts x regimes)."""
+    ev = setup.evidence
+    idx = np.flatnonzero(s.fitting)
+    if ev is None or len(idx) == 0 or setup.by == "memory":
+        return
+    s.unsure = ~regime_ok(ev, s.space.columns)
+    if ev.frontier is None or not setup.frontier:
+        return
+    first = int(idx[0])
+    got = metrics(setup.q, s.ev.step_time[first:first + 1], np.array([s.shape.n_gpus]),
+                  s.shape.global_batch_size, s.shape.seq_len, {})
+    if "mfu" not in got or not np.isfinite(got["mfu"][0]):
+        return
+    s.frontier_time = float(got["mfu"][0]) * float(s.ev.step_time[first]) / ev.frontier
+    _cap(s, np.flatnonzero(s.unsure))
+
+
+def _cap(s: _Search, rows: np.ndarray) -> None:
+    """Rank ``rows`` no faster than the frontier."""
+    if s.frontier_time is not None and s.planned is not None and len(rows):
+        s.planned[rows] = np.maximum(s.ev.step_time[rows], s.frontier_time)
+
+
+def _order(s: _Search, by: str) -> np.ndarray:
+    """The fitting layouts, best first. By memory: memory, then step time. Otherwise by the
+    planned step time in bands of TIE_BAND from the best, and within a band the simplest first:
+    fewer parallel dimensions (tp, pp, cp, ep beyond 1, and ZeRO-3's sharding of the weights, a
+    dimension of its own: FSDP), smaller cp and ep, lower ZeRO stage,
+    less recompute, fewer virtual stages, no sequence parallelism; then the planned time, the
+    model's time (among layouts ranked at the frontier: the one the model puts fastest) and memory.
+    O(n log n)."""
+    idx = np.flatnonzero(s.fitting)
+    if len(idx) == 0:
+        return idx
+    mem = s.ev.memory[idx]
+    if by == "memory":
+        return idx[np.lexsort((s.ev.step_time[idx], mem))]
+    c = s.space.columns
+    t = (s.planned if s.planned is not None else s.ev.step_time)[idx]
+    band = np.floor(np.log(t / t.min()) / np.log1p(TIE_BAND) + 1e-9).astype(np.int64)
+    ep = c["ep"][idx]
+    dims = sum((c[d][idx] > 1).astype(np.int64) for d in ("tp", "pp", "cp")) + (ep > 1) + (c["zero_stage"][idx] == 3)
+    return idx[np.lexsort((mem, s.ev.step_time[idx], t, c["sequence_parallel"][idx], c["virtual_stages"][idx], c["recompute"][idx],
+                           c["zero_stage"][idx], ep, c["cp"][idx], dims, band))]
+
+
+def _band(s: _Search, i: int) -> int:
+    t = s.planned if s.planned is not None else s.ev.step_time
+    best = float(t[s.order[0]])
+    return int(math.floor(math.log(float(t[i]) / best) / math.log1p(TIE_BAND) + 1e-9))
 
 
 def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:
@@ -394,7 +479,8 @@ def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail
         layout.pop("ep")
     opts = row_options(c, i)
     row = PlanRow(rank=rank, layout=layout, options=opts, step_time=float(s.ev.step_time[i]),
-                  memory=float(s.ev.memory[i]), fits=bool(s.fitting[i]))
+                  memory=float(s.ev.memory[i]), fits=bool(s.fitting[i]), index=i,
+                  planned_time=float(s.planned[i]) if s.planned is not None else float(s.ev.step_time[i]))
     given = row_given(c, i, q.moe, s.shape.global_batch_size, s.shape.seq_len)
     row.command = command_line(q, given, opts)
     if detail:
@@ -403,6 +489,8 @@ def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail
         bd = t.breakdown_of(wholes=False)
         if bd:
             row.step_parts = {p["name"]: float(p["value"]) * t.factor for p in bd["parts"]}
+        whole = t.breakdown
+        row.breakdown_parts = whole["parts"] if whole else []
         mbd = m.breakdown_of(wholes=False)
         if mbd:
             row.memory_parts = _leaves(mbd["parts"], m.factor)
@@ -436,11 +524,13 @@ def command_line(q: Question, given: dict, opts: dict) -> str:
 def _fill_metrics(rows: list[PlanRow], q: Question, shape: Shape, values: dict) -> None:
     if not rows:
         return
-    got = metrics(q, np.array([r.step_time for r in rows]), np.array([r.layout["n_gpus"] for r in rows]),
+    got = metrics(q, np.array([r.planned_time or r.step_time for r in rows]), np.array([r.layout["n_gpus"] for r in rows]),
                   shape.global_batch_size, shape.seq_len,
                   {"n_tokens": values.get("n_tokens"), "gpu_hour_price": values.get("gpu_hour_price")})
     for j, r in enumerate(rows):
         r.metrics = {k: float(v[j]) for k, v in got.items()}
+        if "mfu" in r.metrics:      # the model's own MFU (MFU goes as 1 / step time)
+            r.metrics["model_mfu"] = r.metrics["mfu"] * (r.planned_time or r.step_time) / r.step_time
 
 
 FAILURE_INPUTS = ("gpu_mtbf", "checkpoint_write_bandwidth", "n_writers", "recovery_time")
@@ -463,17 +553,82 @@ def _failure_note(q: Question, n_gpus: int) -> str:
 
 def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, options, common: _Setup) -> PlanResult:
     q = common.q
-    rows = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(s.order[:top])]
+    rows = _top_rows(s, q, values, top, common.evidence)
     _fill_metrics(rows, q, s.shape, values)
     res = _base(s, rows, model, hardware, options, common, values)
     if any("wall_clock_time" in r.metrics for r in rows):
         res.notes.append(_failure_note(q, s.shape.n_gpus))
     if not rows:
         res.closest, res.message = _nothing_fits(s, common, values)
+    res.evidence = _evidence_summary(s, rows, common.evidence)
     res.seconds = time.perf_counter() - t0
     res.layouts_per_second = s.space.size / s.seconds if s.seconds else 0.0
     res.pareto = _pareto_arrays(s)
     return res
+
+
+SETTLE_ROUNDS = 4     # re-rankings after a shown row's network time leaves its regime (each caps rows for good)
+
+
+def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | None) -> list[PlanRow]:
+    """The ``top`` best distinct layouts, each with its breakdown and its verdict. Layouts of one
+    band with the same parallel degrees (tp, pp, cp, dp, ep, virtual stages) are one row, the
+    simplest, that names the others (``equivalents``). A shown row whose network time puts it
+    outside every published regime is capped like the rest and the layouts ranked again (at most
+    SETTLE_ROUNDS times: each round only ever caps). O(top) solves a round."""
+    detailed: dict[int, PlanRow] = {}
+    rows: list[PlanRow] = []
+    for round_ in range(SETTLE_ROUNDS + 1):
+        rows = []
+        groups: dict[tuple, PlanRow] = {}
+        for i in (int(x) for x in s.order):
+            key = (_band(s, i),) + tuple(int(s.space.columns[d][i]) for d in ("tp", "pp", "cp", "dp", "ep", "virtual_stages"))
+            if key in groups:
+                groups[key].equivalents.append(_row(s, i, 0, q, values, detail=False).label())
+                continue
+            if len(rows) == top:
+                break
+            row = detailed.get(i) or _row(s, i, len(rows) + 1, q, values, detail=True)
+            detailed[i] = row
+            row.rank, row.equivalents = len(rows) + 1, []
+            groups[key] = row
+            rows.append(row)
+        if ev is None or s.unsure is None:
+            break
+        flipped = []
+        for row in rows:
+            i = row.index
+            row.verdict = judge(ev, row.layout, int(row.options["zero_stage"]),
+                                comm_ratio(row.breakdown_parts)).as_dict()
+            if not row.verdict["validated"] and not s.unsure[i]:
+                s.unsure[i] = True
+                flipped.append(i)
+        capped = [i for i in flipped if s.frontier_time is not None and s.ev.step_time[i] < s.frontier_time]
+        _cap(s, np.array(flipped, dtype=np.int64))
+        if not capped or round_ == SETTLE_ROUNDS:
+            break
+        s.order = _order(s, "time")
+    for row in rows:
+        row.planned_time = float(s.planned[row.index]) if s.planned is not None else row.step_time
+        row.equivalents = [_difference(row.label(), e) for e in row.equivalents]
+    return rows
+
+
+def _difference(label: str, other: str) -> str:
+    """What ``other``'s label says that ``label``'s does not ("mbs2 zero2")."""
+    mine = set(label.split())
+    return " ".join(w for w in other.split() if w not in mine) or other
+
+
+def _evidence_summary(s: _Search, rows: list[PlanRow], ev: Evidence | None) -> dict:
+    """What the plan's verdicts rest on, for the renderers."""
+    if ev is None:
+        return {}
+    return {"validated": sum(1 for r in rows if r.verdict.get("validated")), "shown": len(rows),
+            "published_runs": len(ev.runs), "stack": ev.stack, "hardware": ev.hardware, "precision": ev.precision,
+            "frontier_mfu": ev.frontier, "frontier_run": ev.frontier_run, "frontier_class": ev.frontier_class,
+            "capped": sum(1 for r in rows if r.planned_time > r.step_time * (1 + 1e-12)),
+            "frontier_applied": s.frontier_time is not None}
 
 
 def _base(s: _Search, rows, model, hardware, options, common: _Setup, values) -> PlanResult:

@@ -21,7 +21,8 @@ DAY, HOUR, GB = 86400.0, 3600.0, 1e9
 PLOT_WIDTH_PX = 1200       # the plan figure's width at its dpi: a design doc's page
 PLOT_ROWS = 10             # layouts in the breakdown panels
 COLUMNS = ("rank", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
-           "tokens_per_s", "days", "days_wall", "gpu_hours", "cost_USD", "cost_wall_USD")
+           "tokens_per_s", "days", "days_wall", "gpu_hours", "cost_USD", "cost_wall_USD", "evidence")
+VERDICTS_SHOWN = 3         # rows whose verdict is spelled out under the table (JSON has every row's)
 
 
 def _cells(r) -> dict:
@@ -41,6 +42,9 @@ def _cells(r) -> dict:
         # with failures (checkpoints, lost work, restarts): the note under the table says what it assumes
         "days_wall": f"{m['wall_clock_time'] / DAY:.1f}" if "wall_clock_time" in m else "",
         "cost_wall_USD": f"{m['total_cost_with_failures']:,.0f}" if "total_cost_with_failures" in m else "",
+        # the metrics follow the planned step time: a capped row's are the frontier's (marked *)
+        "evidence": (("validated" if r.verdict.get("validated") else "hypothesis") + ("*" if r.capped else "")
+                     if r.verdict else ""),
     }
 
 
@@ -55,7 +59,8 @@ def _table(rows) -> str:
 
 def plan_text(p) -> str:
     stack = f", stack {p.stack}{'' if p.stack_given else ' (the default; --stack to change)'}" if p.stack else ""
-    out = [f"Plan: {p.model} on {p.n_gpus} x {p.hardware}, global batch {p.global_batch_size} x {p.seq_len} tokens, "
+    model = p.model or "the model of the given shapes"
+    out = [f"Plan: {model} on {p.n_gpus} x {p.hardware}, global batch {p.global_batch_size} x {p.seq_len} tokens, "
            f"ranked by {p.by}{stack}"]
     out.append(f"  {p.searched:,} layouts searched, {p.valid:,} valid, {p.fitting:,} fit in "
                f"{p.memory_limit / GB:.4g} GB a GPU (gpu_memory {p.gpu_memory / GB:.4g} GB - memory_headroom "
@@ -77,6 +82,7 @@ def plan_text(p) -> str:
     out.append("")
     if p.rows:
         out.append(_table(p.rows))
+        out += _evidence_lines(p)
         best = p.rows[0]
         if best.step_parts:
             out.append("")
@@ -102,6 +108,34 @@ def plan_text(p) -> str:
     return "\n".join(out)
 
 
+def _evidence_lines(p) -> list[str]:
+    """What the rows rest on: how many are validated, the frontier hypotheses are held to, the
+    first rows' verdicts and the layouts grouped under them."""
+    e = p.evidence
+    out = [""]
+    if e:
+        out.append(f"Evidence: {e['validated']} of the top {e['shown']} validated by published runs "
+                   f"({e['published_runs']} published {e['stack']} runs on {e['hardware']} {e['precision']})"
+                   + (f"; a hypothesis is ranked no faster than the best MFU published for {e['frontier_class']}: "
+                      f"{100 * e['frontier_mfu']:.1f} % ({e['frontier_run']}); * = ranked there"
+                      if e.get("frontier_applied") else
+                      f"; ranked by the model alone (the best MFU published for {e['frontier_class']} is "
+                      f"{100 * e['frontier_mfu']:.1f} %, {e['frontier_run']})" if e.get("frontier_mfu") else
+                      "; no published run of this hardware and precision to bound it"))
+    for r in p.rows[:VERDICTS_SHOWN]:
+        if r.verdict:
+            said = f"  #{r.rank} {r.verdict['text']}"
+            if r.capped and "model_mfu" in r.metrics:
+                said += (f"; the model says {100 * r.metrics['model_mfu']:.1f} % MFU ({r.step_time:.4g} s a step), "
+                         f"ranked at {100 * r.metrics['mfu']:.1f} % ({r.planned_time:.4g} s)")
+            out.append(said)
+        if r.equivalents:
+            more = len(r.equivalents) - 4
+            out.append(f"  #{r.rank} stands for {len(r.equivalents)} more of its step time band and degrees: "
+                       + "; ".join(r.equivalents[:4]) + (f"; +{more} more" if more > 0 else ""))
+    return out if len(out) > 1 else []
+
+
 def _row_dict(r) -> dict:
     return {"rank": r.rank, "label": r.label(), "layout": r.layout, "options": r.options,
             "step_time_s": r.step_time, "memory_per_gpu_bytes": r.memory, "fits": r.fits,
@@ -111,6 +145,8 @@ def _row_dict(r) -> dict:
                         **({"wall_clock_days": r.metrics["wall_clock_time"] / DAY}
                            if "wall_clock_time" in r.metrics else {}),
                         **({"gpu_hours_h": r.metrics["gpu_hours"] / HOUR} if "gpu_hours" in r.metrics else {})},
+            "planned_step_time_s": r.planned_time, "capped_at_frontier": r.capped,
+            "verdict": r.verdict or None, "equivalents": r.equivalents,
             "command": r.command}
 
 
@@ -123,7 +159,7 @@ def plan_dict(p) -> dict:
         "rejected": p.rejected, "memory_limit_bytes": p.memory_limit, "gpu_memory_bytes": p.gpu_memory,
         "memory_headroom_bytes": p.memory_headroom, "option_combinations": p.combos, "seconds": p.seconds,
         "given": p.given, "searched_options": p.searched_options,
-        "rows": [_row_dict(r) for r in p.rows], "message": p.message,
+        "rows": [_row_dict(r) for r in p.rows], "message": p.message, "evidence": p.evidence,
         "closest": [_row_dict(r) for r in p.closest],
         "goal": p.goal,
         "scan": [{"n_gpus": sc.n_gpus, "fitting": sc.fitting, "searched": sc.searched, "meets": sc.meets,
@@ -138,7 +174,8 @@ def plan_csv(p, path) -> None:
     header = ["rank", "tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus", "zero_stage",
               "recompute", "sequence_parallel", "pipeline_schedule", "step_time [s]", "total_memory_per_gpu [GB]",
               "largest_memory_part", "tokens_per_second [token/s]", "mfu [%]", "train_time [day]",
-              "gpu_hours [hour]", "total_cost [USD]", "wall_clock_time [day]", "total_cost_with_failures [USD]"]
+              "gpu_hours [hour]", "total_cost [USD]", "wall_clock_time [day]", "total_cost_with_failures [USD]",
+              "planned_step_time [s]", "validated", "model_mfu [%]"]
     w.writerow(header)
     for r in p.rows:
         m, lay, o = r.metrics, r.layout, r.options
@@ -148,7 +185,9 @@ def plan_csv(p, path) -> None:
                     o["pipeline_schedule"], f"{r.step_time:.9g}", f"{r.memory / GB:.9g}", part[0] if part else "",
                     _g(m.get("tokens_per_second")), _g(m.get("mfu"), 100), _g(m.get("train_time"), 1 / DAY),
                     _g(m.get("gpu_hours"), 1 / HOUR), _g(m.get("total_cost")), _g(m.get("wall_clock_time"), 1 / DAY),
-                    _g(m.get("total_cost_with_failures"))])
+                    _g(m.get("total_cost_with_failures")), f"{r.planned_time:.9g}",
+                    "" if not r.verdict else str(bool(r.verdict.get("validated"))).lower(),
+                    _g(m.get("model_mfu"), 100)])
     write_file(path, buf.getvalue(), "--csv")
 
 
