@@ -288,8 +288,11 @@ def test_budget_picks_the_fastest_plan_within_it(small_plan):
     p = symcalc.plan("llama2-7b", "h100", "8,16", budget=f"{(cost[cheap] + cost[dear]) / 2} USD", **kw)
     assert p.goal["chosen_gpus"] == cheap and [sc.meets for sc in p.scan] == [n == cheap for n in (8, 16)]
     assert p.rows[0].metrics["total_cost"] == pytest.approx(cost[cheap], rel=1e-12)
-    with pytest.raises(symcalc.SymcalcError, match="stays within"):
-        symcalc.plan("llama2-7b", "h100", "8,16", budget=f"{cost[cheap] / 2} USD", **kw)
+    # within no count: an answer (the command exits 1), the cheapest count's layouts and what they lack
+    miss = symcalc.plan("llama2-7b", "h100", "8,16", budget=f"{cost[cheap] / 2} USD", **kw)
+    assert not miss.rows and miss.goal["met"] is False and miss.n_gpus == cheap
+    assert miss.closest[0].metrics["total_cost"] == pytest.approx(cost[cheap], rel=1e-12)
+    assert "stays within" in miss.message and f"{cost[cheap] / 2:,.0f} USD over" in miss.message
 
 
 def test_throughput_target_picks_the_fewest_gpus(small_plan):
@@ -305,8 +308,10 @@ def test_throughput_target_picks_the_fewest_gpus(small_plan):
     assert p.goal["chosen_gpus"] == 16 and p.n_gpus == 16
     low = symcalc.plan("llama2-7b", "h100", "8,16", tokens_per_second=f"{tps8 * 0.9} token/s", **kw)
     assert low.goal["chosen_gpus"] == 8
-    with pytest.raises(symcalc.SymcalcError, match="reaches"):
-        symcalc.plan("llama2-7b", "h100", "8,16", tokens_per_second=f"{tps8 * 100} token/s", **kw)
+    high = symcalc.plan("llama2-7b", "h100", "8,16", tokens_per_second=f"{tps8 * 100} token/s", **kw)
+    assert not high.rows and high.n_gpus == 16 and "reaches" in high.message
+    most = high.closest[0].metrics["tokens_per_second"]
+    assert f"{most / (tps8 * 100):.3g}x the target" in high.message
 
 
 # -- mixture of experts -------------------------------------------------------------------------------
@@ -490,3 +495,22 @@ def test_the_plan_names_its_stack_and_says_when_it_is_the_default(small_plan):
     assert fsdp.stack == "fsdp" and fsdp.stack_given
     assert fsdp.text().splitlines()[0].endswith("stack fsdp")
     assert all(r.layout["tp"] == 1 and r.layout["pp"] == 1 for r in fsdp.rows)
+
+
+def test_a_missed_goal_is_an_answer_exit_1_and_bad_input_exit_2(cli):
+    """Nothing within the budget is an answer: exit 1, the plan of the cheapest count with what
+    it lacks, in text and JSON (Llama 2 7B, 2T tokens at 2 USD/h costs tens of thousands of USD
+    on 8 H100s, so 10 USD buys nothing). A misspelt hardware is bad input: exit 2, one line."""
+    args = ("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8,16", "--global-batch-size", "16",
+            "--tokens", "2e12", "--price", "2 USD/hour", "--budget", "10USD", "--top", "2",
+            "--option", "zero_stage=1", "--option", "recompute=full", "--option", "sequence_parallel=false",
+            "--option", "pipeline_schedule=1f1b")
+    run = cli(*args)
+    assert run.code == 1 and "stays within 10USD: the cheapest, 8 GPUs" in run.out
+    assert "The best layouts at 8 GPUs, the closest count:" in run.out
+    run = cli(*args, "--json")
+    out = json.loads(run.out)
+    assert run.code == 1 and out["rows"] == [] and out["closest"] and out["goal"]["met"] is False
+    assert out["closest"][0]["metrics"]["total_cost"] > 10
+    bad = cli("plan", "--model", "llama2-7b", "--hardware", "h1000", "--gpus", "8", "--global-batch-size", "16")
+    assert bad.code == 2 and bad.err.strip().startswith("error: unknown hardware 'h1000'")

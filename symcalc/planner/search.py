@@ -766,6 +766,40 @@ def _refine(scans: list[GpuScan], goal: dict, values: dict, common: _Setup, sear
     return added
 
 
+def _goal_missed(scans: list[GpuScan], found: list, goal: dict, values: dict, top: int, t0: float, model, hardware,
+                 options, common: _Setup, searches: dict) -> PlanResult:
+    """No count tried meets the goal: an answer, not an error (the command exits 1). The plan of
+    the count that comes closest (the fastest for a deadline, the cheapest for a budget, the most
+    token/s for a throughput), its best layouts as ``closest``, and what it lacks in ``message``."""
+    tried = ", ".join(str(sc.n_gpus) for sc in scans)
+    kind = goal["kind"]
+    if not found:
+        res = _result(searches[scans[-1].n_gpus], values, top, t0, model, hardware, options, common)
+        res.message = f"no layout fits at any of the GPU counts tried ({tried}); " + res.message
+    else:
+        if kind == "deadline":
+            sc, row = min(found, key=lambda f: f[1].metrics["train_time"])
+            lacks = (f"no GPU count tried ({tried}) trains in {goal['raw']}: the fastest, {sc.n_gpus} GPUs "
+                     f"({row.label()}), takes {row.metrics['train_time'] / 86400:.4g} day "
+                     f"({row.metrics['train_time'] / goal['value']:.3g}x the deadline); give a larger range "
+                     "(--gpus A:B) or more time")
+        elif kind == "budget":
+            sc, row = min(found, key=lambda f: f[1].metrics["total_cost"])
+            lacks = (f"no GPU count tried ({tried}) stays within {goal['raw']}: the cheapest, {sc.n_gpus} GPUs "
+                     f"({row.label()}), costs {row.metrics['total_cost']:,.0f} USD "
+                     f"({row.metrics['total_cost'] - goal['value']:,.0f} USD over)")
+        else:
+            sc, row = max(found, key=lambda f: f[1].metrics["tokens_per_second"])
+            lacks = (f"no GPU count tried ({tried}) reaches {goal['raw']}: the most, {sc.n_gpus} GPUs "
+                     f"({row.label()}), reaches {row.metrics['tokens_per_second']:,.0f} token/s "
+                     f"({row.metrics['tokens_per_second'] / goal['value']:.3g}x the target)")
+        res = _result(searches[sc.n_gpus], values, top, t0, model, hardware, options, common)
+        res.closest, res.rows, res.message = res.rows, [], lacks
+    res.scan, res.goal = scans, {**goal, "chosen_gpus": None, "met": False}
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
 def _has_layouts(n: int, common: _Setup) -> bool:
     """Whether any valid layout of ``n`` GPUs exists (the rules alone, nothing evaluated)."""
     return _space(n, common)[1].size > 0
@@ -781,21 +815,7 @@ def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float,
     found = [(sc, sc.best) for sc in scans if sc.best is not None]     # (count, its best layout)
     meeting = [(sc, row) for sc, row in found if sc.meets]
     if not meeting:
-        tried = ", ".join(str(sc.n_gpus) for sc in scans)
-        if not found:
-            raise PlanError(f"no layout fits at any of the GPU counts tried ({tried})")
-        if kind == "deadline":
-            fastest, frow = min(found, key=lambda f: f[1].metrics["train_time"])
-            raise PlanError(f"no GPU count tried ({tried}) trains in {goal['raw']}: the fastest, {fastest.n_gpus} GPUs "
-                            f"({frow.label()}), takes {frow.metrics['train_time'] / 86400:.4g} day; "
-                            "give a larger range (--gpus A:B) or more time")
-        if kind == "budget":
-            cheapest, crow = min(found, key=lambda f: f[1].metrics["total_cost"])
-            raise PlanError(f"no GPU count tried ({tried}) stays within {goal['raw']}: the cheapest, {cheapest.n_gpus} "
-                            f"GPUs, costs {crow.metrics['total_cost']:,.0f} USD")
-        most, mrow = max(found, key=lambda f: f[1].metrics["tokens_per_second"])
-        raise PlanError(f"no GPU count tried ({tried}) reaches {goal['raw']}: the most, {most.n_gpus} GPUs, "
-                        f"reaches {mrow.metrics['tokens_per_second']:,.0f} token/s")
+        return _goal_missed(scans, found, goal, values, top, t0, model, hardware, options, common, searches)
     if kind == "budget":
         chosen = min(meeting, key=lambda f: f[1].metrics["train_time"])[0]
     else:

@@ -78,7 +78,8 @@ def plan_text(p) -> str:
             cost = f"{m['total_cost']:>14,.0f} USD" if "total_cost" in m else ""
             tps = f"{m.get('tokens_per_second', 0):>12,.0f} token/s"
             mark = "  <- chosen" if sc.n_gpus == g.get("chosen_gpus") else ("  meets" if sc.meets else "")
-            out.append(f"  {sc.n_gpus:>7}  {sc.best.label():<48} {sc.best.step_time:8.4g} s {tps} {days} {cost}{mark}")
+            out.append(f"  {sc.n_gpus:>7}  {sc.best.label():<48} {sc.best.planned_time or sc.best.step_time:8.4g} s "
+                       f"{tps} {days} {cost}{mark}")
     out.append("")
     if p.rows:
         out.append(_table(p.rows))
@@ -96,7 +97,8 @@ def plan_text(p) -> str:
         out.append(p.message)
         if p.closest:
             out.append("")
-            out.append("Closest layouts (by memory):")
+            out.append(f"The best layouts at {p.n_gpus} GPUs, the closest count:" if p.scan
+                       else "Closest layouts (by memory):")
             out.append(_table(p.closest))
     if p.rejected:
         out.append("")
