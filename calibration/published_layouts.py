@@ -106,8 +106,88 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# Published setups planned as a new user would (the library's default stack unless the setup
+# names one, its defaults for every option the planner does not search), and the published
+# layout looked up in the planner's order. Each layout with its source:
+SETUPS = [
+    dict(name="GPT-3 175B", source="Narayanan et al. 2021, Table 2 (calibration/out_of_sample.toml n21_175B_1536)",
+         plan=dict(model="gpt3-175b", hardware="a100-80gb", gpus=1536, global_batch_size=1536, seq_len=2048),
+         layout=dict(tp=8, pp=12, cp=1, dp=16, micro_batch_size=1, virtual_stages=4),
+         options=dict(zero_stage="0", recompute="full", sequence_parallel="false")),
+    dict(name="Megatron 530B", source="Narayanan et al. 2021 (calibration/published_runs.toml gpt_530B)",
+         plan=dict(hardware="a100-80gb", gpus=2520, global_batch_size=2520, seq_len=2048,
+                   values=dict(d_model=20480, n_layers=105, n_heads=128, vocab_size=51200)),
+         layout=dict(tp=8, pp=35, cp=1, dp=9, micro_batch_size=1, virtual_stages=3),
+         options=dict(zero_stage="0", recompute="full", sequence_parallel="false")),
+    dict(name="Megatron 1T", source="Narayanan et al. 2021 (calibration/published_runs.toml gpt_1T)",
+         plan=dict(hardware="a100-80gb", gpus=3072, global_batch_size=3072, seq_len=2048,
+                   values=dict(d_model=25600, n_layers=128, n_heads=160, vocab_size=51200)),
+         layout=dict(tp=8, pp=64, cp=1, dp=6, micro_batch_size=1, virtual_stages=1),
+         options=dict(zero_stage="0", recompute="full", sequence_parallel="false")),
+    dict(name="Llama 3 405B", source="Llama Team 2024, Table 4 (calibration/out_of_sample.toml llama3_405B_16k)",
+         plan=dict(model="llama3-405b", hardware="h100", gpus=16384, global_batch_size=2048, seq_len=8192),
+         layout=dict(tp=8, pp=16, cp=1, dp=128, micro_batch_size=1, virtual_stages=8),
+         options=dict(zero_stage="1", recompute="none", sequence_parallel="true")),
+    dict(name="MPT-70B, --stack fsdp", source="llm-foundry large-scale table "
+         "(calibration/held_out/llm-foundry.toml lf_h100_large_70b_s2048_g512_mb8_gb4096)",
+         plan=dict(hardware="h100", gpus=512, global_batch_size=4096, seq_len=2048,
+                   options=dict(stack="fsdp", tied_embeddings="true", position_encoding="learned"),
+                   values=dict(d_model=8192, n_layers=80, n_heads=64, vocab_size=50368, d_ffn=32768)),
+         layout=dict(tp=1, pp=1, cp=1, dp=512, micro_batch_size=8, virtual_stages=1),
+         options=dict(zero_stage="3", recompute="full", sequence_parallel="false")),
+    dict(name="Mixtral 8x7B", source="no published layout with its source in symcalc's data",
+         plan=dict(model="mixtral", hardware="h100", gpus=64, global_batch_size=256, seq_len=4096),
+         layout=None, options=None),
+]
+
+
+def plan_setup(setup: dict, library=None) -> dict:
+    """Plan one published setup and find its published layout in the planner's order: its rank
+    (1 = the planner's first, among the fitting layouts), its planned step time against the
+    first's (the gap), and the first row's verdict."""
+    kw = dict(setup["plan"])
+    args = (kw.pop("model", None), kw.pop("hardware"), kw.pop("gpus"))
+    t0 = time.perf_counter()
+    p = symcalc.plan(*args, top=3, library=library, **kw)
+    took = time.perf_counter() - t0
+    rank = planned = None
+    if setup["layout"]:
+        a = p.pareto
+        hit = np.ones(len(a["tp"]), dtype=bool)
+        for k, v in setup["layout"].items():
+            hit &= a[k] == v
+        for k, v in setup["options"].items():
+            hit &= a[k] == SEARCHED_OPTIONS[k].index(v)
+        rows = np.flatnonzero(hit)
+        if len(rows):
+            rank, planned = int(a["rank"][rows[0]]), float(a["planned_time"][rows[0]])
+    return dict(setup=setup, plan=p, rank=rank, planned=planned, seconds=took)
+
+
+def setups_markdown(records: list[dict]) -> str:
+    lines = ["| setup | GPUs | published layout | its rank (of fitting) | gap to the top | planner's top | top's MFU "
+             "| top validated? |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        s, p = r["setup"], r["plan"]
+        top = p.rows[0]
+        pub = _label(s["layout"], s["options"]) if s["layout"] else "none published"
+        rank = (f"{r['rank']:,} of {p.fitting:,}" if r["rank"] else
+                (f"not among the {p.fitting:,}" if s["layout"] else "-"))
+        gap = f"{r['planned'] / top.planned_time - 1:+.1%}" if r["planned"] else "-"
+        said = top.verdict.get("text", "") if top.verdict else ""
+        lines.append(f"| {s['name']} | {p.n_gpus:,} {p.hardware} | {pub} | {rank} | {gap} | {top.label()} "
+                     f"| {100 * top.metrics['mfu']:.1f} %{' (model ' + format(100 * top.metrics['model_mfu'], '.1f') + ' %)' if top.capped else ''} "
+                     f"| {said} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     t0 = time.perf_counter()
+    if "--setups" in sys.argv:
+        print(setups_markdown([plan_setup(s) for s in SETUPS]))
+        print(f"\n{len(SETUPS)} setups planned in {time.perf_counter() - t0:.1f} s")
+        return 0
     records = published_layouts()
     print(markdown(records))
     print(f"\n{len(records)} runs planned in {time.perf_counter() - t0:.1f} s")

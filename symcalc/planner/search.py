@@ -657,10 +657,15 @@ def _base(s: _Search, rows, model, hardware, options, common: _Setup, values) ->
 
 def _pareto_arrays(s: _Search) -> dict:
     """Every fitting layout as columns (layout quantities, option indices into
-    SEARCHED_OPTIONS, step_time in s, memory in bytes), in the order searched."""
+    SEARCHED_OPTIONS, step_time and planned_time in s, memory in bytes, rank in the planner's
+    order), in the order searched."""
     idx = np.flatnonzero(s.fitting)
     out = {k: v[idx] for k, v in s.space.columns.items()}
     out.update(step_time=s.ev.step_time[idx], memory=s.ev.memory[idx])
+    planned = s.planned if s.planned is not None else s.ev.step_time
+    position = np.zeros(len(s.fitting), dtype=np.int64)
+    position[s.order] = np.arange(1, len(s.order) + 1)
+    out.update(planned_time=planned[idx], rank=position[idx])     # rank: 1 = the planner's first
     return out
 
 
