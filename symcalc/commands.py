@@ -474,7 +474,8 @@ class ProgressLine:
 @click.option("--tokens", metavar="TOKENS", callback=_given,
               help="Training tokens, e.g. 15e12 (for days, GPU-hours and cost; default the model preset's).")
 @click.option("--global-batch-size", "global_batch_size", metavar="SEQUENCES", callback=_given,
-              help="Global batch in sequences (or give \"global_batch_tokens=...\").")
+              help="Global batch in sequences (or give \"global_batch_tokens=...\"); default about 4M tokens, "
+                   "a power of two of sequences, said in the notes.")
 @click.option("--seq-len", "seq_len", metavar="TOKENS", callback=_given, help="Sequence length (default the model's).")
 @click.option("--gpus-per-node", "gpus_per_node", metavar="N", callback=_given,
               help="GPUs a node (default the hardware's, usually 8).")

@@ -514,3 +514,12 @@ def test_a_missed_goal_is_an_answer_exit_1_and_bad_input_exit_2(cli):
     assert out["closest"][0]["metrics"]["total_cost"] > 10
     bad = cli("plan", "--model", "llama2-7b", "--hardware", "h1000", "--gpus", "8", "--global-batch-size", "16")
     assert bad.code == 2 and bad.err.strip().startswith("error: unknown hardware 'h1000'")
+
+
+def test_a_plan_without_a_batch_assumes_4m_tokens_and_says_so():
+    """No --global-batch-size: 4 x 2^20 tokens as a power of two of sequences, 2^20 x 4 / 4096
+    = 1024 sequences of Llama 2's 4,096 tokens, said in the notes."""
+    p = symcalc.plan("llama2-7b", "h100", 64, top=1, options={"zero_stage": "1", "recompute": "full",
+                                                               "sequence_parallel": "false", "pipeline_schedule": "1f1b"})
+    assert p.global_batch_size == 1024 and p.seq_len == 4096
+    assert any("global_batch_size was not given: 1024 sequences of 4096 tokens" in n for n in p.notes)

@@ -44,6 +44,9 @@ from symcalc.query.values import read_value
 # and the README)
 PLAN_MEMORY_FIGURE = "device"
 DEFAULT_HEADROOM_FRACTION = 0.05
+# the global batch when none is given: about 4M tokens (GPT-3's 3.2M, Llama 2's 4M), as a power of
+# two of sequences; said in the plan's notes
+DEFAULT_BATCH_TOKENS = 4 * 2**20
 LAYOUT_DIMS = ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages")
 BY = ("time", "days", "gpu_hours", "cost", "memory")
 # planner-only values: not part of the layout question
@@ -69,6 +72,7 @@ class _Facts:
     gpu_memory: float       # bytes
     global_batch_size: int  # sequences
     n_experts: int | None
+    batch_assumed: bool = False     # the global batch was not given: DEFAULT_BATCH_TOKENS
 
 
 @dataclass(frozen=True)
@@ -326,6 +330,9 @@ def _facts(q: Question, values: dict, lib) -> _Facts:
             raise QueryError(f"global_batch_tokens = {tokens:g} token is not a whole number of "
                              f"{seq_len:g}-token sequences")
         found["global_batch_size"] = float(round(gbs))
+    assumed = found["global_batch_size"] is None and bool(seq_len)
+    if assumed and seq_len:
+        found["global_batch_size"] = float(2 ** max(0, round(math.log2(DEFAULT_BATCH_TOKENS / seq_len))))
     if found["n_kv_heads"] is None:
         found["n_kv_heads"] = found["n_heads"]
     need = {"n_heads": "--model", "n_layers": "--model", "seq_len": "--seq-len", "gpus_per_node": "--gpus-per-node",
@@ -337,7 +344,7 @@ def _facts(q: Question, values: dict, lib) -> _Facts:
     return _Facts(n_heads=whole["n_heads"], n_kv_heads=whole["n_kv_heads"], n_layers=whole["n_layers"],
                   seq_len=whole["seq_len"], gpus_per_node=whole["gpus_per_node"],
                   gpu_memory=float(found["gpu_memory"] or 0.0), global_batch_size=whole["global_batch_size"],
-                  n_experts=whole.get("n_experts"))
+                  n_experts=whole.get("n_experts"), batch_assumed=assumed)
 
 
 def _evidence(q: Question, lib, options: dict, hardware: str) -> Evidence:
@@ -558,6 +565,10 @@ def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, opti
     res = _base(s, rows, model, hardware, options, common, values)
     if any("wall_clock_time" in r.metrics for r in rows):
         res.notes.append(_failure_note(q, s.shape.n_gpus))
+    if common.facts.batch_assumed:
+        res.notes.append(f"global_batch_size was not given: {s.shape.global_batch_size} sequences of {s.shape.seq_len} "
+                         f"tokens assumed (about {DEFAULT_BATCH_TOKENS / 2**20:g}M tokens, as GPT-3's 3.2M and Llama 2's "
+                         "4M); --global-batch-size to set it")
     if not rows:
         res.closest, res.message = _nothing_fits(s, common, values)
     res.evidence = _evidence_summary(s, rows, common.evidence)
