@@ -1,10 +1,11 @@
 """Derivations: a route made concrete, each step's solution compiled, evaluated on arrays.
 
 A :class:`Derivation` holds, for every route step, its candidate closed forms (one per root
-sympy could not rule out), each compiled to a numpy function of the step's inputs, plus the
-composed closed form of the target in the knowns, printed. Evaluation works on base-unit
-magnitudes (floats or arrays; "units at the boundary, floats inside") and walks the steps in
-order, so each intermediate value is available to the renderers without recomputation.
+sympy could not rule out), each compiled to a numpy function of the step's inputs, and, once
+it has been shown, their printed forms and the composed closed form of the target in the
+knowns. Evaluation works on base-unit magnitudes (floats or arrays; "units at the boundary,
+floats inside") and walks the steps in order, so each intermediate value is available to the
+renderers without recomputation.
 
 Building one (inverting the equations with sympy) is :func:`symcalc.engine.derive.derive`; this
 module only holds and evaluates the result, and imports no sympy: a derivation read from the
@@ -65,10 +66,11 @@ def _compile(expr, args: list) -> CompiledFunction:
 
 @dataclass
 class SolvedStep(LazyFields):
-    """One route step with its symbolic solution(s), printed, and compiled functions.
+    """One route step with its symbolic solution(s), compiled functions, and printed.
 
     The sympy fields are lazy (read from the cache only when a new compilation or printing
     needs them); ``functions`` and ``printed`` are what evaluating and showing the step use.
+    ``printed`` is None until the step is first shown (symcalc.engine.derive.display).
     The residuals used only by numeric root finding are compiled on first use.
     """
 
@@ -83,7 +85,7 @@ class SolvedStep(LazyFields):
     reduced: Any = LazyField()                    # the block reduced to one equation (invert.Reduction)
     tearing: Tearing | None = LazyField()  # type: ignore[assignment]  # a large block as one guessed unknown and a chain
     functions: list[dict] = field(default_factory=list, compare=False, repr=False)
-    printed: tuple[dict[str, Printed], ...] = field(default=(), compare=False, repr=False)  # per candidate
+    printed: tuple[dict[str, Printed], ...] | None = field(default=None, compare=False, repr=False)  # per candidate
     n_candidates: int = 0
     _residual_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
     _terms_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
@@ -199,6 +201,9 @@ class Derivation:
         # a closed form given up for time depends on how busy the machine was: such a
         # derivation is used, but not kept on disk for other processes (see __getstate__)
         self.degraded = degraded
+        # the question it answers, as the solver's caches key it (set by the solver, not
+        # pickled): what it is kept on disk under again once it has been printed
+        self.cache_key: tuple | None = None
 
     # -- the on-disk cache ----------------------------------------------------------------
     def __getstate__(self) -> dict:
@@ -206,7 +211,7 @@ class Derivation:
         if getattr(self, "degraded", False):
             raise TypeError("a derivation with a closed form given up for time is not kept")
         state = dict(self.__dict__)
-        state.update(library=None)
+        state.update(library=None, cache_key=None)
         return state
 
     def bind(self, library) -> Derivation:

@@ -1,7 +1,10 @@
-"""Building a derivation: each route step inverted by sympy, compiled once, printed once.
+"""Building a derivation: each route step inverted by sympy and compiled once; printed on demand.
 
 :func:`derive` turns a Route into a :class:`~symcalc.engine.derivation.Derivation` (the record
-that evaluates); :func:`closed_form` composes and prints the target in the knowns. Everything
+that evaluates); :func:`display` prints its steps' solutions and composes and prints the target
+in the knowns (:func:`closed_form`), only when an answer is shown: the planner evaluates 96
+derivations and shows none, and composing the step-time model's closed form through its 60
+steps costs more than inverting them. Everything
 here is sympy's work, bounded by the symbolic time limits (symcalc.budget) with numbers as the
 fallback; the results are kept on disk (symcalc.query.solve) so that a new process does not
 repeat it.
@@ -117,7 +120,7 @@ class _Builder:
             # a registered procedure: its "solution" is the call itself, evaluated in Python
             candidates = ({step.solves_for[0]: formulas[0].rhs},)
             return SolvedStep(step=step, formulas=formulas, method=Method.ALGORITHM, candidates=candidates,
-                              domains=domains, printed=self._printed(candidates), n_candidates=1)
+                              domains=domains, n_candidates=1)
         if not symbolic:
             method = Method.NUMERIC
         elif len(formulas) == 1:
@@ -165,20 +168,17 @@ class _Builder:
                             domains=domains, arg_symbols=tuple(self._sym(q) for q in step.inputs),
                             unknown_symbols=tuple(self._sym(u) for u in step.solves_for),
                             residuals=residuals, reduced=reduced, tearing=tearing,
-                            printed=self._printed(candidates), n_candidates=len(candidates))
+                            n_candidates=len(candidates))
         args = list(solved.arg_symbols)
         solved.functions = [{u: compile_expr(c[u], args) for u in solved.unknowns} for c in candidates]
         if method == Method.NUMERIC:    # compiled now, so that the cached derivation keeps them
             solved.compile_numeric()
         return solved
 
-    def _printed(self, candidates: tuple[dict, ...]) -> tuple[dict[str, Printed], ...]:
-        return tuple({u: printed(e, self.library) for u, e in c.items()} for c in candidates)
-
 
 def derive(library, route: Route, options: dict[str, str], constants: dict[str, float]) -> Derivation:
     """The Derivation of ``route``: every step inverted (symbolically within the time limits,
-    else left to numeric root finding), compiled and printed.
+    else left to numeric root finding) and compiled; printed later, if shown (:func:`display`).
 
     Parameters
     ----------
@@ -189,7 +189,7 @@ def derive(library, route: Route, options: dict[str, str], constants: dict[str, 
 
     Returns
     -------
-    The Derivation, with the closed form for every step's first root composed and printed.
+    The Derivation, evaluable; its printed steps and closed form are left to :func:`display`.
 
     Raises
     ------
@@ -197,9 +197,23 @@ def derive(library, route: Route, options: dict[str, str], constants: dict[str, 
     without the formula it names).
     """
     built = _Builder(library, route, constants)
-    derivation = Derivation(library, route, options, constants, built.steps, degraded=built.degraded)
-    closed_form(derivation, derivation.usual_choices())
-    return derivation
+    return Derivation(library, route, options, constants, built.steps, degraded=built.degraded)
+
+
+def display(derivation: Derivation, choices: dict[int, int] | None = None) -> bool:
+    """Print what showing ``derivation`` reads and it lacks: each step's solutions, and the
+    closed form for these root choices. Returns whether anything was made now (so that the
+    caller keeps the derivation on disk again, with it). O(steps x size of their solutions),
+    plus composing the closed form (:func:`closed_form`)."""
+    made = False
+    for s in derivation.steps:
+        if s.printed is None:
+            s.printed = tuple({u: printed(e, derivation.library) for u, e in c.items()} for c in s.candidates)
+            made = True
+    if derivation.printed_closed_form(choices) is None:
+        closed_form(derivation, choices)
+        made = True
+    return made
 
 
 def _subs_outside_min_max(expr: sympy.Expr, subs: dict) -> sympy.Expr:

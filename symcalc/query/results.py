@@ -1,7 +1,8 @@
 """The answer to one query: the value with its unit, the derivation behind it, and renderers.
 
-A :class:`Result` is a finished record: renderers read it and never recompute. It also keeps
-the compiled derivation, so ``result.function(...)`` re-evaluates the same route for new
+A :class:`Result` is a finished record: renderers read it and never recompute the answer
+(what only showing it needs, the closed form and each step's solution printed, is made on
+first read: :class:`Deferred`). It also keeps the compiled derivation, so ``result.function(...)`` re-evaluates the same route for new
 values (or arrays of them) at numpy speed.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pint
@@ -27,6 +28,46 @@ from symcalc.units.format import with_unit
 if TYPE_CHECKING:   # pragma: no cover - for type checkers only
     from symcalc.library.loading import Library
 
+T = TypeVar("T")
+
+
+class Later:
+    """A field's value not made yet: ``make()`` gives it, on first read (see :class:`Deferred`)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]):
+        self.make = make
+
+
+def later(make: Callable[[], T]) -> T:
+    """What ``make()`` will give, for a :class:`Deferred` field: made when first read."""
+    return Later(make)  # type: ignore[return-value]  # a Deferred field reads it as the value
+
+
+class Deferred:
+    """A dataclass field that may be given as :class:`Later`: made on first read, then kept.
+
+    Why: what only a renderer reads (the closed form, each step's solution, printed) costs
+    sympy's work, often more than the answer itself; a planner that evaluates a hundred
+    derivations reads none of it. The field has no default (reading it on the class raises
+    AttributeError, which is how dataclasses tell a descriptor without one); writing it
+    stores the value given."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_deferred_" + name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            raise AttributeError(self.slot)
+        value = obj.__dict__[self.slot]
+        if type(value) is Later:
+            value = obj.__dict__[self.slot] = value.make()
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
 
 @dataclass
 class StepView:
@@ -37,7 +78,11 @@ class StepView:
     method: Method                   # how the step was solved
     solves_for: list[str]
     inputs: list[str]
-    solution: dict[str, Printed]     # the root used, per unknown, printed (empty if numeric)
+    if TYPE_CHECKING:       # a field without a default, as type checkers see it
+        solution: dict[str, Printed]
+    else:
+        solution: dict[str, Printed] = Deferred()
+    # (the root used, per unknown, printed; empty if found numerically)
     numeric: bool                    # numeric root finding was used for some values
 
 
@@ -60,7 +105,10 @@ class Result(Rendered):
     values: dict[str, Any]                 # every quantity of the derivation, base units
     steps: list[StepView]
     derivation: Derivation
-    closed_form: Printed                   # the target in the knowns, printed
+    if TYPE_CHECKING:
+        closed_form: Printed
+    else:
+        closed_form: Printed = Deferred()     # the target in the knowns, printed
     unused: list[str] = field(default_factory=list)
     # what to tell the reader, as records (symcalc.findings): warnings and bound violations,
     # in the order found; .warnings and .violations are their sentences

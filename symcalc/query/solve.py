@@ -15,6 +15,7 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -47,7 +48,7 @@ from symcalc.query.presetvalues import check_profile, unmeasured
 from symcalc.query.presetvalues import preset_values as _preset_values
 from symcalc.query.presetvalues import presets_of as _presets
 from symcalc.query.relation import relation
-from symcalc.query.results import Result, StepView, sentences
+from symcalc.query.results import Result, StepView, later, sentences
 from symcalc.query.values import GivenValue, implausible, read_value
 from symcalc.units import describe_dimension as show
 from symcalc.units.format import with_unit
@@ -213,6 +214,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
             formulas = [f for f in formulas if f.id != singular.formula]
     else:  # pragma: no cover - every round removes a formula, so find_route fails first
         raise NoSolutionError(f"the equations for {target} are not independent")
+    derivation.cache_key = key
     library.derivation_cache[key] = (derivation, used)
     _store_derivation(library, key, derivation, used)
     return derivation, used
@@ -235,9 +237,11 @@ def _cached_derivation(library: Library, key: tuple):
     if not (isinstance(hit, tuple) and len(hit) == 2 and isinstance(hit[0], Derivation)):
         return None
     try:
-        return hit[0].bind(library), hit[1]
+        derivation = hit[0].bind(library)
     except Exception:   # an entry that does not fit this library after all: rebuild it
         return None
+    derivation.cache_key = key
+    return derivation, hit[1]
 
 
 def _store_derivation(library: Library, key: tuple, derivation: Derivation, used: dict) -> None:
@@ -250,12 +254,54 @@ def _store_derivation(library: Library, key: tuple, derivation: Derivation, used
 
 def closed_form(derivation: Derivation, choices: dict[int, int]) -> Printed:
     """The derivation's closed form for these root choices, printed: as cached with it, else
-    composed now (with sympy)."""
+    composed now (with sympy, and the derivation kept on disk again with it)."""
+    _shown(derivation, choices)
     hit = derivation.printed_closed_form(choices)
-    if hit is None:
-        from symcalc.engine.derive import closed_form as compose  # start-up: the usual one is cached with it
-        hit = compose(derivation, choices)
+    assert hit is not None      # display() composed it
     return hit
+
+
+def _shown(derivation: Derivation, choices: dict[int, int]) -> None:
+    """Make sure the derivation's steps are printed and its closed form for these root choices
+    composed (symcalc.engine.derive.display: only an answer shown needs them); what is made
+    now is kept on disk with the derivation, so that the next process shows it without
+    sympy."""
+    if derivation.printed_closed_form(choices) is not None and all(s.printed is not None for s in derivation.steps):
+        return
+    from symcalc.engine.derive import display  # start-up: a derivation shown before is cached printed
+    if display(derivation, choices):
+        _store_again(derivation)
+
+
+def _store_again(derivation: Derivation) -> None:
+    """Keep a derivation on disk again (now printed), under the question it was made for."""
+    lib, key = derivation.library, derivation.cache_key
+    if key is None or derivation.degraded:
+        return
+    entry = lib.derivation_cache.get(key)
+    if entry is not None and entry[0] is derivation:
+        _store_derivation(lib, key, derivation, entry[1])
+
+
+class _Display:
+    """What showing an answer reads of its derivation (the closed form, each step's solution),
+    made on first read: a planner's answers are never shown, and for the step-time model
+    composing and printing them costs more than the derivation itself."""
+
+    def __init__(self, derivation: Derivation, choices: dict[int, int]):
+        self.derivation, self.choices = derivation, choices
+
+    def closed_form(self) -> Printed:
+        return closed_form(self.derivation, self.choices)
+
+    def solution(self, i: int) -> dict[str, Printed]:
+        """Step ``i``'s solution for the root it took, printed ({} when found numerically)."""
+        choice = self.choices.get(i, -1)
+        if choice < 0 or not self.derivation.steps[i].n_candidates:
+            return {}
+        _shown(self.derivation, self.choices)
+        printed = self.derivation.steps[i].printed
+        return printed[choice] if printed else {}
 
 
 def _hints(library: Library, target: str, known: frozenset, options: dict[str, str]) -> DiagnosisHints:
@@ -580,10 +626,10 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
         raise OutOfBoundsError(sentences(violations[:1])[0]
                                + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
 
+    shown = _Display(derivation, ev.choices)
     steps = [StepView(number=i + 1, formulas=list(s.formulas), method=s.method,
                       solves_for=list(s.unknowns), inputs=list(s.inputs),
-                      solution=(s.printed[ev.choices[i]] if s.printed and ev.choices.get(i, -1) >= 0 else {}),
-                      numeric=i in ev.numeric_steps)
+                      solution=later(partial(shown.solution, i)), numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
     relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
     result = Result(again=_again, companion=_companion, library=lib, target=tq.name, quantity=tq, unit=unit, factor=factor,
@@ -592,7 +638,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   options=relevant, all_options=posed.options,
                   defaults_used={k: dict(v) for k, v in defaults_used.items()},
                   values=ev.values, steps=steps, on_bounds=on_bounds,
-                  derivation=derivation, closed_form=closed_form(derivation, ev.choices), rounding=how,
+                  derivation=derivation, closed_form=later(shown.closed_form), rounding=how,
                   rounding_reason={k: v for k, v in (reason or {}).items() if k != "clash"} or None,
                   assumptions=_assumptions(lib, defaults_used, ev.values, relevant, posed),
                   stacks={name: name in posed.settled for name in sorted(posed.in_force)},
