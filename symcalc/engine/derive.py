@@ -58,6 +58,7 @@ class _Builder:
         self.library = library
         self.target = route.target
         zero = {library.quantities[q].symbol: sympy.Integer(0) for q, v in constants.items() if v == 0}
+        self._zero_names = frozenset(q for q, v in constants.items() if v == 0)
         # solved quantity -> its closed form in the knowns (first root); None once composing it
         # took too long (blocks are then tested for independence in their own inputs). Composed
         # only when a block needs it (most routes have none, and composing through the step-time
@@ -93,20 +94,64 @@ class _Builder:
     def _solve_step(self, step: Step, zero: dict) -> SolvedStep:
         """The step inverted and compiled; numeric when that takes longer than the symbolic limit
         (each inversion has a limit of its own, in symcalc.engine.invert; this one also bounds the
-        substitutions and compiling around them)."""
+        substitutions and compiling around them).
+
+        The same step (formulas, unknowns, inputs, the defaults at 0 among its quantities) is
+        inverted once per library and process: the planner's 96 derivations (48 option
+        combinations, step time and memory) share most of their 60 steps. A block is still
+        tested for independence in this route's knowns (that depends on the steps before it).
+        A step whose inversion ran out of time is not kept (it depends on how busy the machine
+        was)."""
+        key = self._step_key(step)
+        hit = self.library.step_cache.get(key)
+        if hit is not None:
+            if hit.step.is_block and hit.tearing is None:
+                self._check_independent(hit.formulas, step.solves_for, self._cleaner(zero))
+            return hit
+        before = budget.expirations
         with bounded(STEP_LIMITS * budget.DEFAULT_SYMBOLIC_LIMIT):
-            return self._invert_step(step, zero, symbolic=True)
+            solved = self._invert_step(step, zero, symbolic=True)
+            if budget.expirations == before:
+                self.library.step_cache[key] = solved
+            return solved
         return self._invert_step(step, zero, symbolic=False)
+
+    def _step_key(self, step: Step) -> tuple:
+        """What a step's inversion depends on besides the library: the step itself, the
+        defaults at 0 among its quantities (their terms are dropped), and for a block large
+        enough to tear, the target (torn towards it)."""
+        formulas = [self.library.formulas[fid] for fid in step.formulas]
+        zero = frozenset(q for f in formulas for q in f.quantities if q in self._zero_names)
+        return step, zero, (self.target if len(formulas) >= TEAR_FROM else None)
+
+    @staticmethod
+    def _cleaner(zero: dict):
+        """An equation side with the defaults at 0 dropped (unless that leaves it infinite or
+        undefined); only the zeros it reads are substituted (the rest would not change it)."""
+        def clean(e):
+            present = {x: v for x, v in zero.items() if x in e.free_symbols} if zero else None
+            if not present:
+                return e
+            out = e.subs(present)
+            return e if out.has(sympy.zoo, sympy.nan, sympy.oo) else out
+        return clean
+
+    def _check_independent(self, formulas: tuple, solves_for: tuple[str, ...], clean) -> None:
+        """Raise SingularBlock when the block's equations are not independent in the knowns
+        themselves: an input derived earlier (R = D/T) can make the block singular (C = fpt D,
+        A = fpt R, C = A T) though it looks regular."""
+        xs = tuple(self._sym(u) for u in solves_for)
+        equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
+        known = self._knowns()
+        in_knowns = tuple((lhs.subs(known), rhs.subs(known)) for lhs, rhs in equations)
+        dependent = dependent_equation(in_knowns, xs)
+        if dependent is not None:
+            raise SingularBlock(formulas[dependent].id, tuple(f.id for f in formulas))
 
     def _invert_step(self, step: Step, zero: dict, symbolic: bool) -> SolvedStep:
         formulas = tuple(self.library.formulas[fid] for fid in step.formulas)
         domains = tuple(self.library.quantities[u].domain for u in step.solves_for)
-
-        def clean(e):
-            if not zero:
-                return e
-            out = e.subs(zero)
-            return e if out.has(sympy.zoo, sympy.nan, sympy.oo) else out
+        clean = self._cleaner(zero)
 
         candidates: tuple[dict, ...] = ()
         tearing = None
@@ -141,13 +186,7 @@ class _Builder:
         else:
             xs = tuple(self._sym(u) for u in step.solves_for)
             equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
-            # Test independence in the knowns themselves: an input derived earlier (R = D/T) can
-            # make the block singular (C = fpt D, A = fpt R, C = A T) though it looks regular.
-            known = self._knowns()
-            in_knowns = tuple((lhs.subs(known), rhs.subs(known)) for lhs, rhs in equations)
-            dependent = dependent_equation(in_knowns, xs)
-            if dependent is not None:
-                raise SingularBlock(formulas[dependent].id, tuple(f.id for f in formulas))
+            self._check_independent(formulas, step.solves_for, clean)
             sols = solve_block(equations, xs)
             if sols:
                 names = {self._sym(u): u for u in step.solves_for}

@@ -115,6 +115,17 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
             heapq.heappush(heap, (DEFAULT_COST, next(tie), q, None))
 
     estimates = {f.id for f in formulas if f.approximate}
+    # Kept as propagation goes, for the block analysis at each stall (which ran over every
+    # formula each time: half of a cold plan's routing): each formula's unsettled quantities,
+    # and the formulas a block may draw on, in the formulas' order (see settle_blocks).
+    unsettled = {f.id: list(f.quantities) for f in formulas}
+    open_to_blocks = {f.id: f for f in formulas if len(f.quantities) >= 2 and not f.consequence
+                      and set(f.from_given) <= bridged}
+    by_lhs: dict[str, list[str]] = {}
+    for f in open_to_blocks.values():
+        if f.lhs_name:
+            by_lhs.setdefault(f.lhs_name, []).append(f.id)
+    with_rules = any(f.default_rule for f in open_to_blocks.values())
 
     def estimated(q: str) -> bool:
         """Whether q was settled by an approximate consequence (a rule of thumb the laws imply
@@ -147,10 +158,16 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         cost[q] = c
         producer[q] = step
         order[q] = len(order)
+        if estimated(q):        # no law joins a block backwards from it
+            for fid in by_lhs.get(q, ()):
+                open_to_blocks.pop(fid, None)
         for f in by_quantity.get(q, ()):
             remaining[f.id] -= 1
+            unsettled[f.id].remove(q)
             if remaining[f.id] == 1:
                 offer(f)
+            if remaining[f.id] < 2:
+                open_to_blocks.pop(f.id, None)
 
     for f in formulas:   # constant definitions ("x = 6 FLOP/token") need no trigger
         if len(f.quantities) == 1:
@@ -158,14 +175,13 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
 
     def settle_blocks() -> bool:
         """Settle the blocks of laws the settled quantities make solvable; whether any was."""
-        # a consequence of other laws never joins a block: with its premises it would make a
-        # structurally sound but dependent system; nor does a bridge from given values whose
-        # inputs were not given (in a block they would be unknowns, that is, derived)
-        # (and, as in offer, no law joins one backwards from a left side a rule of thumb gave)
-        blocks = _ready_blocks(_block_candidates([f for f in formulas if remaining[f.id] >= 2
-                                                  and not f.consequence and set(f.from_given) <= bridged
-                                                  and not estimated(f.lhs_name or "")]),
-                               cost)
+        # the formulas with two or more quantities unsettled; a consequence of other laws
+        # never joins a block: with its premises it would make a structurally sound but
+        # dependent system; nor does a bridge from given values whose inputs were not given (in
+        # a block they would be unknowns, that is, derived) (and, as in offer, no law joins one
+        # backwards from a left side a rule of thumb gave): open_to_blocks, kept by settle
+        candidates = list(open_to_blocks.values())
+        blocks = _ready_blocks(_block_candidates(candidates) if with_rules else candidates, cost, unsettled)
         settled_any = False
         for rows, cols in blocks:
             if any(c in cost for c in cols):
@@ -218,16 +234,18 @@ def _block_candidates(formulas: list[FormulaSpec]) -> list[FormulaSpec]:
             or not any(how == "explicit" and q in defined for q, how in f.solvability.items())]
 
 
-def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list[FormulaSpec], list[str]]]:
+def _ready_blocks(formulas: list[FormulaSpec], settled: dict,
+                  unsettled_of: Mapping[str, list[str]] | None = None) -> list[tuple[list[FormulaSpec], list[str]]]:
     """Blocks of the stalled system that the settled quantities make solvable, in order.
 
     The matching may only pair a formula with a quantity it can be solved for; the order of
     blocks follows every unsettled quantity a formula mentions. A formula that needs a quantity
     nothing here can determine (a default rule whose input is unknown) cannot fire in this
     round; it is dropped and the decomposition redone, so that it cannot take a quantity that a
-    real block needs in the matching.
+    real block needs in the matching. ``unsettled_of``: each formula's quantities not settled,
+    in its order, when the caller keeps them.
     """
-    candidates = _without_dangling(formulas, settled)
+    candidates = _without_dangling(formulas, settled, unsettled_of)
     while candidates:
         unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in candidates}
         rows = {f.id: {q for q in unsettled[f.id] if f.solvability[q] != "none"} for f in candidates}
@@ -252,13 +270,18 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict) -> list[tuple[list
     return []
 
 
-def _without_dangling(formulas: list[FormulaSpec], settled) -> list[FormulaSpec]:
+def _without_dangling(formulas: list[FormulaSpec], settled,
+                      unsettled_of: Mapping[str, list[str]] | None = None) -> list[FormulaSpec]:
     """The formulas that can belong to a simultaneous block: repeatedly leave out every formula
     with an unsettled quantity that no other remaining formula mentions. Such a formula can
     only deliver that quantity once its others are settled, which propagation does on its own;
     without the dangling chains the decomposition works on a few dozen formulas instead of
-    every unsettled one. O(total size of the formulas), with a work list."""
-    unsettled = [[q for q in f.quantities if q not in settled] for f in formulas]
+    every unsettled one. O(total size of the formulas), with a work list. ``unsettled_of``:
+    each formula's quantities not in ``settled``, when the caller keeps them."""
+    if unsettled_of is not None:
+        unsettled = [unsettled_of[f.id] for f in formulas]
+    else:
+        unsettled = [[q for q in f.quantities if q not in settled] for f in formulas]
     holders: dict[str, list[int]] = {}
     for i, qs in enumerate(unsettled):
         for q in qs:
@@ -281,7 +304,7 @@ def _without_dangling(formulas: list[FormulaSpec], settled) -> list[FormulaSpec]
 def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
               defaults: Iterable[str] = (), zero: Iterable[str] = (), diagnose: bool = True,
               limits: Mapping[str, str] | None = None, exclude: Iterable[str] = (),
-              hints: DiagnosisHints | None = None) -> Route:
+              hints: DiagnosisHints | None = None, memo: dict | None = None) -> Route:
     """Route the derivation of ``target`` from ``given`` (and, only if needed, ``defaults``).
 
     Coefficient defaults are admitted only when the given values alone cannot reach the
@@ -292,6 +315,8 @@ def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     proposes a route that would have to divide by one.
     ``limits`` maps slack quantities to what their value at the limit asks (memory_headroom:
     "0 GB for the largest value that fits"): the diagnosis offers them first.
+    ``memo``: the caller's store of propagations, for many questions over the same formulas
+    (one library's; see :func:`_propagated`).
 
     Returns
     -------
@@ -312,7 +337,7 @@ def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
     defaults = set(defaults) - given - {target} - exclude
     stages = _stages(formulas, target)
     for stage_formulas, soft in ((fs, defaults if soft else set()) for fs, soft in stages):
-        settled = propagate(stage_formulas, given, soft, stop_at=target)
+        settled = _propagated(stage_formulas, given, soft, target, memo)
         if target in settled.cost:
             break
     if target not in settled.cost:
@@ -320,6 +345,23 @@ def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
             raise UnderdeterminedError(f"cannot determine {target}")
         raise _underdetermined(formulas, target, given, defaults, set(zero), dict(limits or {}), hints)
     return _extract(settled, target, given, defaults, {f.id for f in formulas if f.default_rule})
+
+
+def _propagated(formulas: list[FormulaSpec], given: set[str], soft: set[str], target: str,
+                memo: dict | None) -> _Settled:
+    """``propagate(formulas, given, soft, stop_at=target)``; with a ``memo`` (formula ids
+    identify formulas in it: one library's), the propagation run to the end and kept, for the
+    next question over the same formulas and knowns (a planner asks the step time and the
+    memory of one layout, each failing the same stages first). The route to the target is the
+    same either way: every quantity is settled once, and what settles after the target
+    changes nothing settled before it. O(1) for a question asked before."""
+    if memo is None:
+        return propagate(formulas, given, soft, stop_at=target)
+    key = (tuple(f.id for f in formulas), frozenset(given), frozenset(soft))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = propagate(formulas, given, soft)
+    return hit
 
 
 def _stages(formulas: list[FormulaSpec], target: str) -> list[tuple[list[FormulaSpec], bool]]:

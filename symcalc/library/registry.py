@@ -36,6 +36,11 @@ class Library:
             for a in q.aliases:
                 self.aliases[a] = q.name
         self.derivation_cache: dict = {}
+        # a route step inverted and compiled, by what it depends on (symcalc.engine.derive): the
+        # same step in another derivation (another option combination's) is not inverted again
+        self.step_cache: dict = {}
+        # propagations over the formulas (symcalc.engine.routing.find_route's memo)
+        self.route_cache: dict = {}
         # content hash of what the library was loaded from (see load_library); None when it was
         # built in memory. Derivations are cached on disk under it.
         self.fingerprint: str | None = None
@@ -45,6 +50,8 @@ class Library:
         # is rebuilt on first use (it would import sympy with the library)
         state = dict(self.__dict__)
         state["derivation_cache"] = {}
+        state["step_cache"] = {}
+        state["route_cache"] = {}
         state.pop("_symbols", None)
         return state
 

@@ -181,7 +181,8 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
         try:
             plan = find_route(formulas, target, known, defaults, zero, diagnose=diagnose,
                              limits=_limits(library) if not library.quantities[target].fits_in else {},
-                             exclude=exclude, hints=_hints(library, target, known, options) if diagnose else None)
+                             exclude=exclude, hints=_hints(library, target, known, options) if diagnose else None,
+                             memo=library.route_cache)
         except UnderdeterminedError as e:
             library.derivation_cache[("underdetermined", diagnose, key)] = e
             if not diagnose:
