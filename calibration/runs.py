@@ -352,6 +352,8 @@ def held_out_run(row: dict) -> Run:
     options["precision"] = precision
     if recipe:
         options["fp8_recipe"] = recipe
+    if stack == "deepspeed":
+        options["attention_kernel"] = "eager"     # BLOOM, MT-NLG, DeepSpeed-Azure (2021-2022): before FlashAttention
     if "llm-foundry" in row["stack"]:
         options["attention_kernel"] = "flash1" if "triton" in row.get("attention", "") else "flash"
     if str(row.get("compile", "")).startswith("on"):
