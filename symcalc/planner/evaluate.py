@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from symcalc.planner.space import SEARCHED_OPTIONS, Space
-from symcalc.query.solve import solve
+from symcalc.query.solve import solve_unshown
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from symcalc.library.loading import Library
@@ -55,8 +55,11 @@ class Question:
     library: Library | None = None
 
     def solve(self, target: str, given: dict, options: dict, **kw):
-        return solve(target, {**self.values, **given}, options={**self.options, **options}, library=self.library,
-                     hardware=self.hardware, model=self.model, conflicts=False, diagnose=False, **kw)
+        """The answer to one of the plan's questions, unshown (symcalc.query.solve.solve_unshown):
+        its value, derivation, steps and bound violations, without the findings a reader of one
+        answer needs (``symcalc plan --explain`` asks symcalc.solve itself)."""
+        return solve_unshown(target, {**self.values, **given}, options={**self.options, **options},
+                             library=self.library, hardware=self.hardware, model=self.model, **kw)
 
 
 def layout_names(moe: bool, interleaved: bool) -> tuple[str, ...]:

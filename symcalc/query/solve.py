@@ -94,8 +94,7 @@ def _companion(result: Result, name: str) -> float | str | None:
             continue
         known[k] = (float(v), q.unit) if q.unit else float(v)
     try:
-        r = _solve_again(name, known, options=result.all_options, library=lib, on_bounds="flag", diagnose=False,
-                         conflicts=False)
+        r = _solve_again(name, known, options=result.all_options, library=lib)
     except SymcalcError:
         return None
     if isinstance(r.base_value, str):       # a text answer (which bound binds)
@@ -527,6 +526,29 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     satisfies the equations; NotDeterminedError: a whole range does), ConflictError and
     OutOfBoundsError.
     """
+    return _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
+                  hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
+                  rounding=rounding, brief=False)
+
+
+def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,
+                  options: Mapping[str, object] | None = None, library: Library | None = None,
+                  on_bounds: str = "raise", hardware: str | None = None, model: str | None = None) -> Result:
+    """:func:`solve` for a caller that reads an answer's numbers and never shows its text (the
+    planner's 100-odd questions a plan): the same value, derivation, steps, rounding, bound
+    violations and errors, without the findings only a reader needs (what a given value not
+    used would count for, the quantities a formula reports beside the answer, notes on the
+    presets' values and on implausible inputs), which cost more than the answer itself once
+    its derivation is cached. Given values are not cross-checked and an underdetermined
+    question is not diagnosed (``conflicts=False, diagnose=False``)."""
+    return _solve(target, given, {}, options=options, to=None, library=library, on_bounds=on_bounds,
+                  hardware=hardware, model=model, diagnose=False, conflicts=False, rtol=0.02, rounding=None,
+                  brief=True)
+
+
+def _solve(target, given, values: Mapping[str, object], *, options, to, library, on_bounds: str, hardware, model,
+           diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Result:
+    """:func:`solve`'s work; ``brief``: :func:`solve_unshown`'s (the findings for a reader left out)."""
     if on_bounds not in ("raise", "flag"):
         raise QueryError(f"on_bounds must be 'raise' or 'flag'; got {on_bounds!r}")
     on_conflict = {True: "raise", False: "off", "raise": "raise", "warn": "warn", "off": "off"}.get(conflicts)
@@ -612,14 +634,15 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                                                 hardware, model)
     else:
         rounded = round_whole(exact, how)
-    findings = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how)
+    findings = _findings(lib, derivation, ev, tq, exact, rounded, knowns, checked, how, brief=brief)
     findings += [c["finding"] for c in found]
     if on_conflict != "off":
         findings += [_unused_disagreement(dismissed, assumed)] if dismissed else []
-    findings += [f for p in presets for f in p.findings]
-    findings += unmeasured(lib, presets, opts, knowns, derivation.route.given)
-    findings += [f for f in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if f]
-    findings += _above_limits(lib, knowns)
+    if not brief:
+        findings += [f for p in presets for f in p.findings]
+        findings += unmeasured(lib, presets, opts, knowns, derivation.route.given)
+        findings += [f for f in (implausible(lib.quantities[k], g) for k, g in knowns.items() if not g.origin) if f]
+        findings += _above_limits(lib, knowns)
     if reason and reason.get("clash"):
         findings.append(reason["clash"])
     violations = [f for f in findings if f.violation]
@@ -647,7 +670,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
                   unused=[u for u in derivation.route.unused if u != tq.fits_in],
                   findings=[f for f in findings if not f.violation] + violations,
                   conflicts=[{k: v for k, v in c.items() if k != "finding"} for c in found])
-    result.findings[:0] = _reported(lib, result)
+    if not brief:
+        result.findings[:0] = _reported(lib, result)
     return result
 
 
@@ -700,10 +724,14 @@ def _assumed(derivation: Derivation, defaults_used: Mapping, knowns: Mapping[str
     return set(defaults_used) | {g for g in derivation.route.given if knowns[g].origin}
 
 
-# the same solve, for the questions an answer asks of itself (what the limit would be at the
-# other whole number): bound here, so that a test that patches the public entry out (to prove
-# that Result.function never falls back to it) does not catch these
-_solve_again = solve
+def _solve_again(target: str, given: Mapping[str, object], *, options: Mapping[str, object], library: Library
+                 ) -> Result:
+    """The questions an answer asks of itself (what the limit would be at the other whole
+    number, a collective's whole time beside its exposed part): only their value is read, so
+    they are asked unshown (no findings, flagged bounds). Not through the public entry, so that
+    a test that patches it out (to prove that Result.function never falls back to it) does not
+    catch these."""
+    return solve_unshown(target, given, options=options, library=library, on_bounds="flag")
 
 
 def _check_hardware_dtypes(lib: Library, opts: Mapping[str, str], presets) -> None:
@@ -861,7 +889,7 @@ def _limit_at(lib, tq, limit: str, value: float, knowns: dict, opts: dict, hardw
               for k, v in knowns.items() if k != limit and not isinstance(v.magnitude, str)}
     others[tq.name] = (value / tq.factor, tq.display_unit)
     try:
-        r = _solve_again(limit, others, options=opts, library=lib, on_bounds="flag", diagnose=False, conflicts=False)
+        r = _solve_again(limit, others, options=opts, library=lib)
     except SymcalcError:
         return None
     return float(r.base_value)
@@ -923,8 +951,9 @@ def cross_check(lib, names, knowns: dict, *, options: dict, rtol: float, hardwar
 
 
 def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
-              checked: set | frozenset = frozenset(), how: str | None = None) -> list[Finding]:
-    """What to tell the user about an evaluated derivation: bound violations, then warnings.
+              checked: set | frozenset = frozenset(), how: str | None = None, brief: bool = False) -> list[Finding]:
+    """What to tell the user about an evaluated derivation: bound violations, then warnings
+    (``brief``: the violations only).
 
     Raises NoSolutionError when a step has no finite value at all.
     """
@@ -934,6 +963,8 @@ def _findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
         findings.append(Finding("rounds_outside", tq.name,
                                 {"value": np.min(exact) / tq.factor, "rounded": np.min(rounded) / tq.factor,
                                  "unit": tq.display_unit, "how": how, "bounds": _bounds(tq)}))
+    if brief:
+        return findings
     findings += list(ev.findings)
     # a rounded whole-number answer already says its exact value: the counts it was derived
     # through are as far from whole as it is (dp = 16.85 from data_parallel_group_size = 16.85),
