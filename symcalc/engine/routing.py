@@ -121,11 +121,15 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
     unsettled = {f.id: list(f.quantities) for f in formulas}
     open_to_blocks = {f.id: f for f in formulas if len(f.quantities) >= 2 and not f.consequence
                       and set(f.from_given) <= bridged}
+    peeling = _Peeling(unsettled, open_to_blocks)
     by_lhs: dict[str, list[str]] = {}
     for f in open_to_blocks.values():
         if f.lhs_name:
             by_lhs.setdefault(f.lhs_name, []).append(f.id)
     with_rules = any(f.default_rule for f in open_to_blocks.values())
+    # whether those formulas changed since the block analysis last found nothing to settle (it
+    # reads nothing else: unchanged, it would find nothing again)
+    blocks_changed = True
 
     def estimated(q: str) -> bool:
         """Whether q was settled by an approximate consequence (a rule of thumb the laws imply
@@ -155,19 +159,26 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
                                   Step((f.id,), (v,), inputs)))
 
     def settle(q: str, c: float, step: Step | None) -> None:
+        nonlocal blocks_changed
         cost[q] = c
         producer[q] = step
         order[q] = len(order)
+        peeling.settled(q)
         if estimated(q):        # no law joins a block backwards from it
             for fid in by_lhs.get(q, ()):
-                open_to_blocks.pop(fid, None)
+                if open_to_blocks.pop(fid, None) is not None:
+                    peeling.leave(fid)
+                    blocks_changed = True
         for f in by_quantity.get(q, ()):
             remaining[f.id] -= 1
             unsettled[f.id].remove(q)
+            if f.id in open_to_blocks:
+                blocks_changed = True
+                if remaining[f.id] < 2:
+                    del open_to_blocks[f.id]
+                    peeling.leave(f.id)
             if remaining[f.id] == 1:
                 offer(f)
-            if remaining[f.id] < 2:
-                open_to_blocks.pop(f.id, None)
 
     for f in formulas:   # constant definitions ("x = 6 FLOP/token") need no trigger
         if len(f.quantities) == 1:
@@ -180,8 +191,12 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         # dependent system; nor does a bridge from given values whose inputs were not given (in
         # a block they would be unknowns, that is, derived) (and, as in offer, no law joins one
         # backwards from a left side a rule of thumb gave): open_to_blocks, kept by settle
+        nonlocal blocks_changed
+        if not blocks_changed:
+            return False
+        blocks_changed = False
         candidates = list(open_to_blocks.values())
-        blocks = _ready_blocks(_block_candidates(candidates) if with_rules else candidates, cost, unsettled)
+        blocks = _ready_blocks(_block_candidates(candidates) if with_rules else candidates, cost, peeling)
         settled_any = False
         for rows, cols in blocks:
             if any(c in cost for c in cols):
@@ -219,6 +234,93 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
     return _Settled(cost, producer, order)
 
 
+class _Peeling:
+    """:func:`_without_dangling` for the many stalls of one propagation (a cold plan's routing
+    spent half its time there), kept from one stall to the next.
+
+    Between two stalls the formulas a block may draw on only lose members and unsettled
+    quantities, so the last peeling mostly holds again: each formula it left out is tried
+    first with the quantity that let it go then (its witness: a quantity no other formula
+    still in play mentions), else with another such quantity, and only those none lets go are
+    peeled anew, with counts. A formula goes only when it has such a quantity at that moment,
+    and what is left has none: the same formulas as a peeling from scratch (the formulas no
+    peeling removes do not depend on the order). O(formulas) for a stall like the last,
+    with the quantities' holders kept as quantities settle and formulas leave."""
+
+    def __init__(self, unsettled: dict[str, list[str]], members: Iterable[str]):
+        self.unsettled = unsettled                  # the propagation's, kept by it
+        self.holders: dict[str, set[str]] = {}      # quantity -> the members it is unsettled in
+        for fid in members:
+            for q in unsettled[fid]:
+                self.holders.setdefault(q, set()).add(fid)
+        self.order: list[tuple[str, str]] = []      # the last peeling: (formula, witness)
+
+    def settled(self, q: str) -> None:
+        """``q`` is settled: it lets no formula go any more."""
+        self.holders.pop(q, None)
+
+    def leave(self, fid: str) -> None:
+        """Formula ``fid`` is no longer a member (call after its settled quantities left it)."""
+        for q in self.unsettled[fid]:
+            held = self.holders.get(q)
+            if held is not None:
+                held.discard(fid)
+
+    def core(self, formulas: list[FormulaSpec]) -> list[FormulaSpec]:
+        """``_without_dangling(formulas, ...)`` for members ``formulas`` (in their order)."""
+        unsettled, holders = self.unsettled, self.holders
+        alive = {f.id for f in formulas}
+        removed: set[str] = set()
+        order: list[tuple[str, str]] = []
+
+        def lonely(fid: str, q: str) -> bool:
+            return all(g == fid or g in removed or g not in alive for g in holders[q])
+
+        left, tried = [], set()
+        for fid, witness in self.order:
+            if fid not in alive:
+                continue
+            tried.add(fid)
+            qs = unsettled[fid]
+            if witness not in qs or not lonely(fid, witness):
+                witness = next((q for q in qs if lonely(fid, q)), "")
+            if witness:
+                removed.add(fid)
+                order.append((fid, witness))
+            else:
+                left.append(fid)
+        left += [f.id for f in formulas if f.id not in tried]
+        if left:
+            self._peel(left, removed, order)
+        self.order = order
+        return [f for f in formulas if f.id not in removed]
+
+    def _peel(self, left: list[str], removed: set[str], order: list[tuple[str, str]]) -> None:
+        """Peel the formulas ``left`` (the members not removed) as _without_dangling does,
+        adding to ``removed`` and ``order``."""
+        counts: dict[str, int] = {}
+        held: dict[str, list[str]] = {}
+        for fid in left:
+            for q in self.unsettled[fid]:
+                counts[q] = counts.get(q, 0) + 1
+                held.setdefault(q, []).append(fid)
+        work = []
+        for fid in left:
+            witness = next((q for q in self.unsettled[fid] if counts[q] == 1), "")
+            if witness:
+                work.append((fid, witness))
+        while work:
+            fid, witness = work.pop()
+            if fid in removed:
+                continue
+            removed.add(fid)
+            order.append((fid, witness))
+            for q in self.unsettled[fid]:
+                counts[q] -= 1
+                if counts[q] == 1:
+                    work.extend((g, q) for g in held[q] if g not in removed)
+
+
 def _block_candidates(formulas: list[FormulaSpec]) -> list[FormulaSpec]:
     """The formulas a block may be built from: the laws, and the default rules whose left side
     no law among them defines.
@@ -235,17 +337,17 @@ def _block_candidates(formulas: list[FormulaSpec]) -> list[FormulaSpec]:
 
 
 def _ready_blocks(formulas: list[FormulaSpec], settled: dict,
-                  unsettled_of: Mapping[str, list[str]] | None = None) -> list[tuple[list[FormulaSpec], list[str]]]:
+                  peeling: _Peeling | None = None) -> list[tuple[list[FormulaSpec], list[str]]]:
     """Blocks of the stalled system that the settled quantities make solvable, in order.
 
     The matching may only pair a formula with a quantity it can be solved for; the order of
     blocks follows every unsettled quantity a formula mentions. A formula that needs a quantity
     nothing here can determine (a default rule whose input is unknown) cannot fire in this
     round; it is dropped and the decomposition redone, so that it cannot take a quantity that a
-    real block needs in the matching. ``unsettled_of``: each formula's quantities not settled,
-    in its order, when the caller keeps them.
+    real block needs in the matching. ``peeling``: the caller's, kept between its stalls (the
+    dangling formulas left out as :func:`_without_dangling` does).
     """
-    candidates = _without_dangling(formulas, settled, unsettled_of)
+    candidates = peeling.core(formulas) if peeling is not None else _without_dangling(formulas, settled)
     while candidates:
         unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in candidates}
         rows = {f.id: {q for q in unsettled[f.id] if f.solvability[q] != "none"} for f in candidates}
@@ -270,18 +372,14 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict,
     return []
 
 
-def _without_dangling(formulas: list[FormulaSpec], settled,
-                      unsettled_of: Mapping[str, list[str]] | None = None) -> list[FormulaSpec]:
+def _without_dangling(formulas: list[FormulaSpec], settled) -> list[FormulaSpec]:
     """The formulas that can belong to a simultaneous block: repeatedly leave out every formula
     with an unsettled quantity that no other remaining formula mentions. Such a formula can
     only deliver that quantity once its others are settled, which propagation does on its own;
     without the dangling chains the decomposition works on a few dozen formulas instead of
-    every unsettled one. O(total size of the formulas), with a work list. ``unsettled_of``:
-    each formula's quantities not in ``settled``, when the caller keeps them."""
-    if unsettled_of is not None:
-        unsettled = [unsettled_of[f.id] for f in formulas]
-    else:
-        unsettled = [[q for q in f.quantities if q not in settled] for f in formulas]
+    every unsettled one. O(total size of the formulas), with a work list. (A propagation keeps
+    it from one stall to the next: :class:`_Peeling`.)"""
+    unsettled = [[q for q in f.quantities if q not in settled] for f in formulas]
     holders: dict[str, list[int]] = {}
     for i, qs in enumerate(unsettled):
         for q in qs:
