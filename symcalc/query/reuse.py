@@ -16,6 +16,7 @@ import pint
 
 from symcalc import units
 from symcalc.engine.rounding import round_whole
+from symcalc.engine.sweepsize import MIN_SIZE
 from symcalc.errors import QueryError
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
@@ -43,7 +44,6 @@ def function(result, values: dict, solve: Callable) -> pint.Quantity:
 
 def sweep_path(result, values: dict):
     """The answer from the sweep path, or None when it leaves the question to solve()."""
-    from symcalc.engine.fastpath import MIN_SIZE, sweep  # start-up: a single answer never sweeps (it fuses with sympy)
     arrays = {n: _array_of(v) for n, v in values.items()}
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
@@ -51,6 +51,7 @@ def sweep_path(result, values: dict):
         return None
     if np.prod(shape) < MIN_SIZE:
         return None
+    from symcalc.engine.fastpath import sweep  # start-up: a single answer never sweeps (it fuses with sympy)
     read = _magnitudes(result, values, arrays)
     if read is None:
         return None
@@ -124,10 +125,9 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
         raise QueryError(f"the arrays do not broadcast to one grid: {shapes}") from None
     read = _magnitudes(result, values, arrays, strict=True)
     magnitudes, integral = read
-    from symcalc.engine.fastpath import MIN_SIZE, sweep_masked  # start-up: as in sweep_path
     # below MIN_SIZE points the general evaluator costs about the same as the sweep path, and
     # it needs no sweep program (whose first build for a derivation, ~1 s for the step time,
-    # would dominate a planner's many small groups of layouts), as in function()
+    # would dominate a planner's many small groups of layouts), nor sympy, as in function()
     computed = {n for s in result.derivation.steps for n in s.unknowns}
     unknown = [n for n in also if result.library.quantity(n).name not in computed]
     if unknown:
@@ -135,7 +135,7 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
                          f"{', '.join(sorted(computed))})")
     also = tuple(result.library.quantity(n).name for n in also)
     swept = None if also or np.prod(shape) < MIN_SIZE else \
-        sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
+        _sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
     extra: dict[str, tuple[np.ndarray, str]] = {}
     if swept is None:
         value, inside, where, extra = _general_masked(result, magnitudes, also, outside)
@@ -154,6 +154,12 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
             fits = value <= capacity * (1 + 1e-12)
     return Points(value=value, unit=result.unit, inside=inside, fits=fits, outside=where if outside else None,
                   capacity=capacity, also=extra)
+
+
+def _sweep_masked(*args):
+    """symcalc.engine.fastpath.sweep_masked, imported when a grid is large enough for it (sympy)."""
+    from symcalc.engine.fastpath import sweep_masked  # start-up: see MIN_SIZE
+    return sweep_masked(*args)
 
 
 def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = (), want_outside: bool = True):
