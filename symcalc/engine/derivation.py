@@ -36,7 +36,7 @@ from symcalc.engine.method import Method
 from symcalc.engine.routing import Route, Step
 from symcalc.errors import NoSolutionError
 from symcalc.findings import Finding
-from symcalc.lazy import LazyField, LazyFields
+from symcalc.lazy import LazyField, LazyFields, freeze
 from symcalc.library.algorithms import REGISTRY
 from symcalc.library.printed import Printed
 from symcalc.library.records import FormulaSpec, Interval
@@ -145,8 +145,17 @@ class SolvedStep(LazyFields):
 
     def __getstate__(self) -> dict:
         # formulas are restored from the library by Derivation.bind; compiled functions keep
-        # their code objects (symcalc.compiled)
-        state = super().__getstate__()
+        # their code objects (symcalc.compiled). The sympy fields are frozen (symcalc.lazy)
+        # once per value: a step shared by many derivations (the planner's, see
+        # symcalc.engine.derive) is pickled with each of them.
+        state = {k: v for k, v in self.__dict__.items() if k != "_frozen"}
+        kept = self.__dict__.setdefault("_frozen", {})
+        for key, value in state.items():
+            if key.startswith("_lazy_"):
+                hit = kept.get(key)
+                if hit is None or hit[0] is not value:
+                    hit = kept[key] = (value, freeze(value))
+                state[key] = hit[1]
         state["formulas"] = tuple(f.id for f in self.formulas)
         return state
 

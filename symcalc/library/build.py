@@ -693,8 +693,11 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
 
 
 def _latex_as_cited(lhs: sympy.Expr, rhs: sympy.Expr, quantities: dict[str, QuantitySpec]) -> str:
-    """The formula as written, in LaTeX with the quantities' symbols (renderers read it)."""
-    names = {q.symbol: q.latex for q in quantities.values()}
+    """The formula as written, in LaTeX with the quantities' symbols (renderers read it). (A
+    quantity's symbol is named after it: only the symbols it reads are looked up, not all 500.)"""
+    free = lhs.free_symbols | rhs.free_symbols
+    names = {s: quantities[s.name].latex for s in free
+             if s.name in quantities and quantities[s.name].symbol == s}
     return f"{latex(lhs, names, as_written=True)} = {latex(rhs, names, as_written=True)}"
 
 

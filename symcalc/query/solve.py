@@ -15,7 +15,7 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -125,7 +125,7 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
         for value, sets in opt.sets.items():
             if value == options.get(name) or opt.links_options or all(q in in_force for q in sets):
                 continue
-            if not any(q in parts and units.parse_quantity(text, q).magnitude == 0 for q, text in sets.items()):
+            if not any(q in parts and _is_zero(text, q) for q, text in sets.items()):
                 continue
             trial = {**options, name: value}
             defaults = {k: v for k, v in library.coefficient_defaults(trial).items() if k not in known}
@@ -137,6 +137,20 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
             if len(found) == MAX_SETTLING_OPTIONS:
                 return found
     return found
+
+
+@lru_cache(maxsize=4096)
+def _is_zero(text: str, name: str) -> bool:
+    """Whether a default's value (as the library or an option writes it) is 0: its terms drop
+    out. Read once per process: each question derived anew reads all ~100 defaults, and a plan
+    derives a hundred questions."""
+    return units.parse_quantity(text, name).magnitude == 0
+
+
+@lru_cache(maxsize=4096)
+def _base_magnitude(text: str, name: str) -> float:
+    """A default's value in base units, read once per process (see _is_zero)."""
+    return float(units.parse_quantity(text, name).to_base_units().magnitude)
 
 
 def _parts_of_sum(library: Library, target: str) -> set[str]:
@@ -173,8 +187,7 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
         library.derivation_cache[key] = hit
         return hit
     defaults = {name: spec for name, spec in library.coefficient_defaults(options).items() if name not in known}
-    zero = {name for name, (text, _) in defaults.items()
-            if units.parse_quantity(text, name).magnitude == 0}
+    zero = {name for name, (text, _) in defaults.items() if _is_zero(text, name)}
     formulas = library.active_formulas(options)
     for _ in range(len(formulas)):
         try:
@@ -313,7 +326,7 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
     fact), and following such a suggestion would end in another error. So a suggestion whose
     route goes through a block is tried (and its derivation cached for the next question)."""
     zero = frozenset(name for name, (text, _) in library.coefficient_defaults(options).items()
-                     if name not in known and units.parse_quantity(text, name).magnitude == 0)
+                     if name not in known and _is_zero(text, name))
 
     def verify(extra: list[str], route: Route) -> bool:
         # first the numeric test of each block (milliseconds); only where it cannot tell, the
@@ -372,7 +385,7 @@ def _defaults_used(library: Library, plan, defaults: dict, options: Mapping[str,
     set_by = library.set_by_option(options)
     for name in plan.defaults:
         text, source = defaults[name]
-        magnitude = float(units.parse_quantity(text, name).to_base_units().magnitude)
+        magnitude = _base_magnitude(text, name)
         used[name] = {"value": text, "source": source, "magnitude": magnitude}
         if name in set_by:
             used[name]["option"] = set_by[name]
