@@ -339,3 +339,43 @@ def test_the_numeric_independence_test_tells_dependent_blocks_from_sound_ones():
     # with Max, a branch where y drops out is no proof of dependence: another start finds one
     # where both count, or the test leaves it to the algebra (None), never "dependent"
     assert block_determined([(a, sympy.Max(x, y) + y), (b, x * y)], [x, y]) is not False
+
+
+def _peeled_from_scratch(members: dict[str, list[str]]) -> set[str]:
+    """The members no peeling removes: repeatedly drop one with a quantity no other holds."""
+    alive = dict(members)
+    while True:
+        lonely = [f for f, qs in alive.items()
+                  if any(all(q not in alive[g] for g in alive if g != f) for q in qs)]
+        if not lonely:
+            return set(alive)
+        del alive[lonely[0]]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_peeling_kept_across_stalls_leaves_what_one_from_scratch_leaves(seed):
+    # propagate keeps its block analysis's first cut from one stall to the next (_Peeling):
+    # quantities settle and formulas leave in between, and at every stall what is left must be
+    # what peeling the formulas still in play from scratch leaves
+    from types import SimpleNamespace
+
+    from symcalc.engine.routing import _Peeling
+    rng = np.random.default_rng(seed)
+    quantities = [f"q{i}" for i in range(int(rng.integers(4, 14)))]
+    members = {f"f{i}": list(rng.choice(quantities, size=int(rng.integers(2, 5)), replace=False))
+               for i in range(int(rng.integers(3, 16)))}
+    unsettled = {f: list(qs) for f, qs in members.items()}
+    peeling = _Peeling(unsettled, list(members))
+    live = set(members)
+    for _ in range(12):
+        in_play = [SimpleNamespace(id=f) for f in members if f in live and rng.random() < 0.9]
+        got = {f.id for f in peeling.core(in_play)}
+        assert got == _peeled_from_scratch({f.id: unsettled[f.id] for f in in_play})
+        q = str(rng.choice(quantities))         # a quantity settles: it leaves every formula
+        peeling.settled(q)
+        for f in live.copy():
+            if q in unsettled[f]:
+                unsettled[f].remove(q)
+                if len(unsettled[f]) < 2:       # too few unknowns left to join a block
+                    live.discard(f)
+                    peeling.leave(f)

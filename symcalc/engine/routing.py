@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -127,9 +127,34 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         if f.lhs_name:
             by_lhs.setdefault(f.lhs_name, []).append(f.id)
     with_rules = any(f.default_rule for f in open_to_blocks.values())
+    # for the default rules among them: how many laws among them give each quantity explicitly
+    # (a rule whose left side a law defines joins no block: see shadowed)
+    law_defines = Counter(q for f in open_to_blocks.values() if not f.default_rule
+                          for q, how in f.solvability.items() if how == "explicit")
     # whether those formulas changed since the block analysis last found nothing to settle (it
     # reads nothing else: unchanged, it would find nothing again)
     blocks_changed = True
+
+    def leave(fid: str) -> None:
+        """Formula ``fid`` can no longer join a block."""
+        nonlocal blocks_changed
+        f = open_to_blocks.pop(fid)
+        peeling.leave(fid)
+        blocks_changed = True
+        if not f.default_rule:
+            for q, how in f.solvability.items():
+                if how == "explicit":
+                    law_defines[q] -= 1
+
+    def shadowed(f: FormulaSpec) -> bool:
+        """A default rule whose left side a law that may join a block defines: it joins none.
+
+        A default rule only stands in for its left side where nothing else gives it: d_ffn =
+        4 d joins the block that finds d from a parameter count, since no law says what d_ffn
+        is. But "a generic AllReduce is the TP ring" must not join a block in which the ring's
+        own law gives allreduce_time: together they would tie the data-parallel group to the
+        default tp = 1 and answer a question the given values leave open."""
+        return any(how == "explicit" and law_defines[q] > 0 for q, how in f.solvability.items())
 
     def estimated(q: str) -> bool:
         """Whether q was settled by an approximate consequence (a rule of thumb the laws imply
@@ -146,7 +171,7 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         attention included, that no definition holds), and a rule of thumb is solved backwards
         only from a given left side (HFU 60 % and MFU 50 % measure gamma = 1.2; an HFU counted
         exactly would make gamma the ratio of two different FLOP counts)."""
-        v = next(x for x in f.quantities if x not in cost)
+        v = unsettled[f.id][0]        # the one left
         if f.lhs_name not in (None, v) and (estimated(f.lhs_name) if f.id not in estimates
                                             else producer.get(f.lhs_name) is not None):
             return
@@ -166,17 +191,15 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         peeling.settled(q)
         if estimated(q):        # no law joins a block backwards from it
             for fid in by_lhs.get(q, ()):
-                if open_to_blocks.pop(fid, None) is not None:
-                    peeling.leave(fid)
-                    blocks_changed = True
+                if fid in open_to_blocks:
+                    leave(fid)
         for f in by_quantity.get(q, ()):
             remaining[f.id] -= 1
             unsettled[f.id].remove(q)
             if f.id in open_to_blocks:
                 blocks_changed = True
                 if remaining[f.id] < 2:
-                    del open_to_blocks[f.id]
-                    peeling.leave(f.id)
+                    leave(f.id)
             if remaining[f.id] == 1:
                 offer(f)
 
@@ -196,7 +219,9 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
             return False
         blocks_changed = False
         candidates = list(open_to_blocks.values())
-        blocks = _ready_blocks(_block_candidates(candidates) if with_rules else candidates, cost, peeling)
+        if with_rules:      # the laws, and the default rules no law among them shadows
+            candidates = [f for f in candidates if not f.default_rule or not shadowed(f)]
+        blocks = _ready_blocks(peeling.core(candidates), cost)
         settled_any = False
         for rows, cols in blocks:
             if any(c in cost for c in cols):
@@ -235,10 +260,14 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
 
 
 class _Peeling:
-    """:func:`_without_dangling` for the many stalls of one propagation (a cold plan's routing
-    spent half its time there), kept from one stall to the next.
+    """The formulas that can belong to a simultaneous block, at each stall of one propagation:
+    repeatedly leave out every formula with an unsettled quantity that no other remaining
+    formula mentions. Such a formula can only deliver that quantity once its others are
+    settled, which propagation does on its own; without the dangling chains the decomposition
+    works on a few dozen formulas instead of every unsettled one.
 
-    Between two stalls the formulas a block may draw on only lose members and unsettled
+    Peeled from scratch at every stall, this was half of a cold plan's routing; it is kept from
+    one stall to the next instead. Between two stalls the formulas a block may draw on only lose members and unsettled
     quantities, so the last peeling mostly holds again: each formula it left out is tried
     first with the quantity that let it go then (its witness: a quantity no other formula
     still in play mentions), else with another such quantity, and only those none lets go are
@@ -267,14 +296,15 @@ class _Peeling:
                 held.discard(fid)
 
     def core(self, formulas: list[FormulaSpec]) -> list[FormulaSpec]:
-        """``_without_dangling(formulas, ...)`` for members ``formulas`` (in their order)."""
+        """Of the members ``formulas``, those no peeling removes (in their order)."""
         unsettled, holders = self.unsettled, self.holders
         alive = {f.id for f in formulas}
         removed: set[str] = set()
         order: list[tuple[str, str]] = []
 
         def lonely(fid: str, q: str) -> bool:
-            return all(g == fid or g in removed or g not in alive for g in holders[q])
+            held = holders[q]
+            return len(held) == 1 or all(g == fid or g in removed or g not in alive for g in held)
 
         left, tried = [], set()
         for fid, witness in self.order:
@@ -296,8 +326,8 @@ class _Peeling:
         return [f for f in formulas if f.id not in removed]
 
     def _peel(self, left: list[str], removed: set[str], order: list[tuple[str, str]]) -> None:
-        """Peel the formulas ``left`` (the members not removed) as _without_dangling does,
-        adding to ``removed`` and ``order``."""
+        """Peel the formulas ``left`` (the members not removed) from scratch, with counts and
+        a work list (O(their size)), adding to ``removed`` and ``order``."""
         counts: dict[str, int] = {}
         held: dict[str, list[str]] = {}
         for fid in left:
@@ -321,33 +351,16 @@ class _Peeling:
                     work.extend((g, q) for g in held[q] if g not in removed)
 
 
-def _block_candidates(formulas: list[FormulaSpec]) -> list[FormulaSpec]:
-    """The formulas a block may be built from: the laws, and the default rules whose left side
-    no law among them defines.
-
-    A default rule only stands in for its left side where nothing else gives it: d_ffn = 4 d
-    joins the block that finds d from a parameter count, since no law says what d_ffn is. But
-    "a generic AllReduce is the TP ring" must not join a block in which the ring's own law
-    gives allreduce_time: together they would tie the data-parallel group to the default tp = 1
-    and answer a question the given values leave open."""
-    defined = {q for f in formulas if not f.default_rule for q, how in f.solvability.items()
-               if how == "explicit"}
-    return [f for f in formulas if not f.default_rule
-            or not any(how == "explicit" and q in defined for q, how in f.solvability.items())]
-
-
-def _ready_blocks(formulas: list[FormulaSpec], settled: dict,
-                  peeling: _Peeling | None = None) -> list[tuple[list[FormulaSpec], list[str]]]:
+def _ready_blocks(candidates: list[FormulaSpec], settled: dict) -> list[tuple[list[FormulaSpec], list[str]]]:
     """Blocks of the stalled system that the settled quantities make solvable, in order.
 
-    The matching may only pair a formula with a quantity it can be solved for; the order of
-    blocks follows every unsettled quantity a formula mentions. A formula that needs a quantity
-    nothing here can determine (a default rule whose input is unknown) cannot fire in this
-    round; it is dropped and the decomposition redone, so that it cannot take a quantity that a
-    real block needs in the matching. ``peeling``: the caller's, kept between its stalls (the
-    dangling formulas left out as :func:`_without_dangling` does).
+    ``candidates``: the formulas that may join a block, the dangling ones left out
+    (:meth:`_Peeling.core`). The matching may only pair a formula with a quantity it can be
+    solved for; the order of blocks follows every unsettled quantity a formula mentions. A
+    formula that needs a quantity nothing here can determine (a default rule whose input is
+    unknown) cannot fire in this round; it is dropped and the decomposition redone, so that it
+    cannot take a quantity that a real block needs in the matching.
     """
-    candidates = peeling.core(formulas) if peeling is not None else _without_dangling(formulas, settled)
     while candidates:
         unsettled = {f.id: {q for q in f.quantities if q not in settled} for f in candidates}
         rows = {f.id: {q for q in unsettled[f.id] if f.solvability[q] != "none"} for f in candidates}
@@ -370,33 +383,6 @@ def _ready_blocks(formulas: list[FormulaSpec], settled: dict,
             return out
         candidates = [f for f in candidates if f.id not in hopeless]
     return []
-
-
-def _without_dangling(formulas: list[FormulaSpec], settled) -> list[FormulaSpec]:
-    """The formulas that can belong to a simultaneous block: repeatedly leave out every formula
-    with an unsettled quantity that no other remaining formula mentions. Such a formula can
-    only deliver that quantity once its others are settled, which propagation does on its own;
-    without the dangling chains the decomposition works on a few dozen formulas instead of
-    every unsettled one. O(total size of the formulas), with a work list. (A propagation keeps
-    it from one stall to the next: :class:`_Peeling`.)"""
-    unsettled = [[q for q in f.quantities if q not in settled] for f in formulas]
-    holders: dict[str, list[int]] = {}
-    for i, qs in enumerate(unsettled):
-        for q in qs:
-            holders.setdefault(q, []).append(i)
-    counts = {q: len(v) for q, v in holders.items()}
-    alive = [True] * len(formulas)
-    work = [i for i, qs in enumerate(unsettled) if any(counts[q] == 1 for q in qs)]
-    while work:
-        i = work.pop()
-        if not alive[i]:
-            continue
-        alive[i] = False
-        for q in unsettled[i]:
-            counts[q] -= 1
-            if counts[q] == 1:
-                work.extend(j for j in holders[q] if alive[j])
-    return [f for f, keep in zip(formulas, alive) if keep]
 
 
 def find_route(formulas: list[FormulaSpec], target: str, given: Iterable[str],
@@ -455,10 +441,14 @@ def _propagated(formulas: list[FormulaSpec], given: set[str], soft: set[str], ta
     changes nothing settled before it. O(1) for a question asked before."""
     if memo is None:
         return propagate(formulas, given, soft, stop_at=target)
-    key = (tuple(f.id for f in formulas), frozenset(given), frozenset(soft))
+    ids = tuple(f.id for f in formulas)
+    key = (ids, frozenset(given), frozenset(soft))
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = propagate(formulas, given, soft)
+        index = memo.get(("index", ids))        # the same formulas under other knowns
+        if index is None:
+            index = memo[("index", ids)] = _index(formulas)
+        hit = memo[key] = propagate(formulas, given, soft, index=index)
     return hit
 
 
