@@ -3,7 +3,7 @@
 Why: loading the library parses about 220 equations with sympy and checks their units with
 pint (about 0.4 s), and the first answer to a question inverts and compiles its equations
 (0.1-0.5 s). A command-line tool that pays that on every call is slow to use, so the loaded
-library and each derivation are kept here, keyed by the content of what they were built from
+library and each derivation (and each question found to have no route) are kept here, keyed by the content of what they were built from
 (see :func:`code_fingerprint`), and rebuilt whenever that changes.
 
 Where: ``$SYMCALC_CACHE_DIR``, else ``$XDG_CACHE_HOME/symcalc``, else ``~/.cache/symcalc``.
@@ -47,6 +47,7 @@ import stat
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -58,11 +59,12 @@ _MAC = 32
 KEY_FILE = "cache-key"
 KEY_BYTES = 32
 # newest entries kept per kind; older ones are deleted when a new one is stored
-MAX_ENTRIES = {"library": 8, "derivation": 1000}
+# ("unrouted": a question no route answers, see symcalc.query.solve._store_failure)
+MAX_ENTRIES = {"library": 8, "derivation": 1000, "unrouted": 1000}
 MAX_ENTRY_BYTES = 64 << 20      # far above any entry written (a library is ~1 MB); more is not ours
 STALE_SECONDS = 3600            # a temporary file this old belongs to a run that was killed
-_ENTRY = re.compile(r"^(library|derivation)-([0-9a-f]{64})\.pickle$")
-_TEMPORARY = re.compile(r"^\.(library|derivation|key)-(\d+)-[0-9a-f]{16}\.tmp$")
+_ENTRY = re.compile(r"^(library|derivation|unrouted)-([0-9a-f]{64})\.pickle$")
+_TEMPORARY = re.compile(r"^\.(library|derivation|unrouted|key)-(\d+)-[0-9a-f]{16}\.tmp$")
 _SUPPORTED = (hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
               and os.unlink in os.supports_dir_fd and os.link in os.supports_dir_fd)
 _READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -373,6 +375,26 @@ def _unpickle(payload: bytes):
         return pickle.loads(payload)
     finally:
         if was_enabled:
+            gc.enable()
+
+
+@contextmanager
+def collector_paused():
+    """Work that builds many objects which live on (a library, a plan's ~100 answers and their
+    derivations: 100,000 objects) with the cyclic garbage collector paused: its passes over
+    them free nothing, and cost a tenth of a warm plan. After, what the work made is moved
+    straight to the oldest generation (gc.freeze then gc.unfreeze: moved, not examined), where
+    the next full collection looks at it, cycles included; unless something else froze
+    objects, which unfreezing would release. Nests."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

@@ -186,10 +186,14 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
     if hit is not None:
         library.derivation_cache[key] = hit
         return hit
+    unrouted = _cached_failure(library, key) if not diagnose else None
+    if unrouted is not None:                    # found no route in an earlier process
+        library.derivation_cache[("underdetermined", False, key)] = unrouted
+        raise copy.copy(unrouted)
     defaults = {name: spec for name, spec in library.coefficient_defaults(options).items() if name not in known}
     zero = {name for name, (text, _) in defaults.items() if _is_zero(text, name)}
     formulas = library.active_formulas(options)
-    for _ in range(len(formulas)):
+    for attempt in range(len(formulas)):
         try:
             plan = find_route(formulas, target, known, defaults, zero, diagnose=diagnose,
                              limits=_limits(library) if not library.quantities[target].fits_in else {},
@@ -198,6 +202,8 @@ def _derivation(library: Library, target: str, known: frozenset, options: dict[s
         except UnderdeterminedError as e:
             library.derivation_cache[("underdetermined", diagnose, key)] = e
             if not diagnose:
+                if attempt == 0:    # routing alone decided it (no block found dependent first)
+                    _store_failure(library, key, e)
                 raise
             own = library.quantities[target]
             setter = library.set_by_option(options).get(target)
@@ -255,6 +261,23 @@ def _cached_derivation(library: Library, key: tuple):
         return None
     derivation.cache_key = key
     return derivation, hit[1]
+
+
+def _store_failure(library: Library, key: tuple, error: UnderdeterminedError) -> None:
+    """Keep on disk that no route answers a question, as routing without a diagnosis words it
+    (routing is structural: the same library gives the same verdict), so that the next process
+    does not search every stage again: the planner asks a preset's fields (seq_len,
+    gpu_memory) that only a lookup gives, ~50 ms each."""
+    disk_key = _disk_key(library, key)
+    if disk_key:
+        cache.store("unrouted", disk_key, error.message)
+
+
+def _cached_failure(library: Library, key: tuple) -> UnderdeterminedError | None:
+    """The error of a question an earlier process found no route for (_store_failure), or None."""
+    disk_key = _disk_key(library, key)
+    message = cache.load("unrouted", disk_key) if disk_key else None
+    return UnderdeterminedError(message) if isinstance(message, str) else None
 
 
 def _store_derivation(library: Library, key: tuple, derivation: Derivation, used: dict) -> None:
@@ -1109,6 +1132,8 @@ def _check_displayable(lib, derivation: Derivation, values: dict, target: str, u
     the target in its output unit and every quantity the derivation computed in its display
     unit. O(steps)."""
     def overflows(v, f: float) -> bool:
+        if isinstance(v, float):        # one value (numpy's float64 too): no array to build
+            return math.isfinite(v) and not math.isfinite(float(v) / f)
         with np.errstate(over="ignore", invalid="ignore"):
             a = np.asarray(v, dtype=float)
             return bool(np.any(np.isfinite(a) & ~np.isfinite(a / f)))
