@@ -50,7 +50,8 @@ def load_library(paths: Iterable[str | Path] | None = None, extra: Iterable[str 
             cached.fingerprint = key
             return cached
     from symcalc.library.build import build  # start-up: a cached library is never rebuilt
-    library = build(files)
+    with cache.collector_paused():      # the library's records live as long as the process
+        library = build(files)
     if key is not None:
         library.fingerprint = key
         cache.store("library", key, library)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from symcalc import cache
 from symcalc.planner.space import SEARCHED_OPTIONS, Space
 from symcalc.query.solve import solve_unshown
 
@@ -119,32 +120,42 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
     key = key * 2 + (c["virtual_stages"] > 1)
     templates = {}
     combos = np.unique(key)
-    for done, k in enumerate(combos, 1):
-        if progress is not None:
-            progress(f"solving option combination {done}/{len(combos)} on {space.total:,} layouts")
-        rows = np.flatnonzero(key == k)
-        first = int(rows[0])
-        interleaved = int(c["virtual_stages"][first]) > 1
-        opts = row_options(c, first)
-        given = row_given(c, first, q.moe, global_batch_size, seq_len)
-        t = q.solve(STEP_TIME, given, opts, on_bounds="flag")
-        m = q.solve(MEMORY, given, opts, on_bounds="flag")
-        templates[int(k)] = (t, m)
-        arrays = {}
-        for name in layout_names(q.moe, interleaved):
-            if name == "global_batch_size":
-                arrays[name] = np.full(len(rows), global_batch_size, dtype=np.int64)
-            elif name == "seq_len":
-                arrays[name] = np.full(len(rows), seq_len, dtype=np.int64)
-            else:
-                arrays[name] = np.ascontiguousarray(c[name][rows])
-        extra = {name: q.values[name] for name in q.values}
-        pt = t.points(**extra, **arrays)
-        pm = m.points(**extra, **arrays)
-        step[rows] = np.asarray(pt.value, dtype=float) * t.factor
-        mem[rows] = np.asarray(pm.value, dtype=float) * m.factor
-        inside[rows] = pt.inside & pm.inside
+    with cache.collector_paused():      # ~100 answers that live until the plan ends
+        for done, k in enumerate(combos, 1):
+            if progress is not None:
+                progress(f"solving option combination {done}/{len(combos)} on {space.total:,} layouts")
+            rows = np.flatnonzero(key == k)
+            t, m = templates[int(k)] = _templates(c, int(rows[0]), q, global_batch_size, seq_len)
+            arrays = _layout_arrays(c, rows, q.moe, global_batch_size, seq_len)
+            extra = {name: q.values[name] for name in q.values}
+            pt = t.points(**extra, **arrays)
+            pm = m.points(**extra, **arrays)
+            step[rows] = np.asarray(pt.value, dtype=float) * t.factor
+            mem[rows] = np.asarray(pm.value, dtype=float) * m.factor
+            inside[rows] = pt.inside & pm.inside
     return Evaluation(step_time=step, memory=mem, inside=inside, combos=len(templates), templates=templates)
+
+
+def _templates(columns: dict, first: int, q: Question, global_batch_size: int, seq_len: int) -> tuple:
+    """(step time Result, memory Result) of the layout in row ``first``: the derivations every
+    layout of its option combination is evaluated through."""
+    opts = row_options(columns, first)
+    given = row_given(columns, first, q.moe, global_batch_size, seq_len)
+    return q.solve(STEP_TIME, given, opts, on_bounds="flag"), q.solve(MEMORY, given, opts, on_bounds="flag")
+
+
+def _layout_arrays(columns: dict, rows: np.ndarray, moe: bool, global_batch_size: int, seq_len: int) -> dict:
+    """The layout quantities of ``rows`` as arrays (one option combination's layouts)."""
+    interleaved = int(columns["virtual_stages"][rows[0]]) > 1
+    arrays = {}
+    for name in layout_names(moe, interleaved):
+        if name == "global_batch_size":
+            arrays[name] = np.full(len(rows), global_batch_size, dtype=np.int64)
+        elif name == "seq_len":
+            arrays[name] = np.full(len(rows), seq_len, dtype=np.int64)
+        else:
+            arrays[name] = np.ascontiguousarray(columns[name][rows])
+    return arrays
 
 
 def metrics(q: Question, step_time: np.ndarray, n_gpus: np.ndarray, global_batch_size: int, seq_len: int,
