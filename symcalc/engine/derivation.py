@@ -87,6 +87,10 @@ class SolvedStep(LazyFields):
     functions: list[dict] = field(default_factory=list, compare=False, repr=False)
     printed: tuple[dict[str, Printed], ...] | None = field(default=None, compare=False, repr=False)  # per candidate
     n_candidates: int = 0
+    # what the step depends on besides the library (symcalc.engine.derive): steps with the same
+    # key are the same step, shared by every derivation of the library that has it; None for
+    # a step whose inversion ran out of time
+    memo_key: tuple | None = field(default=None, compare=False, repr=False)
     _residual_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
     _terms_fn: Callable | None = field(default=None, init=False, compare=False, repr=False)
     _reduction_fn: tuple | None = field(default=None, init=False, compare=False, repr=False)
@@ -225,10 +229,19 @@ class Derivation:
 
     def bind(self, library) -> Derivation:
         """Attach a derivation read from the cache to its library (its steps' formulas are
-        looked up again: the library's records are the ones in this process)."""
+        looked up again: the library's records are the ones in this process). A step the
+        library already holds (another derivation read or built in this process has it) is
+        that one: a plan reads ~100 derivations whose ~6,000 steps are ~200 distinct ones, and
+        the copies' objects are freed, not kept for the collector to walk."""
         self.library = library
-        for s in self.steps:
+        for i, s in enumerate(self.steps):
+            shared = library.step_cache.get(s.memo_key) if s.memo_key is not None else None
+            if shared is not None:
+                self.steps[i] = shared
+                continue
             s.formulas = tuple(library.formulas[fid] for fid in s.formulas)
+            if s.memo_key is not None:
+                library.step_cache[s.memo_key] = s
         return self
 
     def usual_choices(self) -> dict[int, int]:

@@ -112,6 +112,7 @@ class _Builder:
         with bounded(STEP_LIMITS * budget.DEFAULT_SYMBOLIC_LIMIT):
             solved = self._invert_step(step, zero, symbolic=True)
             if budget.expirations == before:
+                solved.memo_key = key
                 self.library.step_cache[key] = solved
             return solved
         return self._invert_step(step, zero, symbolic=False)
