@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -242,6 +242,10 @@ class Derivation:
             s.formulas = tuple(library.formulas[fid] for fid in s.formulas)
             if s.memo_key is not None:
                 library.step_cache[s.memo_key] = s
+        # the route's steps are its solved steps' (equal, step for step): one copy of each
+        steps = tuple(s.step for s in self.steps)
+        if steps == self.route.steps:
+            self.route = replace(self.route, steps=steps)
         return self
 
     def usual_choices(self) -> dict[int, int]:
