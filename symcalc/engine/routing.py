@@ -443,13 +443,36 @@ def _propagated(formulas: list[FormulaSpec], given: set[str], soft: set[str], ta
         return propagate(formulas, given, soft, stop_at=target)
     ids = tuple(f.id for f in formulas)
     key = (ids, frozenset(given), frozenset(soft))
-    hit = memo.get(key)
+    hit = _recall(memo, key)
     if hit is None:
-        index = memo.get(("index", ids))        # the same formulas under other knowns
+        index = _recall(memo, ("index", ids))   # the same formulas under other knowns
         if index is None:
-            index = memo[("index", ids)] = _index(formulas)
-        hit = memo[key] = propagate(formulas, given, soft, index=index)
+            index = _keep(memo, ("index", ids), _index(formulas))
+        hit = _keep(memo, key, propagate(formulas, given, soft, index=index))
     return hit
+
+
+# propagations (and formula indexes) a memo keeps, the most recently used: enough for the
+# questions asked together (a plan's option combination: two targets over the same formulas,
+# each failing the same stages), not the ~300 of a whole plan (each ~1,000 entries, which the
+# collector would walk until the process ends)
+MEMO_SIZE = 64
+
+
+def _recall(memo: dict, key: tuple):
+    """``memo[key]`` (now the most recently used), or None."""
+    hit = memo.pop(key, None)
+    if hit is not None:
+        memo[key] = hit
+    return hit
+
+
+def _keep(memo: dict, key: tuple, value):
+    """Keep ``value`` under ``key``, forgetting the least recently used beyond MEMO_SIZE."""
+    memo[key] = value
+    while len(memo) > MEMO_SIZE:
+        del memo[next(iter(memo))]
+    return value
 
 
 def _stages(formulas: list[FormulaSpec], target: str) -> list[tuple[list[FormulaSpec], bool]]:
