@@ -6,11 +6,12 @@
   Python loop of the same compiled derivations (Result.points of one layout at a time: the
   formulas evaluated one layout after another, as a per-layout planner would). Target: the
   vectorised path >= 1e6 layouts/s... over arrays as large as the planner's (tiled to 1e6).
-* End to end: Llama 3 405B on 16,384 H100s (batch 2048 x 8192, flash attention), every
-  option combination searched (48), three ways: ``symcalc plan`` as a new process with an
-  empty cache (cold: each combination's step time and memory solved symbolically once, then
-  kept on disk), the same command again (warm: every derivation read from disk; the target,
-  < 2 s), and ``symcalc.plan`` again in the same process.
+* End to end (issue 22, item 7): ``symcalc plan --model llama3-405b --hardware h100 --gpus
+  16384 --global-batch-size 2048 --top 5``, every option combination searched (48), as a new
+  process with an empty cache directory (cold: each combination's step time and memory routed
+  and derived once, then kept on disk; target <= 3 s) and the same command again (warm: every
+  derivation read from disk; target <= 1 s), each the median of three such pairs, with the
+  ratio of each to its target; and ``symcalc.plan`` again in the same process.
 
 One core: numpy's element-wise arithmetic (all the planner's evaluation is) runs on one
 thread; the BLAS thread pools are pinned to one thread as well, before numpy is imported,
@@ -38,7 +39,8 @@ from symcalc.planner.evaluate import Question, evaluate
 from symcalc.planner.space import Shape, enumerate_space
 
 TARGET_RATE = 1e6
-TARGET_E2E = 2.0
+TARGET_COLD = 3.0        # s, a new process with an empty cache directory
+TARGET_WARM = 1.0        # s, the same command again
 ONE = {"zero_stage": ("1",), "recompute": ("full",), "sequence_parallel": ("true",)}
 
 
@@ -95,29 +97,40 @@ def run(quick: bool = False) -> list[Row]:
 
 
 E2E = ["plan", "--model", "llama3-405b", "--hardware", "h100", "--gpus", "16384", "--global-batch-size", "2048",
-       "--option", "attention_kernel=flash", "--top", "10", "--json"]
+       "--top", "5"]
 
 
-def _command(env: dict[str, str]) -> tuple[float, dict]:
-    import json
+def _command(env: dict[str, str], extra: tuple[str, ...] = ()) -> tuple[float, str]:
+    """(wall time, standard output) of ``symcalc`` + E2E as a new process."""
     t0 = time.perf_counter()
-    done = subprocess.run(symcalc_command() + E2E, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(symcalc_command() + E2E + list(extra), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
     took = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"symcalc {' '.join(E2E)} failed: {done.stderr.strip()[-400:]}")
-    return took, json.loads(done.stdout)
+    return took, done.stdout
+
+
+def _cold_and_warm(pairs: int) -> tuple[list[float], list[float], dict]:
+    """``pairs`` times: the command with an empty cache directory (cold), then again (warm);
+    and the plan's JSON from the last warm cache."""
+    import json
+    colds, warms = [], []
+    with tempfile.TemporaryDirectory(prefix="symcalc-plan-bench-") as root:
+        for k in range(pairs):
+            env = {**os.environ, "SYMCALC_CACHE_DIR": os.path.join(root, f"cache{k}")}
+            colds.append(_command(env)[0])
+            warms.append(_command(env)[0])
+        plan = json.loads(_command(env, ("--json",))[1])
+    return colds, warms, plan
 
 
 def end_to_end(quick: bool) -> list[Row]:
-    """Llama 3 405B on 16,384 H100s: cold and warm as a command (its own empty cache), warm in
-    process (the caller's cache)."""
-    with tempfile.TemporaryDirectory(prefix="symcalc-plan-bench-") as cache:
-        env = {**os.environ, "SYMCALC_CACHE_DIR": cache}
-        cold, _ = _command(env)
-        warm_runs = [_command(env) for _ in range(2 if quick else 3)]
-    warm = median([t for t, _ in warm_runs])
-    j = warm_runs[-1][1]
-    kw = dict(global_batch_size=2048, options={"attention_kernel": "flash"}, top=10)
+    """Llama 3 405B on 16,384 H100s: cold and warm as a command (each pair its own empty cache),
+    against their targets; warm in process (the caller's cache)."""
+    colds, warms, j = _cold_and_warm(2 if quick else 3)
+    cold, warm = median(colds), median(warms)
+    kw = dict(global_batch_size=2048, top=5)
     symcalc.plan("llama3-405b", "h100", 16384, **kw)        # fills the caller's cache if it was empty
     times = []
     for _ in range(2 if quick else 3):
@@ -127,17 +140,21 @@ def end_to_end(quick: bool) -> list[Row]:
     inproc = median(times)
     counts = j["counts"]
     best = p.best.label() if p.best else "-"
+    command = f"`symcalc {' '.join(E2E)}`"
+    runs = ", ".join(f"{t:.2f}" for t in colds), ", ".join(f"{t:.2f}" for t in warms)
     return [
-        Row("plan: Llama 3 405B on 16,384 H100s, `symcalc plan` warm (new process)", fmt_time(warm),
-            f"{warm:.2f} s", f"< {TARGET_E2E:g} s", warm < TARGET_E2E,
-            f"median of {len(warm_runs)} runs of `symcalc {' '.join(E2E)}` after a first run filled its cache; "
-            f"{counts['searched']:,} layouts in the space, {counts['valid']:,} valid, {counts['fitting']:,} fit, "
-            f"{p.combos} option combinations; best {best}"),
-        Row("plan: the same command cold (empty cache, new process)", fmt_time(cold), f"{cold / warm:.0f}x warm", "",
-            None, f"each of the {p.combos} option combinations' step time and memory solved symbolically once, "
-            "then kept on disk"),
+        Row("plan: Llama 3 405B on 16,384 H100s, `symcalc plan` cold (empty cache, new process)", fmt_time(cold),
+            f"{cold / TARGET_COLD:.2f}x target", f"<= {TARGET_COLD:g} s", cold <= TARGET_COLD,
+            f"median of {len(colds)} runs of {command}, each with an empty SYMCALC_CACHE_DIR ({runs[0]} s): "
+            f"each of the {p.combos} option combinations' step time and memory routed and derived once, then "
+            "kept on disk"),
+        Row("plan: the same command warm (new process)", fmt_time(warm), f"{warm / TARGET_WARM:.2f}x target",
+            f"<= {TARGET_WARM:g} s", warm <= TARGET_WARM,
+            f"median of {len(warms)} runs, each after a cold one filled its cache ({runs[1]} s); "
+            f"{counts['searched']:,} layouts in the space, {counts['valid']:,} valid, {counts['fitting']:,} fit; "
+            f"best {best}"),
         Row("plan: the same search in process (warm, symcalc.plan)", fmt_time(inproc), f"{inproc:.2f} s", "",
-            None, "no interpreter start-up or imports: the search itself"),
+            None, "no interpreter start-up, imports or exit: the search itself"),
     ]
 
 
