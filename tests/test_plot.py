@@ -124,3 +124,20 @@ def test_cli_plot_works_headless_in_a_new_process(tmp_path):
 def _png(s, path):
     s.plot(path)
     return path
+
+
+def test_plots_leave_the_session_backend_alone(tmp_path):
+    """A user's notebook backend survives symcalc's plots (issue 25): the plan figure and the
+    sweep plot are drawn on Figures of their own, never through matplotlib.use or pyplot."""
+    import matplotlib
+
+    import symcalc
+    before = matplotlib.get_backend()
+    p = symcalc.plan("llama2-7b", "h100", 8, global_batch_size=16, top=3)
+    fig = p.plot(str(tmp_path / "plan.png"))
+    assert fig.get_size_inches()[0] * fig.dpi <= 1200
+    sweep = symcalc.sweep("mfu", {"n_params": "7e9", "tokens_per_second": "1.5e5 token/s",
+                                  "peak_flops": "989 TFLOP/s"}, vary={"n_gpus": [8, 16, 32]})
+    sweep.plot(str(tmp_path / "sweep.png"))
+    assert matplotlib.get_backend() == before
+    assert (tmp_path / "plan.png").stat().st_size > 10_000 and (tmp_path / "sweep.png").stat().st_size > 5_000

@@ -111,8 +111,10 @@ class PlanResult(Rendered):
     def to_csv(self, path: str) -> None:
         render("plan_csv", self, path)
 
-    def plot(self, path: str) -> None:
-        render("plan_plot", self, path)
+    def plot(self, path: str):
+        """Draw the plan into ``path`` (.png/.svg/.pdf) and return the matplotlib Figure (the
+        session's backend is left as it was)."""
+        return render("plan_plot", self, path)
 
     def _repr_html_(self) -> str:
         return render("plan_html", self)

@@ -208,60 +208,59 @@ def plan_html(p) -> str:
     return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{msg}"
 
 
-def plan_plot(p, path, dpi: int = 110) -> None:
+def plan_plot(p, path, dpi: int = 110):
     """Three panels: the fitting layouts' step time against memory per GPU with the Pareto
     front (fastest for its memory), the top layouts' memory breakdown and their step-time
-    breakdown as stacked bars."""
+    breakdown as stacked bars. Returns the matplotlib Figure (drawn without pyplot: the
+    session's backend and figures are left as they were)."""
     path = check_target(path, "--plot")
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise QueryError(f"cannot plot to {path.name}: the file must end in .png, .svg or .pdf")
     import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure   # a figure of its own: the session's backend is left as it was
     # at most 1200 px wide (a design doc's page): the front on top, the two breakdowns below it,
     # one horizontal bar a layout, labelled with the layout itself
-    fig = plt.figure(figsize=(PLOT_WIDTH_PX / dpi, 8.2), layout="constrained")
+    fig = Figure(figsize=(PLOT_WIDTH_PX / dpi, 8.2), layout="constrained")
     grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.25))
     axes = [fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]
-    try:
-        ax = axes[0]
-        st, mem = np.asarray(p.pareto.get("step_time", [])), np.asarray(p.pareto.get("memory", [])) / GB
-        if len(st):
-            ax.scatter(mem, st, s=4, alpha=0.3, color="#7f7f7f", label=f"{len(st):,} fitting layouts")
-            order = np.argsort(mem, kind="stable")
-            front = np.minimum.accumulate(st[order])
-            keep = np.r_[True, front[1:] < front[:-1]]
-            ax.step(mem[order][keep], front[keep], where="post", color="#d62728", label="Pareto front")
+    ax = axes[0]
+    st, mem = np.asarray(p.pareto.get("step_time", [])), np.asarray(p.pareto.get("memory", [])) / GB
+    if len(st):
+        ax.scatter(mem, st, s=4, alpha=0.3, color="#7f7f7f", label=f"{len(st):,} fitting layouts")
+        order = np.argsort(mem, kind="stable")
+        front = np.minimum.accumulate(st[order])
+        keep = np.r_[True, front[1:] < front[:-1]]
+        ax.step(mem[order][keep], front[keep], where="post", color="#d62728", label="Pareto front")
+        ax.axvline(p.memory_limit / GB, color="#444444", ls="--", lw=1, label="memory limit")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)   # beside, not over
+    ax.set_xlabel("total_memory_per_gpu [GB]")
+    ax.set_ylabel("step_time [s]")
+    ax.set_title("step time against memory")
+    rows = (p.rows or p.closest)[:PLOT_ROWS]
+    labels = [f"#{r.rank} {r.label()}" for r in rows]
+    y = np.arange(len(rows))[::-1]          # #1 on top
+    for ax, attr, scale, unit, title in ((axes[1], "memory_parts", GB, "GB", "memory per GPU"),
+                                         (axes[2], "step_parts", 1.0, "s", "step time")):
+        left = np.zeros(len(rows))
+        names = []
+        for r in rows:
+            # a part that is 0 in every layout shown (no CP, no FP8) has no bar: not in the legend
+            names += [n for n, v in getattr(r, attr).items() if n not in names and v != 0]
+        # one colour per part (the default cycle repeats after ten: two parts would look alike)
+        colours = matplotlib.colormaps["tab20"](np.arange(len(names)) % 20)
+        for n, colour in zip(names, colours):
+            vals = np.array([getattr(r, attr).get(n, 0.0) / scale for r in rows])
+            ax.barh(y, vals, left=left, label=n, color=colour)
+            left += vals
+        if attr == "memory_parts":
             ax.axvline(p.memory_limit / GB, color="#444444", ls="--", lw=1, label="memory limit")
-            ax.set_yscale("log")
-            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)   # beside, not over
-        ax.set_xlabel("total_memory_per_gpu [GB]")
-        ax.set_ylabel("step_time [s]")
-        ax.set_title("step time against memory")
-        rows = (p.rows or p.closest)[:PLOT_ROWS]
-        labels = [f"#{r.rank} {r.label()}" for r in rows]
-        y = np.arange(len(rows))[::-1]          # #1 on top
-        for ax, attr, scale, unit, title in ((axes[1], "memory_parts", GB, "GB", "memory per GPU"),
-                                             (axes[2], "step_parts", 1.0, "s", "step time")):
-            left = np.zeros(len(rows))
-            names = []
-            for r in rows:
-                # a part that is 0 in every layout shown (no CP, no FP8) has no bar: not in the legend
-                names += [n for n, v in getattr(r, attr).items() if n not in names and v != 0]
-            # one colour per part (the default cycle repeats after ten: two parts would look alike)
-            colours = plt.get_cmap("tab20")(np.arange(len(names)) % 20)
-            for n, colour in zip(names, colours):
-                vals = np.array([getattr(r, attr).get(n, 0.0) / scale for r in rows])
-                ax.barh(y, vals, left=left, label=n, color=colour)
-                left += vals
-            if attr == "memory_parts":
-                ax.axvline(p.memory_limit / GB, color="#444444", ls="--", lw=1, label="memory limit")
-            ax.set_yticks(y, labels if attr == "memory_parts" else [f"#{r.rank}" for r in rows], fontsize=7)
-            ax.set_xlabel(unit)
-            ax.set_title(f"{title} of the top layouts", fontsize=10)
-            if names:       # below the bars, not over them
-                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
-        fig.suptitle(plot_text(f"{p.model} on {p.n_gpus} x {p.hardware}"), fontsize=11)
-        write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
-    finally:
-        plt.close(fig)
+        ax.set_yticks(y, labels if attr == "memory_parts" else [f"#{r.rank}" for r in rows], fontsize=7)
+        ax.set_xlabel(unit)
+        ax.set_title(f"{title} of the top layouts", fontsize=10)
+        if names:       # below the bars, not over them
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
+    fig.suptitle(plot_text(f"{p.model or 'the model of the given shapes'} on {p.n_gpus} x {p.hardware}"),
+                 fontsize=11)
+    write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
+    return fig

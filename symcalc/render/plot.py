@@ -22,9 +22,10 @@ INFEASIBLE = "#d62728"
 CAPACITY = "#444444"
 
 
-def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120) -> None:
+def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120):
     """Draw ``sweep`` (one or two axes) into ``path``; the format follows the extension. The
     file is written atomically (symcalc.outfile): a failed plot leaves an existing file as it was.
+    Returns the matplotlib Figure, drawn without pyplot: the session's backend is unchanged.
 
     Raises
     ------
@@ -39,20 +40,18 @@ def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120) -> None
     if len(sweep.axes) not in (1, 2):
         raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
     import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    matplotlib.rcParams["svg.fonttype"] = "none"   # SVG text stays text: searchable, selectable
+    from matplotlib.figure import Figure   # a figure of its own: the session's backend is left as it was
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
-    try:
-        if len(sweep.axes) == 1:
-            _line(ax, sweep)
-        else:
-            _heatmap(fig, ax, sweep)
-        ax.set_title(plot_text(title or _title(sweep)), fontsize=11)
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    if len(sweep.axes) == 1:
+        _line(ax, sweep)
+    else:
+        _heatmap(fig, ax, sweep)
+    ax.set_title(plot_text(title or _title(sweep)), fontsize=11)
+    with matplotlib.rc_context({"svg.fonttype": "none"}):   # SVG text stays text: searchable, selectable
         write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
-    finally:
-        plt.close(fig)
+    return fig
 
 
 def label(library, name: str, unit: str) -> str:
