@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import sympy
+from sympy.core.parameters import evaluate as sympy_evaluate
 
 from symcalc import units
 from symcalc.errors import (
@@ -40,7 +41,7 @@ from symcalc.library.records import (
     Requirement,
 )
 from symcalc.library.registry import Library, _option_text
-from symcalc.library.solvability import classify
+from symcalc.library.solvability import classify_all
 from symcalc.library.texcheck import UnsafeTeX, check_latex, check_text
 from symcalc.units import describe_dimension as show
 from symcalc.units.dims import DimensionMismatch, dimension_of
@@ -110,7 +111,9 @@ def build(files: list[Path]) -> Library:
         memo = _memo_key(path, doc, docs)
         loaded = _LOADED.get(memo) if memo else None
         if loaded is None:
-            loaded = [_load_formula(t, path.name, quantities, options, symbols) for t in entries]
+            shown = _display_forms(entries, quantities)
+            loaded = [_load_formula(t, path.name, quantities, options, symbols, shown.get(i))
+                      for i, t in enumerate(entries)]
             loaded += [_load_algorithm(t, path.name, quantities, options) for t in algorithms]
             if memo:
                 _LOADED[memo] = loaded
@@ -600,11 +603,8 @@ def _load_algorithm(table, file: str, quantities: dict[str, QuantitySpec],
                        solvability={**{i: "none" for i in inputs}, output: "explicit"})
 
 
-def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
-                  symbols: dict[sympy.Symbol, QuantitySpec]) -> FormulaSpec:
-    table, fid, where = _entry(table, file, "formula", FORMULA_KEYS, ("equation", "title", "source"))
-    when = _load_when(table, where, options)
-
+def _resolver(quantities: dict[str, QuantitySpec]):
+    """The names a formula may use: quantities (not text ones) and units."""
     def resolve(name: str) -> sympy.Expr:
         if name in quantities:
             if quantities[name].kind == "text":
@@ -614,11 +614,42 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
             return unit_symbol(name)
         raise ParseError(f"unknown name '{name}' (not a declared quantity or a unit)."
                          f"{did_you_mean(name, quantities)}")
+    return resolve
 
+
+def _display_forms(entries: list, quantities: dict[str, QuantitySpec]) -> dict[int, object]:
+    """Each formula's sides as written (unevaluated, for display), by its position in
+    ``entries``: parsed together, with sympy's evaluation switched off once. Switching it off
+    and on again clears sympy's whole cache, and doing so around each formula made the
+    evaluated parse of the next start cold (Min and Max compare their arguments through the
+    assumptions system, a fifth of loading the library). What fails to parse is kept as its
+    exception, raised where the formula is loaded."""
+    resolve = _resolver(quantities)
+    out: dict[int, object] = {}
+    with sympy_evaluate(False):
+        for i, table in enumerate(entries):
+            equation = table.get("equation") if isinstance(table, dict) else None
+            if isinstance(equation, str):
+                try:
+                    out[i] = parse_equation(equation, resolve, evaluate=False)
+                except Exception as e:      # raised again in order, by _load_formula
+                    out[i] = e
+    return out
+
+
+def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
+                  symbols: dict[sympy.Symbol, QuantitySpec], shown: object = None) -> FormulaSpec:
+    """One [[formulas]] entry; ``shown``: its sides as written, parsed already (or the
+    exception parsing them raised), else None (parsed here)."""
+    table, fid, where = _entry(table, file, "formula", FORMULA_KEYS, ("equation", "title", "source"))
+    when = _load_when(table, where, options)
+    resolve = _resolver(quantities)
     equation = table["equation"]
     try:
         lhs, rhs = parse_equation(equation, resolve)
-        dlhs, drhs = parse_equation(equation, resolve, evaluate=False)
+        if isinstance(shown, Exception):
+            raise shown
+        dlhs, drhs = shown if shown is not None else parse_equation(equation, resolve, evaluate=False)
     except ParseError as e:
         raise LibraryError(f"{where}: {e}") from None
     try:
@@ -644,7 +675,7 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
              if not isinstance(s, UnitSymbol)]
     if not names:
         raise LibraryError(f"{where}: the equation relates no quantities")
-    solvability = {n: classify(lhs, rhs, quantities[n].symbol) for n in names}
+    solvability = dict(zip(names, classify_all(lhs, rhs, [quantities[n].symbol for n in names])))
     rule = table.get("default", False)
     forward = table.get("forward_only", False)
     from_given = table.get("from_given", [])

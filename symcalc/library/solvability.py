@@ -18,29 +18,30 @@ import sympy
 
 def classify(lhs: sympy.Expr, rhs: sympy.Expr, x: sympy.Symbol) -> str:
     """How ``lhs = rhs`` can be solved for ``x`` (see module docstring). Linear in tree size."""
-    if _under(lhs, x, (sympy.ceiling, sympy.floor)) or _under(rhs, x, (sympy.ceiling, sympy.floor)):
-        return "none"
-    if _in_condition(lhs, x) or _in_condition(rhs, x):
-        return "none"
-    if (lhs == x and x not in rhs.free_symbols) or (rhs == x and x not in lhs.free_symbols):
-        return "explicit"
-    if _under(lhs, x, (sympy.Min, sympy.Max, sympy.Piecewise)) or \
-            _under(rhs, x, (sympy.Min, sympy.Max, sympy.Piecewise)):
-        return "numeric"
-    return "symbolic"
+    return classify_all(lhs, rhs, [x])[0]
 
 
-def _under(expr: sympy.Basic, x: sympy.Symbol, kinds: tuple) -> bool:
-    """True if x occurs inside a node of one of ``kinds``."""
-    for node in sympy.preorder_traversal(expr):
-        if isinstance(node, kinds) and x in node.free_symbols:
-            return True
-    return False
-
-
-def _in_condition(expr: sympy.Basic, x: sympy.Symbol) -> bool:
-    for node in sympy.preorder_traversal(expr):
-        if isinstance(node, sympy.Piecewise):
-            if any(x in pair.cond.free_symbols for pair in node.args):
-                return True
-    return False
+def classify_all(lhs: sympy.Expr, rhs: sympy.Expr, xs) -> list[str]:
+    """:func:`classify` for each of ``xs``, from one walk of each side (a formula is classified
+    for every quantity it relates when the library loads: four walks per quantity otherwise)."""
+    rounded: set = set()        # symbols inside a ceiling or floor
+    conditions: set = set()     # symbols in a Piecewise condition
+    monotone: set = set()       # symbols inside a Min, Max or Piecewise
+    for side in (lhs, rhs):
+        for node in sympy.preorder_traversal(side):
+            if isinstance(node, (sympy.ceiling, sympy.floor)):
+                rounded |= node.free_symbols
+            if isinstance(node, sympy.Piecewise):
+                for pair in node.args:
+                    conditions |= pair.cond.free_symbols
+            if isinstance(node, (sympy.Min, sympy.Max, sympy.Piecewise)):
+                monotone |= node.free_symbols
+    out = []
+    for x in xs:
+        if x in rounded or x in conditions:
+            out.append("none")
+        elif (lhs == x and x not in rhs.free_symbols) or (rhs == x and x not in lhs.free_symbols):
+            out.append("explicit")
+        else:
+            out.append("numeric" if x in monotone else "symbolic")
+    return out
