@@ -48,6 +48,12 @@ if TYPE_CHECKING:   # pragma: no cover
 
 __all__ = ["Derivation", "Evaluation", "SingularBlock", "SolvedStep", "ceil_tol", "floor_tol"]
 
+# From this many points a grid takes the sweep path (symcalc.engine.fastpath); below it the
+# evaluator here costs about the same. Kept here, not there: the sweep path's module imports
+# sympy (a quarter of a warm plan), and whether a grid is large enough is asked of every
+# evaluation over arrays (a plan's ~100 groups of layouts, most far smaller).
+SWEEP_MIN_SIZE = 1 << 15
+
 
 class SingularBlock(Exception):
     """A block of equations that are not independent: ``formula`` is implied by the others."""

@@ -44,14 +44,15 @@ import sympy
 
 from symcalc import budget
 from symcalc.budget import bounded
-from symcalc.engine.derivation import Derivation
+from symcalc.engine.derivation import SWEEP_MIN_SIZE, Derivation
 from symcalc.library.compiling import compile_expr, unit_factors
 from symcalc.engine.method import Method
 from symcalc.engine.rounding import round_whole
 from symcalc.engine.signs import NONNEG, POS, domain_sign, interval, sign
-from symcalc.engine.sweepsize import CHUNK, MIN_SIZE
 from symcalc.library.records import Interval
 
+CHUNK = 1 << 14          # elements per chunk: a chunk's inputs and temporaries stay in L2 cache
+MIN_SIZE = SWEEP_MIN_SIZE   # below this many points the general path costs about the same
 EDGE = 1e-12             # a fused answer this close (relatively) to a finite bound is left to solve()
 
 

@@ -603,6 +603,10 @@ def _load_algorithm(table, file: str, quantities: dict[str, QuantitySpec],
                        solvability={**{i: "none" for i in inputs}, output: "explicit"})
 
 
+# a formula's two sides, parsed
+_Sides = tuple[sympy.Expr, sympy.Expr]
+
+
 def _resolver(quantities: dict[str, QuantitySpec]):
     """The names a formula may use: quantities (not text ones) and units."""
     def resolve(name: str) -> sympy.Expr:
@@ -617,7 +621,7 @@ def _resolver(quantities: dict[str, QuantitySpec]):
     return resolve
 
 
-def _display_forms(entries: list, quantities: dict[str, QuantitySpec]) -> dict[int, object]:
+def _display_forms(entries: list, quantities: dict[str, QuantitySpec]) -> dict[int, _Sides | Exception]:
     """Each formula's sides as written (unevaluated, for display), by its position in
     ``entries``: parsed together, with sympy's evaluation switched off once. Switching it off
     and on again clears sympy's whole cache, and doing so around each formula made the
@@ -625,7 +629,7 @@ def _display_forms(entries: list, quantities: dict[str, QuantitySpec]) -> dict[i
     assumptions system, a fifth of loading the library). What fails to parse is kept as its
     exception, raised where the formula is loaded."""
     resolve = _resolver(quantities)
-    out: dict[int, object] = {}
+    out: dict[int, _Sides | Exception] = {}
     with sympy_evaluate(False):
         for i, table in enumerate(entries):
             equation = table.get("equation") if isinstance(table, dict) else None
@@ -638,7 +642,7 @@ def _display_forms(entries: list, quantities: dict[str, QuantitySpec]) -> dict[i
 
 
 def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options: dict[str, OptionSpec],
-                  symbols: dict[sympy.Symbol, QuantitySpec], shown: object = None) -> FormulaSpec:
+                  symbols: dict[sympy.Symbol, QuantitySpec], shown: _Sides | Exception | None = None) -> FormulaSpec:
     """One [[formulas]] entry; ``shown``: its sides as written, parsed already (or the
     exception parsing them raised), else None (parsed here)."""
     table, fid, where = _entry(table, file, "formula", FORMULA_KEYS, ("equation", "title", "source"))

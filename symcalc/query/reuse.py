@@ -16,7 +16,7 @@ import pint
 
 from symcalc import units
 from symcalc.engine.rounding import round_whole
-from symcalc.engine.sweepsize import MIN_SIZE
+from symcalc.engine.derivation import SWEEP_MIN_SIZE as MIN_SIZE
 from symcalc.errors import QueryError
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
