@@ -155,3 +155,35 @@ def test_imports_inside_functions_say_why(module):
         if not any("#" in x for x in statement) and not above.strip().startswith("#"):
             silent.append(f"line {line}: {statement[0].strip()}")
     assert not silent, f"{module}: imports inside functions without a reason: {silent}"
+
+
+# modules that import the package root itself (``from symcalc import ...``), each with its reason:
+# the root binds the public names lazily, so importing it from below is importing from above
+ROOT_IMPORTS = {
+    "symcalc.query": "the layer package tells the root when a submodule is imported (_Layer)",
+    "symcalc.library": "the same",
+    "symcalc.planner": "the same",
+}
+
+
+def test_imports_of_the_package_root_are_counted():
+    importers = {m for m in MODULES for i, _, _ in imports(m) if i == "symcalc" and m != "symcalc"}
+    assert importers == set(ROOT_IMPORTS), (
+        f"modules importing the package root: {sorted(importers)}; expected {sorted(ROOT_IMPORTS)} "
+        "(import the module that defines the name instead)")
+
+
+def test_the_format_registry_names_real_renderers_in_the_render_layer():
+    """The renderers are imported by their string keys (symcalc.render.formats.FORMATS,
+    "module:function"): imports the ast cannot see, so each is checked here: the module exists,
+    sits in the render layer, and has the function."""
+    import importlib
+
+    from symcalc.render.formats import FORMATS
+    render = [i for i, (name, _) in enumerate(LAYERS) if name == "render"][0]
+    assert len(FORMATS) >= 10
+    for key, spec in FORMATS.items():
+        module, _, function = spec.partition(":")
+        assert module in MODULES, f"format {key}: no module {module}"
+        assert layer_of(module) == render, f"format {key}: {module} is not in the render layer"
+        assert callable(getattr(importlib.import_module(module), function, None)), f"format {key}: no {spec}"
