@@ -15,7 +15,7 @@ traceback. ``solve``, ``sweep`` and ``compare`` are whole questions: they take a
 ``time_limit`` keyword (seconds, None for none; default SYMCALC_TIME_LIMIT or
 symcalc.budget.DEFAULT_QUESTION_LIMIT, 30 s) and raise TimeLimitError when it runs out;
 ``plan`` too, with symcalc.budget.DEFAULT_PLAN_LIMIT (120 s: a first plan solves up to 48
-option combinations symbolically, 9-10 s measured).
+option combinations symbolically; benchmarks/planner.py times it).
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ ENV_LIMIT = "SYMCALC_TIME_LIMIT"
 #: ``time_limit=`` in Python).
 DEFAULT_QUESTION_LIMIT = 30.0
 #: Seconds a plan (``symcalc plan``, ``symcalc.plan``) may take: its first run for a model and
-#: GPU solves up to 48 option combinations symbolically (measured 9-10 s cold for Llama 3 405B
-#: on 16,384 H100s, about 1 s warm), and planning backwards or a nothing-fits hint searches
-#: several GPU counts. Twelve times the cold search leaves room for a slow or shared machine.
+#: GPU solves up to 48 option combinations symbolically, and planning backwards or a
+#: nothing-fits hint searches several GPU counts; the room left for a slow or shared machine is
+#: measured by benchmarks/planner.py (the cold search against its own target).
 DEFAULT_PLAN_LIMIT = 120.0
 #: Seconds a calibration (``symcalc calibrate``) may take: it solves the step time once per group
 #: of runs sharing options (a cold derivation of a few seconds each for a stack not asked before)
