@@ -86,6 +86,10 @@ def _run(args: list[str], as_json: bool) -> int:
         return e.exit_code
     except click.exceptions.Abort:
         return _fail("interrupted", "interrupted", as_json, status=EXIT_INTERRUPTED)
+    except getattr(click.exceptions, "NoArgsIsHelpError", ()) as e:     # click >= 8.2
+        # a bare `symcalc` (or a group without its command): the help, formatted, is the answer
+        click.echo(e.ctx.get_help() if e.ctx is not None else cli.get_help(click.Context(cli)))
+        return 0
     except click.ClickException as e:
         return _fail("usage", _click_message(e), as_json)
     except SymcalcError as e:

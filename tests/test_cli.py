@@ -186,3 +186,13 @@ def test_markdown_shows_exact_then_rounded(cli):
     run = cli("solve", "n_gpus", "n_params=30e9", "n_tokens=600e9 token", "train_time=30 day", "mfu=45%",
               "peak_flops=989 TFLOP/s", "--markdown", "-")
     assert "93.6224" in run.out and "rounded up" in run.out
+
+
+def test_bare_symcalc_prints_the_formatted_help(cli):
+    """A new user's first command: the help as click formats it (usage, examples, commands on
+    lines of their own), exit 0, not the whole help squashed onto one error line."""
+    run = cli()
+    assert run.code == 0 and not run.err
+    lines = run.out.splitlines()
+    assert lines[0].startswith("Usage: symcalc") and "Commands:" in lines
+    assert any(line.strip().startswith("plan ") for line in lines) and len(lines) > 20
