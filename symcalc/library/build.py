@@ -60,7 +60,7 @@ QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "dom
                  "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "usual",
                  "source_error"}
 GIVEN_IS = ("at_most", "at_least")
-OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input"}
+OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "hardware_dtype", "options", "supports",
                      "requires"}
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
@@ -416,13 +416,14 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     default = str(table.get("default", ""))
     if default not in values:
         raise LibraryError(f"{where}: default '{default}' is not one of its values {list(values)}")
-    main_input = table.get("main_input", False)
-    if not isinstance(main_input, bool):
-        raise LibraryError(f"{where}: 'main_input' must be true or false")
+    main_input, searched = table.get("main_input", False), table.get("searched", False)
+    if not isinstance(main_input, bool) or not isinstance(searched, bool):
+        raise LibraryError(f"{where}: 'main_input' and 'searched' must be true or false")
     return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
                       values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes, hardware_dtype=needs,
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
-                      main_input=main_input, option_defaults=option_defaults, supports=supports, requires=requires)
+                      main_input=main_input, searched=searched, option_defaults=option_defaults, supports=supports,
+                      requires=requires)
 
 
 def _option_links(spec: dict, where: str, quantities: dict[str, QuantitySpec]

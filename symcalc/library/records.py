@@ -155,6 +155,7 @@ class OptionSpec:
     # values that given quantities imply: [(option value, Condition)], first match wins
     implied_by: tuple = ()
     main_input: bool = False     # its default value changes the question: said first when it shapes one
+    searched: bool = False       # `symcalc plan` searches its values (in their declared order)
     # value -> {other option: its default under this value} (a training stack sets the kernels
     # and overlaps it runs); below presets and implications, above the other option's own default
     option_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
