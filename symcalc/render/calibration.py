@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 import shlex
+from typing import TYPE_CHECKING, Any
 
 from symcalc.query.calibrate import value_text
 from symcalc.units.format import fmt
+
+if TYPE_CHECKING:
+    from symcalc.query.calibrate import Calibration
 
 
 def _seconds(x: float) -> str:
@@ -25,7 +29,7 @@ def _percent(e: float, sign: bool = True) -> str:
     return f"{100 * e:+.1f} %" if sign else f"{100 * e:.1f} %"
 
 
-def _moved(cal) -> set[tuple[str, str]]:
+def _moved(cal: Calibration) -> set[tuple[str, str]]:
     return {(c.name, c.key) for c, _ in cal.fit.moved()}
 
 
@@ -35,7 +39,7 @@ def _columns(header: list[str], rows: list[list[str]], right: set[int]) -> list[
             .rstrip() for r in [header, *rows]]
 
 
-def calibration_text(cal) -> str:
+def calibration_text(cal: Calibration) -> str:
     fit = cal.fit
     stacks = cal.stacks
     out = [f"Calibration of {cal.runs_file.name}: {len(fit.runs)} measured steps on {cal.base}, "
@@ -61,8 +65,8 @@ def calibration_text(cal) -> str:
             out.append(f"  {quantity} = {value_text(quantity, value)}  ({how})")
     out.append("")
     if not fit.improved():
-        before, after = _percent(fit.mean_error("before"), sign=False), _percent(fit.mean_error("after"), sign=False)
-        out.append(f"The fit did not improve the mean |error| ({before} before, {after} after): the profile holds "
+        was, now = _percent(fit.mean_error("before"), sign=False), _percent(fit.mean_error("after"), sign=False)
+        out.append(f"The fit did not improve the mean |error| ({was} before, {now} after): the profile holds "
                    "the fitted values all the same, which the priors pull close to the base preset's.")
     if cal.profile_path:
         out.append(f"wrote {cal.profile_path}: use it as --hardware {shlex.quote(cal.profile_path)} "
@@ -74,7 +78,7 @@ def _number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def calibration_dict(cal) -> dict:
+def calibration_dict(cal: Calibration) -> dict[str, Any]:
     fit = cal.fit
     moved = _moved(cal)
     before, after = cal.predicted("before"), cal.predicted("after")

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from symcalc.errors import UnknownNameError, closest_names
 from symcalc.library.presets import all_presets
+
+if TYPE_CHECKING:
+    from symcalc.library.records import FormulaSpec, OptionSpec
+    from symcalc.library.registry import Library
 
 
 def _match(term: str | None, *texts: str) -> bool:
@@ -14,7 +20,7 @@ def _match(term: str | None, *texts: str) -> bool:
     return all(w in hay for w in words)
 
 
-def formula_kind(f) -> str:
+def formula_kind(f: FormulaSpec) -> str:
     """law, default rule (gives its left side unless known), consequence (of other laws),
     forward-only law, or algorithm."""
     if f.algorithm:
@@ -26,7 +32,7 @@ def formula_kind(f) -> str:
     return "forward only" if f.forward_only else "law"
 
 
-def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, list[dict]]:
+def catalog(lib: Library, kind: str | None = None, term: str | None = None) -> dict[str, list[dict]]:
     """Quantities, formulas and options (or one kind), filtered by every word of ``term``."""
     out: dict[str, list[dict]] = {}
     if kind in (None, "quantities"):
@@ -50,7 +56,7 @@ def catalog(lib, kind: str | None = None, term: str | None = None) -> dict[str, 
     return out
 
 
-def describe(lib, name: str) -> dict:
+def describe(lib: Library, name: str) -> dict[str, Any]:
     """Everything about one quantity (or alias), formula or option.
 
     Returns
@@ -67,7 +73,7 @@ def describe(lib, name: str) -> dict:
         q = lib.quantity(name)
         used_in = [f.id for f in lib.formulas.values() if q.name in f.quantities]
         text = q.kind == "text"
-        info = {"kind": "quantity", "name": q.name, "description": q.description,
+        info: dict[str, Any] = {"kind": "quantity", "name": q.name, "description": q.description,
                 "unit": "text" if text else q.unit or "count",
                 "display_unit": "text" if text else q.display_unit or "count",
                 "latex": q.latex, "domain": None if text else str(q.domain), "aliases": list(q.aliases),
@@ -114,11 +120,11 @@ def describe(lib, name: str) -> dict:
     raise UnknownNameError(f"'{name}' is not a quantity, formula or option.{hint}", near)
 
 
-def _option_value(o, value: str, description: str) -> dict:
+def _option_value(o: OptionSpec, value: str, description: str) -> dict[str, Any]:
     """One value of an option for ``show``: what it means and sets, and, for a value that sets
     other options (a training stack), their defaults under it, the values of others it runs
     with and the conditions it puts on given values."""
-    out = {"description": description, "sets": o.sets.get(value, {}), "source": o.sources.get(value, "")}
+    out: dict[str, Any] = {"description": description, "sets": o.sets.get(value, {}), "source": o.sources.get(value, "")}
     if o.option_defaults.get(value):
         out["options"] = dict(o.option_defaults[value])
     if o.supports.get(value):

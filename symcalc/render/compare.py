@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import numpy as np
 
 from symcalc.render.common import was_rounded
@@ -9,8 +11,12 @@ from symcalc.render.findings import finding_dict
 from symcalc.render.jsonout import _plain, result_dict
 from symcalc.units.format import fmt, with_unit
 
+if TYPE_CHECKING:
+    from symcalc.query.compare import Comparison
+    from symcalc.query.results import Result
 
-def _value(result) -> str:
+
+def _value(result: Result) -> str:
     """One side's answer as shown by solve: ``94  (exact 93.62, rounded up)`` for whole numbers."""
     line = with_unit(result.value, result.unit)
     if was_rounded(result):
@@ -18,19 +24,19 @@ def _value(result) -> str:
     return line
 
 
-def _signed(x, unit: str = "") -> str:
+def _signed(x: float | np.ndarray, unit: str = "") -> str:
     """``+13.78 GB`` / ``-13.78 GB``: a change reads better with its sign."""
     text = with_unit(x, unit)
     return f"+{text}" if np.ndim(x) == 0 and float(x) > 0 else text
 
 
-def headline(cmp) -> str:
+def headline(cmp: Comparison) -> str:
     """``model_state_memory: 15.53 GB (zero_stage=2) vs 1.75 GB (zero_stage=3)``."""
     return (f"{cmp.target}: {with_unit(cmp.a.value, cmp.unit)} ({cmp.label_a}) "
             f"vs {with_unit(cmp.b.value, cmp.unit)} ({cmp.label_b})")
 
 
-def comparison_text(cmp) -> str:
+def comparison_text(cmp: Comparison) -> str:
     """Headline, both sides with their labels, B - A, B / A with the change in per cent, what
     the sides share, notes and out-of-bounds values (warnings are the caller's to print)."""
     rows = [("A", _value(cmp.a), cmp.label_a), ("B", _value(cmp.b), cmp.label_b)]
@@ -40,7 +46,8 @@ def comparison_text(cmp) -> str:
     if cmp.difference is not None:
         lines.append(f"  difference B - A: {_signed(cmp.difference.magnitude, cmp.unit)}")
     if cmp.ratio is not None:
-        change = cmp.percent_change
+        # a number or an array whenever the ratio is defined (Comparison.percent_change)
+        change = cast("float | np.ndarray", cmp.percent_change)
         shown = f"{_signed(change)} %" if np.ndim(change) == 0 else f"{fmt(change)} %"
         lines.append(f"  ratio B / A: {fmt(cmp.ratio.magnitude)}  (change {shown})")
     for note in cmp.notes:
@@ -55,10 +62,10 @@ def comparison_text(cmp) -> str:
     return "\n".join(lines)
 
 
-def comparison_dict(cmp) -> dict:
+def comparison_dict(cmp: Comparison) -> dict[str, Any]:
     """target, unit, a/b (label, value, exact, result), difference, ratio, percent_change,
     differs, same, notes, warnings, out_of_bounds, findings (the records behind both): plain types only."""
-    def side(result, label: str) -> dict:
+    def side(result: Result, label: str) -> dict[str, Any]:
         return {"label": label, "value": _plain(result.value),
                 "exact": _plain(result.exact) if result.exact is not None else None,
                 "result": result_dict(result)}

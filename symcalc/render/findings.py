@@ -8,6 +8,8 @@ dispatches on the finding's kind. Records reach it through the ``finding`` forma
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +22,7 @@ def sentence(f: Finding) -> str:
     return _SENTENCES[f.kind](f, f.values)
 
 
-def finding_dict(f: Finding) -> dict:
+def finding_dict(f: Finding) -> dict[str, Any]:
     """``f`` in plain types: {kind, quantity, values, related, formulas, mask}; NaN and inf
     become null, a mask a nested list of booleans (None when it has none)."""
     return {"kind": f.kind, "quantity": f.quantity, "values": _plain(f.values), "related": list(f.related),
@@ -28,7 +30,7 @@ def finding_dict(f: Finding) -> dict:
             "mask": None if f.mask is None else np.asarray(f.mask, dtype=bool).tolist()}
 
 
-def _plain(v):
+def _plain(v: object) -> object:
     if isinstance(v, dict):
         return {k: _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -42,39 +44,39 @@ def _plain(v):
     return v
 
 
-def _bounds(b: dict) -> str:
+def _bounds(b: dict[str, Any]) -> str:
     """[0, inf), (0 %, 100 %]: an interval in display terms."""
     unit = " %" if b["percent"] else ""
     return (f"{'(' if b['lo_open'] else '['}{b['lo']:g}{unit}, {b['hi']:g}{unit}"
             f"{')' if b['hi_open'] else ']'}")
 
 
-def _where(v: dict) -> str:
+def _where(v: dict[str, Any]) -> str:
     return f" at {v['points']} of {v['of']} points" if v.get("of") else ""
 
 
-def _several_roots(f, v):
+def _several_roots(f: Finding, v: dict[str, Any]) -> str:
     return (f"{', '.join(f.related)}: more than one root lies in the admissible range ({f.formulas[0]}); "
             "the first was taken")
 
 
-def _not_whole(f, v):
+def _not_whole(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} = {fmt(v['value'], 6)} is not a whole number"
 
 
-def _rounded_nearest(f, v):
+def _rounded_nearest(f: Finding, v: dict[str, Any]) -> str:
     return (f"{f.quantity} = {fmt(v['value'], 6)} is not a whole number; rounded to the nearest: the given "
             "values do not fit whole numbers exactly (round up or down to choose: --round, or rounding= in Python)")
 
 
-def _over_capacity(f, v):
+def _over_capacity(f: Finding, v: dict[str, Any]) -> str:
     u = v["unit"]
     largest = f"; the largest part is {v['largest'][0]} = {with_unit(v['largest'][1], u)}" if v.get("largest") else ""
     return (f"{f.quantity} = {with_unit(v['value'], u)} exceeds {f.related[0]} = {with_unit(v['capacity'], u)}"
             f"{_where(v)} by {with_unit(v['excess'], u)}: it does not fit{largest}")
 
 
-def _not_used(f, v):
+def _not_used(f: Finding, v: dict[str, Any]) -> str:
     where = []
     for name, users in v.get("used_by", {}).items():
         if users.get("quantities"):
@@ -92,14 +94,14 @@ def _not_used(f, v):
             f"(no formula on the route needs it{said}; check the options if it should matter)")
 
 
-def _found_numerically(f, v):
+def _found_numerically(f: Finding, v: dict[str, Any]) -> str:
     if v.get("torn"):
         return (f"{f.quantity} found numerically: a block of {v['equations']} equations solved by searching "
                 f"it (the other {v['follow']} follow from it)")
     return f"{', '.join(f.related)} found numerically ({', '.join(f.formulas)})"
 
 
-def _conflict(f, v):
+def _conflict(f: Finding, v: dict[str, Any]) -> str:
     u = v["unit"]
     leaning = ", ".join(f"{k} = {x}" for k, x in v["leaning"])
     return (f"conflict: {f.quantity} = {with_unit(v['given'], u)} is given, but {', '.join(v['from'])}"
@@ -108,7 +110,7 @@ def _conflict(f, v):
             f"the answer does not use the given {f.quantity}")
 
 
-def _unused_disagrees(f, v):
+def _unused_disagrees(f: Finding, v: dict[str, Any]) -> str:
     u = v["unit"]
     leaning = ", ".join(f"{k} = {x}" for k, x in v["leaning"])
     also = [q for q in f.related if q != f.quantity]
@@ -118,7 +120,7 @@ def _unused_disagrees(f, v):
             f"give what differs from those defaults (or the quantity this answer takes by default) to use them")
 
 
-def _preset(f, v):
+def _preset(f: Finding, v: dict[str, Any]) -> str:
     if v["what"] == "latent_attention":
         return (f"{v['file']}: multi-head latent attention (kv_lora_rank) is not modelled: attention "
                 "parameters and counts from the shapes are approximate")
@@ -126,7 +128,7 @@ def _preset(f, v):
             "model: counts from the shapes are approximate")
 
 
-def _implausible(f, v):
+def _implausible(f: Finding, v: dict[str, Any]) -> str:
     u = v["unit"]
     slips = [f"{with_unit(x, u)} (a unit prefix off by 1000)" if written is None else f"{written} ({with_unit(x, u)})"
              for written, x in v["slips"]]
@@ -135,46 +137,46 @@ def _implausible(f, v):
             f"of real hardware and models{hint}")
 
 
-def _limits_clash(f, v):
+def _limits_clash(f: Finding, v: dict[str, Any]) -> str:
     return (f"the given limits pull {f.quantity} both up and down; rounded {v['rounded']} "
             "(no whole value may keep them all)")
 
 
-def _above_limit(f, v):
+def _above_limit(f: Finding, v: dict[str, Any]) -> str:
     where = f" ({v['origin']})" if v.get("origin") else ""
     return (f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])} is above {v['limit']} = "
             f"{with_unit(fmt(v['limit_value']), v['limit_unit'])}{where}; answered all the same, but "
             f"{v['limit']} is {v['description'].split(':')[0]}")
 
 
-def _reported(f, v):
+def _reported(f: Finding, v: dict[str, Any]) -> str:
     shown = v["value"] if isinstance(v["value"], str) else with_unit(fmt(v["value"]), v["unit"])
     return f"{f.quantity} = {shown}: {v['description']}"
 
 
-def _published(f, v):
+def _published(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} is the published value from the preset ({v['origin']})"
 
 
-def _looked_up(f, v):
+def _looked_up(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} is looked up, not derived: nothing given determines it ({v['origin']})"
 
 
-def _given_target(f, v):
+def _given_target(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} is given: the answer is that value converted"
 
 
-def _unmeasured(f, v):
+def _unmeasured(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} = {v['value']} from {v['preset']} is {v['basis']}, not measured: {v['source']}"
 
 
-def _out_of_bounds(f, v):
+def _out_of_bounds(f: Finding, v: dict[str, Any]) -> str:
     shown = with_unit(v["value"], v["unit"]) if v["value"] is not None else "undefined (NaN)"
     return (f"{f.quantity} = {shown}{_where(v)} is outside its bounds {_bounds(v['bounds'])}: the values of "
             f"{', '.join(f.related)} are inconsistent, or outside the range of {', '.join(f.formulas)}")
 
 
-def _rounds_outside(f, v):
+def _rounds_outside(f: Finding, v: dict[str, Any]) -> str:
     u = v["unit"]
     why = ("no whole value keeps the limit the question gives: the smallest already breaks it"
            if v["how"] == "down" else "a whole number this small makes no sense here")
@@ -182,7 +184,7 @@ def _rounds_outside(f, v):
             f"outside {_bounds(v['bounds'])}: {why}")
 
 
-_SENTENCES = {
+_SENTENCES: dict[str, Callable[[Finding, dict[str, Any]], str]] = {
     "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
     "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
     "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,

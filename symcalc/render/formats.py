@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
+from typing import Any
 
 # format -> "module:function"; each function takes the record first
 FORMATS = {
@@ -35,14 +36,14 @@ FORMATS = {
 }
 
 
-def renderer(name: str) -> Callable:
+def renderer(name: str) -> Callable[..., Any]:
     """The function of format ``name`` (imported on first use). Raises KeyError for an unknown
     format."""
     module, _, function = FORMATS[name].partition(":")
     return getattr(importlib.import_module(module), function)
 
 
-def render(name: str, record, *args, **kwargs):
+def render(name: str, record: object, *args: Any, **kwargs: Any) -> Any:
     """``record`` in format ``name``."""
     return renderer(name)(record, *args, **kwargs)
 
@@ -57,7 +58,7 @@ class Rendered:
     def text(self) -> str:
         return render(self.TEXT_FORMAT, self)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return render(self.JSON_FORMAT, self)
 
     def json(self, indent: int | None = 2) -> str:

@@ -6,10 +6,20 @@ subgraph); computes nothing of its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from symcalc.errors import QueryError
 from symcalc.outfile import check_target, write_file
 from symcalc.render.common import plot_text
 from symcalc.render.plot import FORMATS
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    import networkx as nx
+
+    from symcalc.library.registry import Library
 
 SHOWN = 12          # names listed a line before "+N more"
 
@@ -19,7 +29,7 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:SHOWN]) + (f", +{more} more" if more > 0 else "") if names else "nothing"
 
 
-def graph_text(lib, info: dict, options: dict) -> str:
+def graph_text(lib: Library, info: dict[str, Any], options: Mapping[str, str]) -> str:
     """The direct dependencies both ways, then everything upstream and downstream by hops."""
     spec = lib.quantities[info["name"]]
     unit = f" [{spec.unit}]" if str(spec.unit) not in ("", "dimensionless") else ""
@@ -41,7 +51,7 @@ def graph_text(lib, info: dict, options: dict) -> str:
     return "\n".join(out)
 
 
-def plot_graph(g, name: str, path: str) -> None:
+def plot_graph(g: nx.DiGraph, name: str, path: str | PathLike[str]) -> None:
     """What gives ``name``, drawn left to right by formula hops from it (quantities as dots,
     formulas as small squares); the file's type from its suffix. A Figure of its own: the
     session's matplotlib backend is left as it was."""

@@ -10,12 +10,21 @@ from __future__ import annotations
 import csv
 import html
 import io
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from symcalc.errors import QueryError
 from symcalc.outfile import check_target, write_file
 from symcalc.render.common import plot_text
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from matplotlib.figure import Figure
+
+    from symcalc.planner.result import PlanResult, PlanRow
 
 DAY, HOUR, GB = 86400.0, 3600.0, 1e9
 PLOT_WIDTH_PX = 1200       # the plan figure's width at its dpi: a design doc's page
@@ -25,7 +34,7 @@ COLUMNS = ("rank", "layout", "memory_GB", "largest_part", "step_time_s", "larges
 VERDICTS_SHOWN = 3         # rows whose verdict is spelled out under the table (JSON has every row's)
 
 
-def _cells(r) -> dict:
+def _cells(r: PlanRow) -> dict[str, str]:
     part = r.largest_memory_part
     step_part = max(r.step_parts.items(), key=lambda kv: kv[1]) if r.step_parts else None
     m = r.metrics
@@ -48,7 +57,7 @@ def _cells(r) -> dict:
     }
 
 
-def _table(rows) -> str:
+def _table(rows: Sequence[PlanRow]) -> str:
     cells = [_cells(r) for r in rows]
     cols = [c for c in COLUMNS if any(x[c] for x in cells)]
     widths = {c: max(len(c), *(len(x[c]) for x in cells)) for c in cols}
@@ -57,7 +66,7 @@ def _table(rows) -> str:
     return "\n".join(lines)
 
 
-def plan_text(p) -> str:
+def plan_text(p: PlanResult) -> str:
     stack = f", stack {p.stack}{'' if p.stack_given else ' (the default; --stack to change)'}" if p.stack else ""
     model = p.model or "the model of the given shapes"
     out = [f"Plan: {model} on {p.n_gpus} x {p.hardware}, global batch {p.global_batch_size} x {p.seq_len} tokens, "
@@ -105,12 +114,12 @@ def plan_text(p) -> str:
         out.append("Rejected:")
         for reason, n in sorted(p.rejected.items(), key=lambda kv: -kv[1]):
             out.append(f"  {n:>12,} layouts: {reason}")
-    for n in p.notes:
-        out.append(f"note: {n}")
+    for note in p.notes:
+        out.append(f"note: {note}")
     return "\n".join(out)
 
 
-def _evidence_lines(p) -> list[str]:
+def _evidence_lines(p: PlanResult) -> list[str]:
     """What the rows rest on: how many are validated, the frontier hypotheses are held to, the
     first rows' verdicts and the layouts grouped under them."""
     e = p.evidence
@@ -138,7 +147,7 @@ def _evidence_lines(p) -> list[str]:
     return out if len(out) > 1 else []
 
 
-def _row_dict(r) -> dict:
+def _row_dict(r: PlanRow) -> dict[str, Any]:
     return {"rank": r.rank, "label": r.label(), "layout": r.layout, "options": r.options,
             "step_time_s": r.step_time, "memory_per_gpu_bytes": r.memory, "fits": r.fits,
             "memory_parts_bytes": r.memory_parts, "step_parts_s": r.step_parts,
@@ -152,7 +161,7 @@ def _row_dict(r) -> dict:
             "command": r.command}
 
 
-def plan_dict(p) -> dict:
+def plan_dict(p: PlanResult) -> dict[str, Any]:
     return {
         "model": p.model, "hardware": p.hardware, "n_gpus": p.n_gpus, "by": p.by,
         "stack": p.stack, "stack_given": p.stack_given,
@@ -169,7 +178,7 @@ def plan_dict(p) -> dict:
     }
 
 
-def plan_csv(p, path) -> None:
+def plan_csv(p: PlanResult, path: str | PathLike[str]) -> None:
     path = check_target(path, "--csv")
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -193,11 +202,11 @@ def plan_csv(p, path) -> None:
     write_file(path, buf.getvalue(), "--csv")
 
 
-def _g(v, scale=1.0) -> str:
+def _g(v: float | None, scale: float = 1.0) -> str:
     return "" if v is None else f"{v * scale:.9g}"
 
 
-def plan_html(p) -> str:
+def plan_html(p: PlanResult) -> str:
     cells = [_cells(r) for r in (p.rows or p.closest)]
     cols = [c for c in COLUMNS if any(x[c] for x in cells)]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
@@ -208,7 +217,7 @@ def plan_html(p) -> str:
     return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{msg}"
 
 
-def plan_plot(p, path, dpi: int = 110):
+def plan_plot(p: PlanResult, path: str | PathLike[str], dpi: int = 110) -> Figure:
     """Three panels: the fitting layouts' step time against memory per GPU with the Pareto
     front (fastest for its memory), the top layouts' memory breakdown and their step-time
     breakdown as stacked bars. Returns the matplotlib Figure (drawn without pyplot: the

@@ -9,6 +9,7 @@ border drawn. Labels are the quantities' symbols and units.
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,12 +18,21 @@ from symcalc.outfile import check_target, write_file
 from symcalc.render.common import plot_text
 from symcalc.units.format import fmt
 
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from symcalc.library.registry import Library
+    from symcalc.query.sweep import Sweep
+
 FORMATS = (".png", ".svg", ".pdf")
 INFEASIBLE = "#d62728"
 CAPACITY = "#444444"
 
 
-def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120):
+def plot_sweep(sweep: Sweep, path: str | PathLike[str], *, title: str | None = None, dpi: int = 120) -> Figure:
     """Draw ``sweep`` (one or two axes) into ``path``; the format follows the extension. The
     file is written atomically (symcalc.outfile): a failed plot leaves an existing file as it was.
     Returns the matplotlib Figure, drawn without pyplot: the session's backend is unchanged.
@@ -54,7 +64,7 @@ def plot_sweep(sweep, path, *, title: str | None = None, dpi: int = 120):
     return fig
 
 
-def label(library, name: str, unit: str) -> str:
+def label(library: Library, name: str, unit: str) -> str:
     """'$M_{total}$ total_memory_per_gpu [GB]': the symbol (when mathtext can draw it), the
     name, the unit."""
     q = library.quantities[name]
@@ -71,7 +81,7 @@ def _drawable(tex: str) -> bool:
     return True
 
 
-def _title(sweep) -> str:
+def _title(sweep: Sweep) -> str:
     names = " and ".join(a.name for a in sweep.axes)
     presets = ", ".join(sweep.result.presets[k] for k in ("model", "hardware") if k in sweep.result.presets)
     lib = sweep.result.library
@@ -81,7 +91,7 @@ def _title(sweep) -> str:
     return textwrap.fill(f"{sweep.target} over {names}" + (f" ({context})" if context else ""), 80)
 
 
-def _line(ax, sweep) -> None:
+def _line(ax: Axes, sweep: Sweep) -> None:
     lib = sweep.result.library
     axis = sweep.axes[0]
     x, y, ok = axis.values, sweep.values, sweep.feasible
@@ -106,7 +116,7 @@ def _line(ax, sweep) -> None:
     ax.legend(fontsize=8, loc="best")
 
 
-def _heatmap(fig, ax, sweep) -> None:
+def _heatmap(fig: Figure, ax: Axes, sweep: Sweep) -> None:
     from matplotlib.colors import LogNorm
     lib = sweep.result.library
     ax0, ax1 = sweep.axes

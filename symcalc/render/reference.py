@@ -7,9 +7,16 @@ then the quantities, options, and presets. Uses only packages of texlive-latex-b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from symcalc.escape import tex_escape
 from symcalc.render.catalog import formula_kind
 from symcalc.render.latex import display_math
+
+if TYPE_CHECKING:
+    from symcalc.library.presets import Preset
+    from symcalc.library.records import FormulaSpec, OptionSpec, QuantitySpec
+    from symcalc.library.registry import Library
 
 PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage[margin=2cm]{geometry}
@@ -24,18 +31,18 @@ PREAMBLE = r"""\documentclass[10pt]{article}
 """
 
 
-def _unit(q) -> str:
+def _unit(q: QuantitySpec) -> str:
     return tex_escape(q.display_unit or q.unit or ("text" if q.kind == "text" else "count"))
 
 
-def render_reference(library, presets: dict | None = None) -> str:
+def render_reference(library: Library, presets: dict[str, dict[str, Preset]] | None = None) -> str:
     """The library reference as a standalone LaTeX document."""
     out = [PREAMBLE, r"\begin{document}", r"\maketitle"]
     out.append(f"{len(library.formulas)} formulas and algorithms, {len(library.quantities)} quantities and "
                f"{len(library.options)} options. Every equation is a law in every direction: symcalc solves it for "
                "whichever quantity a question needs, and checks its dimensions when the library loads.")
     out.append(r"\tableofcontents")
-    by_file: dict[str, list] = {}
+    by_file: dict[str, list[FormulaSpec]] = {}
     for f in library.formulas.values():
         by_file.setdefault(f.file, []).append(f)
     for file in sorted(by_file):
@@ -71,7 +78,7 @@ def render_reference(library, presets: dict | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _option_links(o, value: str) -> str:
+def _option_links(o: OptionSpec, value: str) -> str:
     """What a value says of other options (a training stack's defaults, what it runs with) and
     of given values, as sentences for the reference."""
     out = ""
@@ -85,7 +92,7 @@ def _option_links(o, value: str) -> str:
     return out
 
 
-def _formula(f, library) -> list[str]:
+def _formula(f: FormulaSpec, library: Library) -> list[str]:
     kind = {"law": "formula", "forward only": "formula, forward only"}.get(formula_kind(f), formula_kind(f))
     out = [f"\\subsection*{{{tex_escape(f.title)}}}",
            f"\\texttt{{{tex_escape(f.id)}}} ({kind})"]
@@ -102,7 +109,7 @@ def _formula(f, library) -> list[str]:
     return out
 
 
-def _presets(presets: dict) -> list[str]:
+def _presets(presets: dict[str, dict[str, Preset]]) -> list[str]:
     out = [r"\section{Presets}"]
     for kind, table in presets.items():
         out.append(f"\\subsection*{{{'Hardware' if kind == 'hardware' else 'Models'}}}")

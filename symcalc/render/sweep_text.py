@@ -6,16 +6,21 @@ changes); the whole grid goes to --csv or --json.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from symcalc.units.format import fmt
+
+if TYPE_CHECKING:
+    from symcalc.query.sweep import Sweep
 
 MAX_ROWS = 25
 MAX_COLUMNS = 10
 MARK = "*"
 
 
-def sweep_text(sweep) -> str:
+def sweep_text(sweep: Sweep) -> str:
     """The sweep's headline, its values (sampled when large), and why points are marked."""
     axes = " x ".join(f"{a.name} ({len(a.base)}{', log' if a.log else ''})" for a in sweep.axes)
     unit = f" [{sweep.unit}]" if sweep.unit else ""
@@ -53,7 +58,7 @@ def _cell(value: float, ok: bool) -> str:
     return ("-" if not np.isfinite(value) else fmt(value)) + (MARK if not ok else "")
 
 
-def _table(sweep) -> list[str]:
+def _table(sweep: Sweep) -> list[str]:
     axis = sweep.axes[0]
     x, y, ok = axis.values, sweep.values, sweep.feasible
     changes = np.zeros(len(x), dtype=bool)
@@ -67,7 +72,7 @@ def _table(sweep) -> list[str]:
     return [f"{head[0]:>{w0}}  {head[1]:>{w1}}"] + [f"{a:>{w0}}  {b:>{w1}}" for a, b in rows]
 
 
-def _matrix(sweep) -> list[str]:
+def _matrix(sweep: Sweep) -> list[str]:
     ax0, ax1 = sweep.axes
     r_idx = _sample(len(ax0.base))
     c_idx = _sample(len(ax1.base), limit=MAX_COLUMNS)

@@ -9,11 +9,11 @@ from rich.text import Text
 from symcalc.units.format import fmt
 
 
-def _console():
+def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-def _cells(*values):
+def _cells(*values: object) -> list[Text]:
     """Cells as rich Text, so '[0, inf)' or '[FLOP]' is printed, not read as markup."""
     return [Text(str(v)) for v in values]
 
@@ -70,7 +70,7 @@ def print_description(info: dict) -> None:
     console.print(t)
 
 
-def _flat(v) -> str:
+def _flat(v: object) -> str:
     if isinstance(v, dict) and "description" in v:   # an option value: what it means, what it sets
         text = str(v["description"])
         if v.get("sets"):
