@@ -6,15 +6,17 @@ pint (about 0.4 s), and the first answer to a question inverts and compiles its 
 library and each derivation (and each question found to have no route) are kept here, keyed by the content of what they were built from
 (see :func:`code_fingerprint`), and rebuilt whenever that changes.
 
-Where: ``$SYMCALC_CACHE_DIR``, else ``$XDG_CACHE_HOME/symcalc``, else ``~/.cache/symcalc``.
+Where: ``$SYMCALC_CACHE_DIR``, else the platform's user cache directory as platformdirs names it
+(``$XDG_CACHE_HOME/symcalc`` or ``~/.cache/symcalc`` on Linux, ``~/Library/Caches/symcalc`` on
+macOS).
 ``SYMCALC_NO_CACHE=1`` turns the cache off.
 
 Safety: entries are pickles, and unpickling can run code, so an entry is read only when it
 provably came from this user's symcalc. A hash proves integrity, not authorship (anyone can
 hash a forged pickle), so each entry carries an HMAC-SHA256 of its kind, key and payload under
 a secret key kept *outside* the cache directory: ``cache-key`` (32 random bytes, 0600, created
-once with an atomic link) in ``$SYMCALC_KEY_DIR``, else ``$XDG_CONFIG_HOME/symcalc``, else
-``~/.config/symcalc``. A cache directory copied from elsewhere (CI, a container layer, a
+once with an atomic link) in ``$SYMCALC_KEY_DIR``, else the platform's user configuration
+directory (platformdirs: ``$XDG_CONFIG_HOME/symcalc`` or ``~/.config/symcalc`` on Linux). A cache directory copied from elsewhere (CI, a container layer, a
 tarball), key file and all, therefore authenticates nothing: its entries are rebuilt. Both
 directories must be the user's own and writable by nobody else, as ssh requires of its files:
 they are opened without following a symbolic link (``O_NOFOLLOW``), created 0700, and their
@@ -104,9 +106,8 @@ def cache_dir() -> Path:
     explicit = os.environ.get(ENV_DIR)
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "symcalc"
+    import platformdirs  # on use: only a run that reaches the cache pays for it
+    return Path(platformdirs.user_cache_dir("symcalc", appauthor=False))
 
 
 def key_dir() -> Path:
@@ -115,9 +116,8 @@ def key_dir() -> Path:
     explicit = os.environ.get(ENV_KEY_DIR)
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
-    return base / "symcalc"
+    import platformdirs  # on use: only a run that reaches the cache pays for it
+    return Path(platformdirs.user_config_dir("symcalc", appauthor=False))
 
 
 @lru_cache(maxsize=1)
@@ -493,6 +493,35 @@ def _gone(name: str, st: os.stat_result) -> bool:
     except (PermissionError, OverflowError, OSError):
         return False
     return False
+
+
+def info() -> dict:
+    """What the cache holds: its directory and the key's, whether it is on, and its entries by
+    kind (count and bytes; only files this cache wrote are counted, by their names). Never
+    raises."""
+    out: dict = {"directory": str(cache_dir()), "key_directory": str(key_dir()), "enabled": enabled(),
+                 "entries": {}, "bytes": 0}
+    if not _SUPPORTED:
+        return out
+    try:
+        dfd = _open_dir(create=False)
+    except (_Untrusted, OSError):
+        return out
+    if dfd is None:
+        return out
+    try:
+        for name, st in _files(dfd):
+            m = _ENTRY.match(name)
+            if m:
+                kind = out["entries"].setdefault(m.group(1), {"count": 0, "bytes": 0})
+                kind["count"] += 1
+                kind["bytes"] += st.st_size
+                out["bytes"] += st.st_size
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+    return out
 
 
 def clear() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import sys
 import stat
 from pathlib import Path
 
@@ -547,3 +548,22 @@ def test_a_truncated_pint_cache_file_is_answered_through_and_rewritten(cache_dir
     third = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
     assert (third.returncode, third.stdout) == (0, first.stdout)
     assert all(p.stat().st_size > 10 for p in (cache_dir / f"pint-{pint.__version__}").glob("*.pickle"))
+
+
+def test_the_default_place_is_the_platforms_and_info_counts_entries(cache_dir, formulas, monkeypatch, tmp_path):
+    """Without SYMCALC_CACHE_DIR the directory is the platform's user cache (platformdirs: on
+    Linux $XDG_CACHE_HOME/symcalc), the key's the user configuration directory; info() counts
+    what load_library stored: one library entry of its file's size."""
+    load_library([formulas])
+    got = cache.info()
+    assert got["enabled"] and got["directory"] == str(cache.cache_dir())
+    assert got["entries"]["library"]["count"] == 1
+    size = sum(p.stat().st_size for p in cache.cache_dir().glob("library-*.pickle"))
+    assert got["entries"]["library"]["bytes"] == size and got["bytes"] >= size
+    monkeypatch.delenv(cache.ENV_DIR, raising=False)
+    monkeypatch.delenv(cache.ENV_KEY_DIR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xc"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xk"))
+    if os.name == "posix" and not sys.platform.startswith("darwin"):
+        assert cache.cache_dir() == tmp_path / "xc" / "symcalc"
+        assert cache.key_dir() == tmp_path / "xk" / "symcalc"
