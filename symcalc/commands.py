@@ -190,12 +190,14 @@ def cli() -> None:
               "else the quantity's own way).")
 @click.option("--allow-conflicts", is_flag=True,
               help="Answer even when given values contradict each other (each conflict becomes a warning).")
+@click.option("--sensitivity", is_flag=True,
+              help="Also give the elasticity d ln(target) / d ln(value) of the answer to each given value.")
 @_HARDWARE
 @_MODEL
 @_STACK
 @_FORMULAS
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
-          hardware, model, stack, formula_files):
+          sensitivity, hardware, model, stack, formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
     from symcalc.query.solve import (
         solve as api_solve,  # on use: the command line starts without it (start-up, Ctrl-C)
@@ -210,7 +212,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
     lib = _library(formula_files)
     result = api_solve(target, _pairs(values, "a value"), options=_options(lib, options, stack),
                        to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
-                       conflicts="warn" if allow_conflicts else True)
+                       conflicts="warn" if allow_conflicts else True, sensitivity=sensitivity)
     if latex_file is not None:
         _write(latex_file, result.latex(standalone=True), "--latex")
     if markdown_file is not None:

@@ -271,29 +271,36 @@ def _subs_outside_min_max(expr: sympy.Expr, subs: dict) -> sympy.Expr:
     return expr.xreplace(hold).subs(subs).xreplace(back)
 
 
-def closed_form(derivation: Derivation, choices: dict[int, int] | None = None) -> Printed:
-    """The target as one expression in the knowns (numeric steps stay as their symbol).
+def composed(derivation: Derivation, choices: dict[int, int] | None = None) -> tuple[sympy.Expr, bool]:
+    """(the target as one expression in the knowns, whether the symbolic limit ran out).
 
     Composed from the last step back; should that take longer than the symbolic limit (each
     substitution can multiply the expression's size), or the expression grow beyond
     CLOSED_FORM_NODES, it stops there: the expression is still the target, in terms of the
-    intermediate quantities not yet substituted."""
+    intermediate quantities not yet substituted (numeric steps stay as their symbol too)."""
+    quantities = derivation.library.quantities
+    expr = quantities[derivation.target].symbol
+    with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
+        for i in range(len(derivation.steps) - 1, -1, -1):
+            s = derivation.steps[i]
+            if not s.candidates:
+                continue
+            k = (choices or {}).get(i, 0)
+            cand = s.candidates[k if 0 <= k < len(s.candidates) else 0]
+            step_form = _subs_outside_min_max(expr, {quantities[u].symbol: cand[u] for u in s.unknowns})
+            if not _small(step_form):
+                break           # long enough to read: the rest stay intermediates
+            expr = step_form
+    return expr, limit.expired
+
+
+def closed_form(derivation: Derivation, choices: dict[int, int] | None = None) -> Printed:
+    """The target as one expression in the knowns (numeric steps stay as their symbol),
+    printed (:func:`composed`), kept with the derivation per root choice."""
     key = closed_key(derivation, choices)
     if key not in derivation.closed:
-        quantities = derivation.library.quantities
-        expr = quantities[derivation.target].symbol
-        with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
-            for i in range(len(derivation.steps) - 1, -1, -1):
-                s = derivation.steps[i]
-                if not s.candidates:
-                    continue
-                k = (choices or {}).get(i, 0)
-                cand = s.candidates[k if 0 <= k < len(s.candidates) else 0]
-                composed = _subs_outside_min_max(expr, {quantities[u].symbol: cand[u] for u in s.unknowns})
-                if not _small(composed):
-                    break           # long enough to read: the rest stay intermediates
-                expr = composed
-        if limit.expired:
+        expr, expired = composed(derivation, choices)
+        if expired:
             derivation.degraded = True
         derivation.closed[key] = printed(expr, derivation.library)
     return derivation.closed[key]

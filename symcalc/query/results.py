@@ -87,6 +87,16 @@ class StepView:
 
 
 @dataclass
+class Elasticity:
+    """How much an answer moves with one given value (symcalc.query.sensitivity)."""
+
+    name: str
+    given: str              # the value as given
+    elasticity: float       # d ln target / d ln input at the answer; nan where not finite
+    method: str             # "symbolic" (from the closed form) or "numeric" (a central difference)
+
+
+@dataclass
 class Result(Rendered):
     """The value of ``target`` with its unit, how it was derived, and what it leaned on."""
 
@@ -133,8 +143,16 @@ class Result(Rendered):
     # whole time beside its exposed part in the breakdown), and what it gave
     companion: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
     _companions: dict = field(default_factory=dict, repr=False, compare=False)
+    # the elasticity to each given value, largest first (solve(..., sensitivity=True)), else None
+    elasticities: list[Elasticity] | None = None
 
     # -- findings -------------------------------------------------------------------------
+    @property
+    def sensitivity(self) -> dict[str, float]:
+        """name -> d ln target / d ln input for each given value, largest magnitude first
+        ({} unless solved with ``sensitivity=True``; nan where it is not finite)."""
+        return {e.name: e.elasticity for e in self.elasticities or ()}
+
     @property
     def warnings(self) -> list[str]:
         """The warnings as sentences (the findings that are not bound violations or reports)."""

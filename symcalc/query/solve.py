@@ -49,6 +49,7 @@ from symcalc.query.presetvalues import preset_values as _preset_values
 from symcalc.query.presetvalues import presets_of as _presets
 from symcalc.query.relation import relation
 from symcalc.query.results import Result, StepView, later, sentences
+from symcalc.query.sensitivity import sensitivity_of
 from symcalc.query.values import GivenValue, implausible, read_value
 from symcalc.units import describe_dimension as show
 from symcalc.units.format import with_unit
@@ -525,7 +526,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           options: Mapping[str, object] | None = None, to: str | None = None,
           library: Library | None = None, on_bounds: str = "raise",
           hardware: str | None = None, model: str | None = None, diagnose: bool = True,
-          conflicts: bool | str = True, rtol: float = 0.02, rounding: str | None = None, **values) -> Result:
+          conflicts: bool | str = True, rtol: float = 0.02, rounding: str | None = None,
+          sensitivity: bool = False, **values) -> Result:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -554,6 +556,8 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     A whole-number answer rounds the way that keeps the given limits on its route (a budget,
     a deadline, 0 GB of headroom: see :mod:`symcalc.query.limits`), else its quantity's own way;
     ``rounding`` ("up", "down" or "nearest") overrides both.
+    ``sensitivity=True`` adds the elasticity d ln(target) / d ln(input) to each given value
+    at the answer (``result.sensitivity``, see :mod:`symcalc.query.sensitivity`).
 
     Raises UnknownNameError, DimensionError, DomainError, MalformedValueError (bad input),
     BadOptionValueError (an option value not allowed, not supported by the stack in force, or
@@ -562,9 +566,12 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     satisfies the equations; NotDeterminedError: a whole range does), ConflictError and
     OutOfBoundsError.
     """
-    return _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
-                  hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
-                  rounding=rounding, brief=False)
+    result = _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
+                    hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
+                    rounding=rounding, brief=False)
+    if sensitivity:
+        result.elasticities = sensitivity_of(result)
+    return result
 
 
 def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,

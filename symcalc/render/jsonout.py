@@ -76,6 +76,9 @@ def result_dict(result) -> dict:
         "out_of_bounds": list(result.violations),
         # the records behind warnings and out_of_bounds: {kind, quantity, values, ...}
         "findings": [finding_dict(f) for f in result.findings],
+        # only when asked (solve(..., sensitivity=True), --sensitivity): largest |elasticity| first
+        **({"sensitivity": [{"name": e.name, "given": e.given, "elasticity": _plain(e.elasticity), "method": e.method}
+                            for e in result.elasticities]} if result.elasticities is not None else {}),
     }
 
 

@@ -64,9 +64,26 @@ def render_text(result) -> str:
     lines.append(closed_form_line(result))
     if result.unused:
         lines.append(f"Not needed: {', '.join(result.unused)}")
+    if result.elasticities is not None:
+        lines.append(sensitivity_line(result))
     for w in result.violations:
         lines.append(f"OUT OF BOUNDS: {w}")
     return "\n".join(lines)
+
+
+def sensitivity_line(result) -> str:
+    """'Sensitivity (elasticity d ln target / d ln input): n_params +1, n_gpus -1, ...': each
+    given value's elasticity, largest first; '~' marks one found numerically (a central
+    difference), 'not finite' one that has no finite value at the answer."""
+    def one(e) -> str:
+        if not np.isfinite(e.elasticity):
+            return f"{e.name} not finite"
+        shown = "0" if e.elasticity == 0 else f"{e.elasticity:+.4g}"
+        return f"{e.name} {'~' if e.method == 'numeric' else ''}{shown}"
+    entries = ", ".join(one(e) for e in result.elasticities) or "no given values"
+    numeric = any(e.method == "numeric" for e in result.elasticities)
+    return (f"Sensitivity (elasticity d ln target / d ln input): {entries}"
+            + ("  (~: numeric, a central difference in log space)" if numeric else ""))
 
 
 def breakdown_lines(result) -> list[str]:
