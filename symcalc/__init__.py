@@ -21,7 +21,6 @@ option combinations symbolically; benchmarks/planner.py times it).
 from __future__ import annotations
 
 import importlib
-import sys
 import types
 from typing import TYPE_CHECKING
 
@@ -68,10 +67,7 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
     from symcalc.units import Q, registry
 
 
-_BY_MODULE: dict[str, list[str]] = {}
-for _name, (_module, _attribute, _timed) in _EXPORTS.items():
-    _BY_MODULE.setdefault(_module, []).append(_name)
-del _name, _module, _attribute, _timed, _QUESTION
+del _QUESTION
 
 
 def _export(name: str, module: types.ModuleType):
@@ -89,48 +85,14 @@ def _built_in_library() -> None:
     default_library()
 
 
-class _Package(types.ModuleType):
-    """The package module: exports resolved when their module is first imported (by anyone),
-    or on first access. ``sweep`` and ``compare`` are both functions and submodules; importing
-    the submodule must not replace the function (with eager imports the function was bound
-    last, and that is what callers rely on). Binding an export as soon as its module exists
-    keeps the function itself, as eager imports did, even if a test patches the module later."""
-
-    def __getattr__(self, name: str):
-        if name not in _EXPORTS:
-            raise AttributeError(f"module 'symcalc' has no attribute {name!r}")
-        importlib.import_module(f".{_EXPORTS[name][0]}", __name__)      # binds it (see __setattr__)
-        if name not in self.__dict__:
-            types.ModuleType.__setattr__(self, name, _export(name, sys.modules[f"{__name__}.{_EXPORTS[name][0]}"]))
-        return self.__dict__[name]
-
-    def _bind(self, module: types.ModuleType) -> None:
-        """Bind the exports of ``module`` (just imported, by anyone): called by the layer
-        packages (symcalc.query, symcalc.library) as each submodule of theirs is set on them."""
-        for export in _BY_MODULE.get(module.__name__.removeprefix(__name__ + "."), ()):
-            if export not in self.__dict__:
-                types.ModuleType.__setattr__(self, export, _export(export, module))
-
-    def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and name in _BY_MODULE:     # a submodule just imported
-            self._bind(value)
-            if name in _EXPORTS:
-                return      # the submodule stays reachable in sys.modules; the name is the function's
-        types.ModuleType.__setattr__(self, name, value)
-
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | set(_EXPORTS))
+def __getattr__(name: str):
+    """An export, imported and bound on first use (PEP 562): ``import symcalc`` stays light."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'symcalc' has no attribute {name!r}")
+    value = _export(name, importlib.import_module(f".{_EXPORTS[name][0]}", __name__))
+    globals()[name] = value
+    return value
 
 
-class _Layer(types.ModuleType):
-    """A layer package (symcalc.query, symcalc.library) that tells ``symcalc`` when one of its
-    submodules is imported, so that the package's exports are bound then (as eager imports
-    would bind them), not on first use."""
-
-    def __setattr__(self, name: str, value) -> None:
-        types.ModuleType.__setattr__(self, name, value)
-        if isinstance(value, types.ModuleType):
-            sys.modules[__name__]._bind(value)
-
-
-sys.modules[__name__].__class__ = _Package
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

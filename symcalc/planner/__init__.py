@@ -4,9 +4,3 @@ space.py (the layouts and their validity rules), evaluate.py (the step-time and 
 derivations over arrays of layouts), search.py (fit, rank, plan backwards), result.py (the
 PlanResult record that renderers read).
 """
-
-import sys
-
-from symcalc import _Layer
-
-sys.modules[__name__].__class__ = _Layer     # tells symcalc when a submodule of this layer is imported
