@@ -22,26 +22,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from symcalc import cache
-from symcalc.planner.space import SEARCHED_OPTIONS, Space
+from symcalc.planner.space import Space, searched_options, space_data
 from symcalc.query.solve import solve_unshown
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from symcalc.library.loading import Library
 
-STEP_TIME = "step_time"
-MEMORY = "total_memory_per_gpu"
-# what follows from the step time, and the values each needs besides it
-METRICS = {
-    "tokens_per_second": (),
-    "mfu": (),
-    "train_time": ("n_tokens",),
-    "gpu_hours": ("n_tokens",),
-    "total_cost": ("n_tokens", "gpu_hour_price"),
-    # with failures: the library's defaults (Llama 3's failure rate and storage, no restart time
-    # unless given), said in the plan's output
-    "wall_clock_time": ("n_tokens",),
-    "total_cost_with_failures": ("n_tokens", "gpu_hour_price"),
-}
+STEP_TIME: str = space_data()["evaluate"]["step_time"]
+MEMORY: str = space_data()["evaluate"]["memory"]
+# what follows from the step time, and the values each needs besides it (formulas/planner/space.toml)
+METRICS: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in space_data()["metrics"].items()}
+# the pipeline schedule of a layout: 1F1B with one virtual stage, interleaved with more
+SCHEDULES = ("1f1b", "interleaved")
 
 
 @dataclass(frozen=True)
@@ -69,11 +61,9 @@ def layout_names(moe: bool, interleaved: bool) -> tuple[str, ...]:
     return names + (("virtual_stages",) if interleaved else ()) + (("ep",) if moe else ())
 
 
-def options_of(zero: int, recompute: int, sp: int, interleaved: bool) -> dict[str, str]:
-    """The options of one combination (indices into SEARCHED_OPTIONS)."""
-    z, r, s = (SEARCHED_OPTIONS[k][i] for k, i in zip(SEARCHED_OPTIONS, (zero, recompute, sp), strict=True))
-    return {"zero_stage": z, "recompute": r, "sequence_parallel": s,
-            "pipeline_schedule": "interleaved" if interleaved else "1f1b"}
+def options_of(indices: dict[str, int], interleaved: bool, searched: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """The options of one combination: ``indices`` into each searched option's values."""
+    return {**{k: searched[k][int(indices[k])] for k in searched}, "pipeline_schedule": SCHEDULES[int(interleaved)]}
 
 
 def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) -> dict:
@@ -90,9 +80,25 @@ def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) 
     return out
 
 
-def row_options(columns: dict, i: int) -> dict[str, str]:
-    return options_of(int(columns["zero_stage"][i]), int(columns["recompute"][i]),
-                      int(columns["sequence_parallel"][i]), int(columns["virtual_stages"][i]) > 1)
+def row_options(columns: dict, i: int, searched: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    return options_of({k: columns[k][i] for k in searched}, int(columns["virtual_stages"][i]) > 1, searched)
+
+
+def combination_key(columns: dict, radices: dict[str, int]) -> np.ndarray:
+    """Each layout's option combination as one integer: its columns' values (each below its count
+    in ``radices``) as the digits of a mixed-radix number, the first the most significant. Distinct
+    combinations get distinct keys whatever the counts, so a value added to an option in the data
+    needs no code here."""
+    key = np.zeros(len(next(iter(columns.values()))), dtype=np.int64)
+    for name, count in radices.items():
+        key = key * count + columns[name]
+    return key
+
+
+def option_key(columns: dict, searched: dict[str, tuple[str, ...]]) -> np.ndarray:
+    """The option combination of every layout: the searched options' value indices and the schedule."""
+    digits = {**{k: columns[k] for k in searched}, "interleaved": (columns["virtual_stages"] > 1).astype(np.int64)}
+    return combination_key(digits, {**{k: len(v) for k, v in searched.items()}, "interleaved": len(SCHEDULES)})
 
 
 @dataclass
@@ -116,8 +122,7 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
     step = np.full(n, np.nan)
     mem = np.full(n, np.nan)
     inside = np.zeros(n, dtype=bool)
-    key = (c["zero_stage"] * 3 + c["recompute"]) * 2 + c["sequence_parallel"]
-    key = key * 2 + (c["virtual_stages"] > 1)
+    key = option_key(c, searched_options(q.library))
     templates = {}
     combos = np.unique(key)
     with cache.collector_paused():      # ~100 answers that live until the plan ends
@@ -139,7 +144,7 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
 def _templates(columns: dict, first: int, q: Question, global_batch_size: int, seq_len: int) -> tuple:
     """(step time Result, memory Result) of the layout in row ``first``: the derivations every
     layout of its option combination is evaluated through."""
-    opts = row_options(columns, first)
+    opts = row_options(columns, first, searched_options(q.library))
     given = row_given(columns, first, q.moe, global_batch_size, seq_len)
     return q.solve(STEP_TIME, given, opts, on_bounds="flag"), q.solve(MEMORY, given, opts, on_bounds="flag")
 

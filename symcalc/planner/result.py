@@ -96,7 +96,7 @@ class PlanResult(Rendered):
     scan: list[GpuScan] = field(default_factory=list)   # planning backwards
     goal: dict = field(default_factory=dict)            # {"kind": deadline|budget|throughput, "value", "unit", ...}
     # every fitting layout as columns (tp, pp, ..., zero_stage/recompute/sequence_parallel as
-    # indices into space.SEARCHED_OPTIONS, step_time s, memory bytes): the Pareto plot's points
+    # indices into the searched options' values, step_time s, memory bytes): the Pareto plot's points
     pareto: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     stack: str = ""                            # the training stack the plan ran under

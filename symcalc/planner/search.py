@@ -29,10 +29,10 @@ from symcalc.planner.validation import Evidence, comm_ratio, evidence, judge, re
 from symcalc.planner.space import (
     MAX_MICRO_BATCH,
     MAX_VIRTUAL_STAGES,
-    SEARCHED_OPTIONS,
     Shape,
     Space,
     enumerate_space,
+    searched_options,
 )
 from symcalc.query.values import read_value
 
@@ -235,7 +235,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
         name = lib.quantity(raw).name     # aliases; UnknownNameError with suggestions
         names[name] = values.pop(raw)
     values = names
-    fixed, searched_opts = _fixed_dims(values, options)
+    fixed, searched_opts = _fixed_dims(values, options, searched_options(lib))
     requires = narrow(lib, options, fixed, searched_opts, max_virtual_stages)
     find_preset("hardware", hardware)     # unknown names first, with the closest names
 
@@ -277,7 +277,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
 
 # -- reading the question ----------------------------------------------------------------------
 
-def _fixed_dims(values: dict, options: dict) -> tuple[dict, dict]:
+def _fixed_dims(values: dict, options: dict, all_searched: dict[str, tuple[str, ...]]) -> tuple[dict, dict]:
     fixed = {}
     for name in LAYOUT_DIMS:
         if name in values:
@@ -285,7 +285,7 @@ def _fixed_dims(values: dict, options: dict) -> tuple[dict, dict]:
             items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",") if isinstance(raw, str) else [raw]
             fixed[name] = [whole_number(x, f"{name} (or each of a list of them)", most=MAX_GPUS) for x in items]
     searched = {}
-    for name, allowed in SEARCHED_OPTIONS.items():
+    for name, allowed in all_searched.items():
         if name in options:
             value = options.pop(name)
             chosen = tuple(dict.fromkeys(v.strip() for v in value.split(",")))    # a list restricts the search
@@ -394,7 +394,8 @@ def _space(n_gpus: int, setup: _Setup):
                   global_batch_size=facts.global_batch_size,
                   n_experts=facts.n_experts if setup.q.moe else None, tp_across_nodes=setup.tp_across_nodes,
                   uneven_pp=setup.uneven_pp, max_micro_batch=setup.max_micro_batch,
-                  max_virtual_stages=setup.max_virtual_stages, requires=setup.requires)
+                  max_virtual_stages=setup.max_virtual_stages, requires=setup.requires,
+                  searched=tuple(searched_options(setup.q.library).items()))
     dims = {k: v for k, v in fixed.items() if k != "dp"}
     return shape, enumerate_space(shape, dims, setup.searched_opts, dp_fixed=fixed.get("dp"))
 
@@ -484,7 +485,7 @@ def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail
     layout = {k: int(c[k][i]) for k in ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus")}
     if not q.moe:
         layout.pop("ep")
-    opts = row_options(c, i)
+    opts = row_options(c, i, searched_options(q.library))
     row = PlanRow(rank=rank, layout=layout, options=opts, step_time=float(s.ev.step_time[i]),
                   memory=float(s.ev.memory[i]), fits=bool(s.fitting[i]), index=i,
                   planned_time=float(s.planned[i]) if s.planned is not None else float(s.ev.step_time[i]))
@@ -652,7 +653,7 @@ def _base(s: _Search, rows, model, hardware, options, common: _Setup, values) ->
     too_big = ok - int(np.count_nonzero(s.fitting))
     if too_big:
         rejected["does not fit in gpu_memory - memory_headroom"] = too_big
-    searched = {k: list(v) for k, v in SEARCHED_OPTIONS.items()}
+    searched = {k: list(v) for k, v in searched_options(common.q.library).items()}
     searched.update({k: list(v) for k, v in common.searched_opts.items()})
     return PlanResult(model=model, hardware=hardware, n_gpus=s.shape.n_gpus, by=common.by, rows=rows,
                       searched=s.space.total, valid=s.space.size, evaluated_ok=ok,
@@ -667,8 +668,8 @@ def _base(s: _Search, rows, model, hardware, options, common: _Setup, values) ->
 
 
 def _pareto_arrays(s: _Search) -> dict:
-    """Every fitting layout as columns (layout quantities, option indices into
-    SEARCHED_OPTIONS, step_time and planned_time in s, memory in bytes, rank in the planner's
+    """Every fitting layout as columns (layout quantities, option indices into the searched
+    options' values, step_time and planned_time in s, memory in bytes, rank in the planner's
     order), in the order searched."""
     idx = np.flatnonzero(s.fitting)
     out = {k: v[idx] for k, v in s.space.columns.items()}

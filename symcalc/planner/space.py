@@ -1,36 +1,91 @@
-"""The layout space of a run and its validity rules, each declared once and counted.
+"""The layout space of a run and its validity rules, read from ``formulas/planner/space.toml``.
 
 A layout is tp x pp x cp x dp = n_gpus (every ordered way to write the GPU count as such a
 product is a candidate), an expert-parallel degree ep (MoE models), a micro-batch size, a
-pipeline schedule (1F1B, or interleaved with virtual_stages chunks a GPU), a ZeRO stage, a
-recompute mode and sequence parallelism. The space is built in four stages, each crossed
-with the candidates of the next; a candidate that breaks a rule is counted under the first
-rule it breaks, times the candidates of the later stages it takes with it, so the counts add
-up to the whole space ("1,204 layouts: tp does not divide n_kv_heads").
+pipeline schedule (1F1B, or interleaved with virtual_stages chunks a GPU) and a value of each
+option the library marks ``searched = true`` (formulas/options.toml: the ZeRO stage, the
+recompute mode, sequence parallelism). The space is built in stages, each crossed with the
+candidates of the next; a candidate that breaks a rule is counted under the first rule it
+breaks, times the candidates of the later stages it takes with it, so the counts add up to the
+whole space ("1,204 layouts: tp does not divide n_kv_heads").
 
-Every rule is a :class:`Rule`: a name, the reason in words, the stage it applies at and one
-small vectorised predicate over the columns of that stage (True where the layout is valid).
+The data file declares how each dimension's candidates are formed, the rules (a name, the
+reason in words, the stage it applies at and its predicate, written declaratively: ``divides``,
+``at_most``, ``greater``, ``equals``, ``differs``, limited by ``when``), the search's stated
+defaults and the metrics; this module interprets it over numpy columns. The one rule that is a
+procedure (:func:`pp_splits_layers`) is named from the data and registered in :data:`CHECKS`.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-ZERO_STAGES = ("0", "1", "2", "3")
-RECOMPUTE = ("none", "selective", "full")
-SEQUENCE_PARALLEL = ("false", "true")
-# the option dimensions the planner searches, in the order a layout names them
-SEARCHED_OPTIONS = {"zero_stage": ZERO_STAGES, "recompute": RECOMPUTE, "sequence_parallel": SEQUENCE_PARALLEL}
+from symcalc.library.loading import formula_dir
 
-# stated defaults of the search (planner keyword arguments and CLI flags override them)
-MAX_MICRO_BATCH = 32          # micro-batch sizes searched: the divisors of the global batch up to this
-MAX_VIRTUAL_STAGES = 8        # interleaved chunks a GPU searched: 2 ... this (1 is 1F1B)
-UNEVEN_PP_SLACK = 2           # an uneven pipeline may leave this many layer slots empty (see pp_splits_layers)
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+SPACE_FILE = ("planner", "space.toml")        # under the formula directory
+PREDICATES = ("divides", "at_most", "greater", "equals", "differs")
+RULE_KEYS = {"name", "reason", "stage", "when", "check", *PREDICATES}
+DIMENSION_KEYS = {"stage", "divisors_of", "rest_of", "range", "at_most"}
+
+
+class SpaceDataError(ValueError):
+    """The planner's data file is malformed (an unknown key, stage, check or name)."""
+
+
+@functools.cache
+def space_data() -> dict:
+    """``formulas/planner/space.toml``, read once a process and checked."""
+    path = formula_dir().joinpath(*SPACE_FILE)
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    stages = data["search"]["stages"]
+    for name, spec in data["dimensions"].items():
+        _check(set(spec) - DIMENSION_KEYS, f"dimension {name}: unknown keys")
+        _check({spec["stage"]} - set(stages), f"dimension {name}: unknown stage")
+    for spec in data["rules"]:
+        _check(set(spec) - RULE_KEYS, f"rule {spec.get('name')}: unknown keys")
+        _check(set(spec.get("when", {})) - set(PREDICATES), f"rule {spec.get('name')}: unknown predicates in when")
+        _check({spec["stage"]} - set(stages), f"rule {spec['name']}: unknown stage")
+    return data
+
+
+def _check(unknown: set, what: str) -> None:
+    if unknown:
+        raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: {what}: {', '.join(sorted(map(str, unknown)))}")
+
+
+def searched_options(library=None) -> dict[str, tuple[str, ...]]:
+    """The options the planner searches (``searched = true`` in the library), each with its values
+    in their declared order, in the order the library declares the options."""
+    if library is None:
+        from symcalc.library.loading import default_library
+        library = default_library()
+    return {name: tuple(spec.values) for name, spec in library.options.items() if spec.searched}
+
+
+def __getattr__(name: str):
+    """``SEARCHED_OPTIONS``: the default library's searched options (read when first asked)."""
+    if name == "SEARCHED_OPTIONS":
+        return searched_options()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# stated defaults of the search (planner keyword arguments and CLI flags override the first two)
+MAX_MICRO_BATCH: int = space_data()["defaults"]["max_micro_batch"]
+MAX_VIRTUAL_STAGES: int = space_data()["defaults"]["max_virtual_stages"]
+UNEVEN_PP_SLACK: int = space_data()["defaults"]["uneven_pp_slack"]
+STAGES: tuple[str, ...] = tuple(space_data()["search"]["stages"])
 
 
 @dataclass(frozen=True)
@@ -52,24 +107,26 @@ class Shape:
     # conditions a training stack puts on the layout: (the reason in words, a
     # symcalc.library.records.Condition over layout quantities), e.g. FSDP's tp == 1
     requires: tuple = ()
+    # the searched options with all their values, ((name, values), ...); empty: the default library's
+    searched: tuple = ()
+
+    def option_values(self) -> dict[str, tuple[str, ...]]:
+        return dict(self.searched) if self.searched else searched_options()
+
+
+FACTS = frozenset(f.name for f in fields(Shape)) - {"requires", "searched"}
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
     reason: str                                   # why a layout is rejected, in words
-    stage: str                                    # "layout", "micro_batch", "schedule" or "options"
+    stage: str                                    # one of STAGES
     valid: Callable[[dict, Shape], np.ndarray]    # columns, shape -> True where valid
 
 
 def _divides(a, b) -> np.ndarray:
     return np.asarray((np.asarray(b) % np.asarray(a)) == 0)
-
-
-def tp_within_node(c: dict, s: Shape) -> np.ndarray:
-    """tp within one node (tp <= gpus_per_node and dividing it), unless tp_across_nodes."""
-    within = (c["tp"] <= s.gpus_per_node) & _divides(c["tp"], s.gpus_per_node)
-    return np.ones(len(c["tp"]), bool) if s.tp_across_nodes else within
 
 
 def pp_splits_layers(c: dict, s: Shape) -> np.ndarray:
@@ -86,39 +143,78 @@ def pp_splits_layers(c: dict, s: Shape) -> np.ndarray:
     return even | ((pp <= s.n_layers) & (slots - s.n_layers <= UNEVEN_PP_SLACK))
 
 
-def _stage_slots(c: dict, s: Shape) -> np.ndarray:
-    return -(-s.n_layers // c["pp"])      # layers on the fullest stage, ceil(n_layers / pp)
+#: the rules that are procedures, by the name the data file's ``check`` gives them
+CHECKS: dict[str, Callable[[dict, Shape], np.ndarray]] = {"pp_splits_layers": pp_splits_layers}
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("tp_heads", "tp does not divide n_heads", "layout", lambda c, s: _divides(c["tp"], s.n_heads)),
-    Rule("tp_kv_heads", "tp does not divide n_kv_heads", "layout", lambda c, s: _divides(c["tp"], s.n_kv_heads)),
-    Rule("tp_node", "tp spans more than one node (gpus_per_node)", "layout", tp_within_node),
-    Rule("pp_layers", "pp does not split n_layers (evenly, or with at most "
-         f"{UNEVEN_PP_SLACK} layer slots empty)", "layout", pp_splits_layers),
-    Rule("cp_seq", "cp does not divide seq_len", "layout", lambda c, s: _divides(c["cp"], s.seq_len)),
-    Rule("ep_experts", "ep does not divide n_experts", "layout",
-         lambda c, s: np.ones(len(c["ep"]), bool) if s.n_experts is None else _divides(c["ep"], s.n_experts)),
-    Rule("ep_dp", "ep does not divide dp (experts are spread over data-parallel ranks)", "layout",
-         lambda c, s: _divides(c["ep"], c["dp"])),
-    Rule("dp_batch", "dp does not divide global_batch_size", "layout",
-         lambda c, s: _divides(c["dp"], s.global_batch_size)),
-    Rule("mbs_replica", "micro_batch_size does not divide the per-replica batch (global_batch_size / dp)",
-         "micro_batch", lambda c, s: _divides(c["micro_batch_size"], s.global_batch_size // c["dp"])),
-    Rule("interleaved_pp", "interleaved schedule (virtual_stages > 1) needs pp > 1", "schedule",
-         lambda c, s: (c["virtual_stages"] == 1) | (c["pp"] > 1)),
-    Rule("interleaved_layers", "virtual_stages does not divide the layers of a stage (ceil(n_layers / pp))",
-         "schedule", lambda c, s: _divides(c["virtual_stages"], _stage_slots(c, s))),
-    Rule("interleaved_microbatches", "interleaved schedule needs n_microbatches to be a multiple of pp",
-         "schedule", lambda c, s: (c["virtual_stages"] == 1)
-         | _divides(c["pp"], s.global_batch_size // (c["dp"] * c["micro_batch_size"]))),
-    Rule("sp_tp", "sequence parallelism needs tp > 1", "options",
-         lambda c, s: (c["sequence_parallel"] == 0) | (c["tp"] > 1)),
-    Rule("zero_dp", "ZeRO needs a data-parallel group (dp x cp > 1): stage 0 is the same layout", "options",
-         lambda c, s: (c["zero_stage"] == 0) | (c["dp"] * c["cp"] > 1)),
-)
+# -- the interpreter of the data file's predicates ---------------------------------------------
 
-STAGES = ("layout", "micro_batch", "schedule", "options")
+def _value(x, c: dict, s: Shape):
+    """An operand: a number or true/false as it is; a name, the layout's column, the derived
+    column of that name or the run's fact (None when the run has none: n_experts of a dense model)."""
+    if not isinstance(x, str):
+        return x
+    if x in c:
+        return c[x]
+    derived = space_data()["derived"]
+    if x in derived:
+        (op, args), = derived[x].items()
+        a, *rest = (_value(y, c, s) for y in args)
+        if any(v is None for v in (a, *rest)):
+            return None
+        if op == "product":
+            return a * math.prod(rest)
+        if op == "quotient":
+            return a // math.prod(rest)
+        if op == "ceil_quotient":
+            return -(-a // math.prod(rest))
+        raise SpaceDataError(f"derived column {x}: unknown operation {op}")
+    if x in FACTS:
+        return getattr(s, x)
+    raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: unknown name {x!r}")
+
+
+def _holds(kind: str, args: list, c: dict, s: Shape):
+    """One predicate over the columns (True where it holds; True everywhere over a missing fact)."""
+    x, y = args
+    if kind in ("equals", "differs") and isinstance(y, str) and x in s.option_values():
+        y = s.option_values()[x].index(y)      # a searched option's column holds indices into its values
+    a, b = _value(x, c, s), _value(y, c, s)
+    if a is None or b is None:
+        return True
+    if kind == "divides":
+        return _divides(a, b)
+    if kind == "at_most":
+        return np.asarray(a) <= b
+    if kind == "greater":
+        return np.asarray(a) > b
+    return (np.asarray(a) == b) if kind == "equals" else (np.asarray(a) != b)
+
+
+def _all_hold(preds: list, c: dict, s: Shape):
+    ok = True
+    for kind, args in preds:
+        ok = np.logical_and(ok, _holds(kind, args, c, s))
+    return ok
+
+
+def _rule(spec: dict) -> Rule:
+    """A rule of the data file as a predicate over columns: True where its ``when`` fails or
+    every predicate (and its ``check``) holds."""
+    preds = [(k, spec[k]) for k in PREDICATES if k in spec]
+    when = [(k, v) for k, v in spec.get("when", {}).items()]
+    _check({spec.get("check", "pp_splits_layers")} - set(CHECKS), f"rule {spec['name']}: unknown check")
+    check = CHECKS[spec["check"]] if "check" in spec else None
+
+    def valid(c: dict, s: Shape) -> np.ndarray:
+        ok = _all_hold(preds, c, s)
+        if check is not None:
+            ok = np.logical_and(ok, check(c, s))
+        return np.logical_or(np.logical_not(_all_hold(when, c, s)), ok) if when else ok
+    return Rule(spec["name"], spec["reason"].format(**space_data()["defaults"]), spec["stage"], valid)
+
+
+RULES: tuple[Rule, ...] = tuple(_rule(spec) for spec in space_data()["rules"])
 
 
 def divisors(n: int) -> list[int]:
@@ -146,26 +242,62 @@ class Space:
         return {by_name.get(k, k): v for k, v in self.rejected.items() if v}
 
 
+def _dimension(spec: dict, s: Shape) -> list[int]:
+    """One dimension's candidates as the data file forms them (divisors of a fact, 1 when the run
+    has none; a range), at most a fact's value."""
+    if "divisors_of" in spec:
+        n = getattr(s, spec["divisors_of"])
+        out = divisors(n) if n else [1]
+    else:
+        lo, hi = (getattr(s, x) if isinstance(x, str) else x for x in spec["range"])
+        out = list(range(lo, hi + 1))
+    if "at_most" in spec:
+        out = [d for d in out if d <= getattr(s, spec["at_most"])]
+    return out
+
+
 def candidates(s: Shape, fixed: dict[str, list[int]] | None = None,
                options: dict[str, tuple[str, ...]] | None = None) -> dict[str, list]:
-    """Each dimension's candidate values before any rule: tp, pp, cp every divisor of n_gpus;
-    ep every divisor of n_experts (1 for dense models); micro_batch_size every divisor of the
-    global batch up to max_micro_batch; virtual_stages 1 (1F1B) to max_virtual_stages; the
-    searched options every value. ``fixed`` narrows a dimension to given values."""
-    gpus = divisors(s.n_gpus)
-    out = {
-        "tp": gpus, "pp": gpus, "cp": gpus,
-        "ep": divisors(s.n_experts) if s.n_experts else [1],
-        "micro_batch_size": [d for d in divisors(s.global_batch_size) if d <= s.max_micro_batch],
-        "virtual_stages": list(range(1, s.max_virtual_stages + 1)),
-    }
+    """Each dimension's candidate values before any rule (formulas/planner/space.toml: tp, pp, cp
+    every divisor of n_gpus; ep every divisor of n_experts, 1 for dense models; micro_batch_size
+    every divisor of the global batch up to max_micro_batch; virtual_stages 1 (1F1B) to
+    max_virtual_stages); the searched options every value, as indices into their values.
+    ``fixed`` narrows a dimension to given values, ``options`` an option to given values."""
+    out = {name: _dimension(spec, s) for name, spec in space_data()["dimensions"].items()
+           if "rest_of" not in spec}
     for name, counts in (fixed or {}).items():
         out[name] = sorted(set(counts))
-    opts = {k: tuple(range(len(v))) for k, v in SEARCHED_OPTIONS.items()}
+    values = s.option_values()
+    opts = {k: tuple(range(len(v))) for k, v in values.items()}
     for name, chosen in (options or {}).items():
-        opts[name] = tuple(SEARCHED_OPTIONS[name].index(v) for v in chosen)
+        opts[name] = tuple(values[name].index(v) for v in chosen)
     out.update({k: list(v) for k, v in opts.items()})
     return out
+
+
+def _stage_dims(s: Shape) -> dict[str, list[str]]:
+    """The columns each stage crosses in, in order (the searched options at the options stage)."""
+    data = space_data()
+    out: dict[str, list[str]] = {stage: [] for stage in STAGES}
+    for name, spec in data["dimensions"].items():
+        out[spec["stage"]].append(name)
+    out[data["search"]["options_stage"]] += list(s.option_values())
+    return out
+
+
+def _gpu_rows(s: Shape, cand: dict, layout_dims: list[str]) -> tuple[list[str], np.ndarray]:
+    """The first stage: every ordered product of the gpus dimensions that makes n_gpus (the one
+    with ``rest_of`` follows from the others), crossed with the stage's other dimensions."""
+    dims = space_data()["dimensions"]
+    gpus = space_data()["search"]["gpus"]
+    free = [d for d in gpus if "rest_of" not in dims[d]]
+    rest = [d for d in gpus if "rest_of" in dims[d]]
+    others = [d for d in layout_dims if d not in gpus]
+    rows = [(*f, *(s.n_gpus // math.prod(f) for _ in rest), *o)
+            for f in itertools.product(*(cand[d] for d in free)) if s.n_gpus % math.prod(f) == 0
+            for o in itertools.product(*(cand[d] for d in others))]
+    names = free + rest + others
+    return names, np.array(rows, dtype=np.int64).reshape(-1, len(names))
 
 
 def enumerate_space(s: Shape, fixed: dict[str, list[int]] | None = None,
@@ -173,27 +305,21 @@ def enumerate_space(s: Shape, fixed: dict[str, list[int]] | None = None,
     """Every valid layout of ``s`` (``fixed`` values for tp, pp, cp, ep, micro_batch_size,
     virtual_stages; ``options`` values of the searched options; ``dp_fixed`` for dp)."""
     cand = candidates(s, fixed, options)
-    n_opts = len(cand["zero_stage"]) * len(cand["recompute"]) * len(cand["sequence_parallel"])
-    later = {"layout": len(cand["micro_batch_size"]) * len(cand["virtual_stages"]) * n_opts,
-             "micro_batch": len(cand["virtual_stages"]) * n_opts, "schedule": n_opts, "options": 1}
-    # stage 1: every ordered tp x pp x cp x dp = n_gpus (dp follows), crossed with ep
-    rows = [(tp, pp, cp, s.n_gpus // (tp * pp * cp), ep)
-            for tp, pp, cp in itertools.product(cand["tp"], cand["pp"], cand["cp"])
-            if s.n_gpus % (tp * pp * cp) == 0 for ep in cand["ep"]]
+    stage_dims = _stage_dims(s)
+    first, *later_stages = STAGES
+    sizes = {st: math.prod(len(cand[d]) for d in stage_dims[st]) for st in later_stages}
+    later = {st: math.prod(sizes[x] for x in STAGES[i + 1:]) for i, st in enumerate(STAGES)}
+    names, a = _gpu_rows(s, cand, stage_dims[first])
     if dp_fixed is not None:
-        rows = [r for r in rows if r[3] in dp_fixed]
-    a = np.array(rows, dtype=np.int64).reshape(-1, 5)
-    cols = {k: a[:, i] for i, k in enumerate(("tp", "pp", "cp", "dp", "ep"))}
-    total = len(a) * later["layout"]
+        a = a[np.isin(a[:, names.index("dp")], dp_fixed)]
+    cols = {k: a[:, i] for i, k in enumerate(names)}
+    total = len(a) * later[first]
     rejected: dict[str, int] = {}
-    cols = _apply(cols, s, "layout", rejected, later["layout"])
-    cols = _cross(cols, "micro_batch_size", cand["micro_batch_size"])
-    cols = _apply(cols, s, "micro_batch", rejected, later["micro_batch"])
-    cols = _cross(cols, "virtual_stages", cand["virtual_stages"])
-    cols = _apply(cols, s, "schedule", rejected, later["schedule"])
-    for name in SEARCHED_OPTIONS:
-        cols = _cross(cols, name, cand[name])
-    cols = _apply(cols, s, "options", rejected, 1)
+    cols = _apply(cols, s, first, rejected, later[first])
+    for stage in later_stages:
+        for name in stage_dims[stage]:
+            cols = _cross(cols, name, cand[name])
+        cols = _apply(cols, s, stage, rejected, later[stage])
     cols["n_gpus"] = np.full(len(cols["tp"]), s.n_gpus, dtype=np.int64)
     cols = _apply_requires(cols, s, rejected)
     return Space(columns=cols, total=total, rejected=rejected)
@@ -206,7 +332,7 @@ def _apply_requires(cols: dict, s: Shape, rejected: dict) -> dict:
     facts = {"seq_len": s.seq_len, "global_batch_size": s.global_batch_size, "n_heads": s.n_heads,
              "n_kv_heads": s.n_kv_heads, "n_layers": s.n_layers, "gpus_per_node": s.gpus_per_node,
              **({"n_experts": s.n_experts} if s.n_experts else {})}
-    layout = ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus")
+    layout = [*space_data()["dimensions"], "n_gpus"]
     for reason, condition in s.requires:
         holds = condition.holds_where({**facts, **{k: cols[k] for k in layout}})
         if holds is None:

@@ -13,7 +13,7 @@ step-time questions, which the stack is an assumption of.
 from __future__ import annotations
 
 from symcalc.errors import BadOptionValueError
-from symcalc.planner.space import SEARCHED_OPTIONS
+from symcalc.planner.space import searched_options
 
 
 def narrow(library, options: dict, fixed: dict[str, list[int]], searched: dict[str, tuple[str, ...]],
@@ -28,12 +28,13 @@ def narrow(library, options: dict, fixed: dict[str, list[int]], searched: dict[s
         (``option zero_stage=0 is not supported by stack=fsdp (it runs: 2, 3)``).
     """
     requires = []
+    all_searched = searched_options(library)
     for name in library.stacks:
         spec = library.options[name]
         value = options.get(name, spec.default)
         for other, allowed in spec.supports.get(value, {}).items():
-            if other in SEARCHED_OPTIONS:
-                current = searched.get(other, SEARCHED_OPTIONS[other])
+            if other in all_searched:
+                current = searched.get(other, all_searched[other])
                 keep = tuple(v for v in current if v in allowed)
                 if not keep:
                     _refuse(other, current[0], name, value, allowed)
