@@ -108,6 +108,10 @@ class PlanResult(Rendered):
         return self.rows[0] if self.rows else None
 
 
+    def text(self, width: int | None = None) -> str:
+        """The plan as text; ``width`` (a terminal's columns) leaves table columns out to fit."""
+        return render(self.TEXT_FORMAT, self, width=width)
+
     def to_csv(self, path: str) -> None:
         render("plan_csv", self, path)
 

@@ -57,16 +57,33 @@ def _cells(r: PlanRow) -> dict[str, str]:
     }
 
 
-def _table(rows: Sequence[PlanRow]) -> str:
+# the columns a narrow terminal loses first (rank, layout, memory, step time and MFU stay)
+DROP_FIRST = ("largest_step_part", "largest_part", "cost_wall_USD", "days_wall", "gpu_hours", "tokens_per_s",
+              "cost_USD", "days", "evidence")
+
+
+def _table(rows: Sequence[PlanRow], width: int | None = None) -> str:
+    """The rows as aligned columns; with ``width``, columns of DROP_FIRST are left out, in that
+    order, until the table fits, and a line under it names them."""
     cells = [_cells(r) for r in rows]
     cols = [c for c in COLUMNS if any(x[c] for x in cells)]
     widths = {c: max(len(c), *(len(x[c]) for x in cells)) for c in cols}
-    lines = ["  ".join(c.ljust(widths[c]) for c in cols)]
-    lines += ["  ".join(x[c].ljust(widths[c]) for c in cols) for x in cells]
+    dropped = []
+    for c in DROP_FIRST:
+        if width is None or sum(widths[k] + 2 for k in cols) - 2 <= width:
+            break
+        if c in cols:
+            cols.remove(c)
+            dropped.append(c)
+    lines = ["  ".join(c.ljust(widths[c]) for c in cols).rstrip()]
+    lines += ["  ".join(x[c].ljust(widths[c]) for c in cols).rstrip() for x in cells]
+    if dropped:
+        lines.append(f"(left out to fit {width} columns: {', '.join(dropped)}; --json, --csv or a wider "
+                     "terminal shows them)")
     return "\n".join(lines)
 
 
-def plan_text(p: PlanResult) -> str:
+def plan_text(p: PlanResult, width: int | None = None) -> str:
     stack = f", stack {p.stack}{'' if p.stack_given else ' (the default; --stack to change)'}" if p.stack else ""
     model = p.model or "the model of the given shapes"
     out = [f"Plan: {model} on {p.n_gpus} x {p.hardware}, global batch {p.global_batch_size} x {p.seq_len} tokens, "
@@ -91,7 +108,7 @@ def plan_text(p: PlanResult) -> str:
                        f"{tps} {days} {cost}{mark}")
     out.append("")
     if p.rows:
-        out.append(_table(p.rows))
+        out.append(_table(p.rows, width))
         out += _evidence_lines(p)
         best = p.rows[0]
         if best.step_parts:
@@ -108,7 +125,7 @@ def plan_text(p: PlanResult) -> str:
             out.append("")
             out.append(f"The best layouts at {p.n_gpus} GPUs, the closest count:" if p.scan
                        else "Closest layouts (by memory):")
-            out.append(_table(p.closest))
+            out.append(_table(p.closest, width))
     if p.rejected:
         out.append("")
         out.append("Rejected:")
