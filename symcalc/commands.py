@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 import time
 from typing import Any
@@ -312,6 +313,59 @@ def check(values, options, rtol, as_json, brief, hardware, model, stack, formula
     click.echo(result.json() if as_json else result.text(derivations=not brief))
     if not result.ok:
         raise click.exceptions.Exit(1)
+
+
+@cli.group("cache", invoke_without_command=True)
+@click.pass_context
+def cache_group(ctx):
+    """See or clear the on-disk cache of loaded libraries and derivations.
+
+    \b
+    symcalc cache info
+    symcalc cache clear
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(cache_info)
+
+
+@cache_group.command("info")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def cache_info(as_json=False):
+    """Where the cache is, whether it is on, and what it holds (entries by kind, bytes).
+
+    \b
+    symcalc cache info
+    symcalc cache info --json
+    """
+    from symcalc import cache  # on use: the command line starts without it (start-up, Ctrl-C)
+    got = cache.info()
+    if as_json:
+        click.echo(json.dumps(got, indent=2))
+        return
+    click.echo(f"cache: {got['directory']} ({'on' if got['enabled'] else 'off'}; SYMCALC_CACHE_DIR to move it, "
+               "SYMCALC_NO_CACHE=1 to turn it off)")
+    click.echo(f"key:   {got['key_directory']}")
+    for kind, e in sorted(got["entries"].items()):
+        click.echo(f"  {kind:<11} {e['count']:>5} entries  {e['bytes'] / 1e6:8.1f} MB")
+    click.echo(f"  {'in all':<11} {sum(e['count'] for e in got['entries'].values()):>5} entries  "
+               f"{got['bytes'] / 1e6:8.1f} MB")
+
+
+@cache_group.command("clear")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def cache_clear(as_json):
+    """Delete every entry the cache wrote (files it did not write, and links, are left alone).
+
+    \b
+    symcalc cache clear
+    symcalc cache clear --json
+    """
+    from symcalc import cache  # on use: the command line starts without it (start-up, Ctrl-C)
+    removed = cache.clear()
+    if as_json:
+        click.echo(json.dumps({"removed": removed, "directory": str(cache.cache_dir())}))
+    else:
+        click.echo(f"removed {removed} entries from {cache.cache_dir()}")
 
 
 @cli.command("list")
@@ -622,7 +676,8 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     if as_json:
         click.echo(result.json())
     else:
-        click.echo(result.text())
+        # on a terminal the table fits its width (columns left out, and named); piped, all of it
+        click.echo(result.text(width=shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
         for f in (csv_file, plot_file):
             if f:
                 click.echo(f"wrote {f}")

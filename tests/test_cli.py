@@ -196,3 +196,25 @@ def test_bare_symcalc_prints_the_formatted_help(cli):
     lines = run.out.splitlines()
     assert lines[0].startswith("Usage: symcalc") and "Commands:" in lines
     assert any(line.strip().startswith("plan ") for line in lines) and len(lines) > 20
+
+
+def test_cache_info_and_clear(cli, tmp_path, monkeypatch):
+    """`symcalc cache info` shows the cache directory (a private one here, so that clearing it
+    touches no other test's) and counts the library entry a solve stored; `clear` removes the
+    entries and says how many."""
+    import os
+    monkeypatch.setenv("SYMCALC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SYMCALC_KEY_DIR", str(tmp_path / "key"))
+    from symcalc.library import loading
+    loading.load_library()          # stored in the private cache
+    assert cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
+               "peak_flops=989 TFLOP/s").code == 0
+    run = cli("cache", "info", "--json")
+    got = json.loads(run.out)
+    assert run.code == 0 and got["directory"] == os.environ["SYMCALC_CACHE_DIR"]
+    assert got["entries"]["library"]["count"] >= 1 and got["bytes"] > 0
+    text = cli("cache")
+    assert text.code == 0 and text.out.startswith(f"cache: {got['directory']} (on")
+    cleared = cli("cache", "clear", "--json")
+    assert cleared.code == 0 and json.loads(cleared.out)["removed"] == sum(e["count"] for e in got["entries"].values())
+    assert json.loads(cli("cache", "info", "--json").out)["entries"] == {}
