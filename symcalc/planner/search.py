@@ -199,42 +199,14 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
     """
     t0 = time.perf_counter()
     lib = library or default_library()
-    top = whole_number(top, "top (the layouts to show)")
-    max_micro_batch = whole_number(max_micro_batch, "max_micro_batch")
-    max_virtual_stages = whole_number(max_virtual_stages, "max_virtual_stages")
-    if not isinstance(by, str) or by not in BY:
-        raise QueryError(f"--by must be one of {', '.join(BY)}; got '{by}'")
-    if hardware is None:
-        raise QueryError("a plan needs --hardware (see `symcalc list hardware`) and a model: --model (see "
-                         "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
-    if options is not None and not isinstance(options, Mapping):
-        raise QueryError(f"options is a mapping of option names to values (e.g. {{'zero_stage': '3'}}); "
-                         f"got {type(options).__name__}")
-    if values is not None and not isinstance(values, Mapping):
-        raise QueryError(f"values is a mapping of quantity names to values; got {type(values).__name__}")
-    options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
-    options.setdefault("memory_figure", PLAN_MEMORY_FIGURE)
-    # the step time runs under a stack (the default one unless given); the memory of the same
-    # layout is counted under the same stack (its attention kernel, its loss), so it is named
-    stack_given = "stack" in options
-    if "stack" in lib.options:
-        options.setdefault("stack", lib.options["stack"].default)
-    twice = sorted(set(values or {}) & set(named))
-    if twice:
-        raise QueryError(f"{twice[0]} is given twice")
-    values = {**(values or {}), **named}
-    for key, val in (("n_tokens", tokens), ("gpu_hour_price", gpu_hour_price), ("memory_headroom", memory_headroom),
-                     ("seq_len", seq_len), ("global_batch_size", global_batch_size), ("gpus_per_node", gpus_per_node),
-                     ("train_time", deadline), ("total_cost", budget), ("tokens_per_second", throughput)):
-        if val is not None:
-            if key in values:
-                raise QueryError(f"{key} is given twice")
-            values[key] = val
-    names = {}
-    for raw in list(values):
-        name = lib.quantity(raw).name     # aliases; UnknownNameError with suggestions
-        names[name] = values.pop(raw)
-    values = names
+    top, max_micro_batch, max_virtual_stages = _checked_arguments(hardware, by, options, values, top, max_micro_batch,
+                                                                  max_virtual_stages)
+    assert hardware is not None       # refused above: narrows the type
+    options, stack_given = _plan_options(options, lib)
+    values = _given_values(lib, values, named, {
+        "n_tokens": tokens, "gpu_hour_price": gpu_hour_price, "memory_headroom": memory_headroom, "seq_len": seq_len,
+        "global_batch_size": global_batch_size, "gpus_per_node": gpus_per_node, "train_time": deadline,
+        "total_cost": budget, "tokens_per_second": throughput})
     fixed, searched_opts = _fixed_dims(values, options, searched_options(lib))
     requires = narrow(lib, options, fixed, searched_opts, max_virtual_stages)
     find_preset("hardware", hardware)     # unknown names first, with the closest names
@@ -250,17 +222,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
              and k not in ("n_gpus", "seq_len", "global_batch_size")}
     q = Question(model=model, hardware=hardware, values=extra, options=options, moe=moe, library=lib)
     goal = _goal(values, lib)
-    counts = parse_gpus(gpus if gpus is not None else values.get("n_gpus"), facts.gpus_per_node) \
-        if (gpus is not None or "n_gpus" in values) else None
-    if not counts:
-        raise QueryError("give the GPU count: --gpus N (or a list/range with --deadline, --budget or a throughput)")
-    if len(counts) > 1 and not goal:
-        raise QueryError("several GPU counts need a goal: --deadline, --budget or a throughput target "
-                         "(tokens_per_second=...)")
-    if by == "cost" and values.get("gpu_hour_price") is None:
-        raise QueryError("--by cost needs a GPU-hour price: gpu_hour_price=\"2 USD/hour\"")
-    if by in ("days", "gpu_hours") and values.get("n_tokens") is None:
-        raise QueryError(f"--by {by} needs the training tokens: --tokens (the model preset gives none)")
+    counts = _counts(gpus, values, facts, goal, by)
     headroom = _headroom(values, facts, lib)
     common = _Setup(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, requires=requires, headroom=headroom,
                     tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
@@ -276,6 +238,69 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
 
 
 # -- reading the question ----------------------------------------------------------------------
+
+def _checked_arguments(hardware, by, options, values, top, max_micro_batch, max_virtual_stages) -> tuple[int, int, int]:
+    """The whole-number arguments as ints, after refusing what cannot be planned at all."""
+    top = whole_number(top, "top (the layouts to show)")
+    max_micro_batch = whole_number(max_micro_batch, "max_micro_batch")
+    max_virtual_stages = whole_number(max_virtual_stages, "max_virtual_stages")
+    if not isinstance(by, str) or by not in BY:
+        raise QueryError(f"--by must be one of {', '.join(BY)}; got '{by}'")
+    if hardware is None:
+        raise QueryError("a plan needs --hardware (see `symcalc list hardware`) and a model: --model (see "
+                         "`symcalc list models`) or its shapes as values (d_model=..., n_layers=..., n_heads=...)")
+    if options is not None and not isinstance(options, Mapping):
+        raise QueryError(f"options is a mapping of option names to values (e.g. {{'zero_stage': '3'}}); "
+                         f"got {type(options).__name__}")
+    if values is not None and not isinstance(values, Mapping):
+        raise QueryError(f"values is a mapping of quantity names to values; got {type(values).__name__}")
+    return top, max_micro_batch, max_virtual_stages
+
+
+def _plan_options(options: Mapping | None, lib) -> tuple[dict, bool]:
+    """The options as text, with the plan's memory figure and the stack (the default one unless
+    given: the step time runs under a stack, and the memory of the same layout is counted under
+    it, its attention kernel, its loss), and whether the stack was given."""
+    out = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+    out.setdefault("memory_figure", PLAN_MEMORY_FIGURE)
+    stack_given = "stack" in out
+    if "stack" in lib.options:
+        out.setdefault("stack", lib.options["stack"].default)
+    return out, stack_given
+
+
+def _given_values(lib, values: Mapping | None, named: dict, keywords: dict) -> dict:
+    """Every given value by its quantity's name (aliases resolved): ``values``, the keyword
+    arguments ``named`` and the plan's own keywords (``keywords``: quantity -> value or None).
+    A value given twice is refused."""
+    twice = sorted(set(values or {}) & set(named))
+    if twice:
+        raise QueryError(f"{twice[0]} is given twice")
+    out = {**(values or {}), **named}
+    for key, val in keywords.items():
+        if val is not None:
+            if key in out:
+                raise QueryError(f"{key} is given twice")
+            out[key] = val
+    # aliases; UnknownNameError with suggestions
+    return {lib.quantity(raw).name: val for raw, val in out.items()}
+
+
+def _counts(gpus, values: dict, facts: _Facts, goal: dict, by: str) -> list[int]:
+    """The GPU counts to plan at, after refusing what the goal and ``by`` cannot answer."""
+    counts = parse_gpus(gpus if gpus is not None else values.get("n_gpus"), facts.gpus_per_node) \
+        if (gpus is not None or "n_gpus" in values) else None
+    if not counts:
+        raise QueryError("give the GPU count: --gpus N (or a list/range with --deadline, --budget or a throughput)")
+    if len(counts) > 1 and not goal:
+        raise QueryError("several GPU counts need a goal: --deadline, --budget or a throughput target "
+                         "(tokens_per_second=...)")
+    if by == "cost" and values.get("gpu_hour_price") is None:
+        raise QueryError("--by cost needs a GPU-hour price: gpu_hour_price=\"2 USD/hour\"")
+    if by in ("days", "gpu_hours") and values.get("n_tokens") is None:
+        raise QueryError(f"--by {by} needs the training tokens: --tokens (the model preset gives none)")
+    return counts
+
 
 def _fixed_dims(values: dict, options: dict, all_searched: dict[str, tuple[str, ...]]) -> tuple[dict, dict]:
     fixed = {}
