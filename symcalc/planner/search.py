@@ -445,7 +445,6 @@ def _search(n_gpus: int, setup: _Setup) -> _Search:
 #: the model's resolution: layouts whose planned step times lie in the same band of this width
 #: (relative, counted from the best) rank by simplicity, not by time
 TIE_BAND = 0.01
-RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}     # "less recompute" is simpler
 
 
 def _judge_all(s: _Search, setup: _Setup) -> None:
