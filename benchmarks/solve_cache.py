@@ -21,7 +21,7 @@ import sympy
 import symcalc
 from common import Row, fmt_time, median, seconds
 from symcalc import cache
-from symcalc.query import solve as api
+from symcalc.query import derivations as api
 from symcalc.engine import invert
 from symcalc.library.loading import load_library
 
@@ -78,8 +78,8 @@ def _disk(quick: bool) -> list[Row]:
             times = []
             for _ in range(5 if quick else 15):
                 fresh = load_library()
-                times += seconds(lambda lib=fresh: api._cached_derivation(lib, key), repeat=1)
-                assert api._cached_derivation(fresh, key) is not None
+                times += seconds(lambda lib=fresh: api.cached_derivation(lib, key), repeat=1)
+                assert api.cached_derivation(fresh, key) is not None
             from_disk_time = median(times)
         finally:
             if saved is None:

@@ -65,9 +65,10 @@ def test_a_whole_number_answer_is_bitwise_the_general_paths(no_general_path):
 def _general_value(r, values):
     """The general path's evaluation, called without symcalc.query.solve.solve (patched away)."""
     from symcalc.engine.rounding import round_whole as _round
-    from symcalc.query.solve import _derivation, read_given
+    from symcalc.query.derivations import derivation_for
+    from symcalc.query.question import read_given
     knowns = read_given(r.library, values)
-    derivation, used = _derivation(r.library, r.target, frozenset(knowns), r.all_options)
+    derivation, used = derivation_for(r.library, r.target, frozenset(knowns), r.all_options)
     env = {k: v.magnitude for k, v in knowns.items()}
     env.update({k: d["magnitude"] for k, d in used.items() if "magnitude" in d})
     return _round(derivation.evaluate(env).values[r.target], r.quantity.whole) / r.factor

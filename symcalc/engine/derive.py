@@ -6,7 +6,7 @@ in the knowns (:func:`closed_form`), only when an answer is shown: the planner e
 derivations and shows none, and composing the step-time model's closed form through its 60
 steps costs more than inverting them. Everything
 here is sympy's work, bounded by the symbolic time limits (symcalc.budget) with numbers as the
-fallback; the results are kept on disk (symcalc.query.solve) so that a new process does not
+fallback; the results are kept on disk (symcalc.query.derivations) so that a new process does not
 repeat it.
 """
 

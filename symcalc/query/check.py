@@ -30,7 +30,8 @@ from symcalc.errors import (
 from symcalc.library.loading import Library, default_library
 from symcalc.query.parts import parts_of
 from symcalc.query.relation import Relation, _percent, relation
-from symcalc.query.solve import read_given, solve
+from symcalc.query.question import read_given
+from symcalc.query.solve import solve
 from symcalc.units.format import with_unit
 
 DEFAULT_RTOL = 0.02

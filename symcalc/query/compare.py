@@ -22,19 +22,14 @@ import numpy as np
 import pint
 
 from symcalc import units
-from symcalc.errors import SymcalcError, UnknownNameError, closest_names
+from symcalc.errors import QueryError, SymcalcError, UnknownNameError, closest_names
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.query.implied import resolve_options
 from symcalc.query.results import Result
-from symcalc.query.solve import (
-    QueryError,
-    _option_mapping,
-    _output_unit,
-    _presets,
-    read_given,
-    solve,
-)
+from symcalc.query.presetvalues import presets_of
+from symcalc.query.question import option_mapping, output_unit, read_given
+from symcalc.query.solve import solve
 from symcalc.render.formats import Rendered, render
 from symcalc.units.format import with_unit
 
@@ -266,13 +261,13 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     lib = library or default_library()
     if not isinstance(target, str):
         raise QueryError(f"the target is a quantity name, got {target!r}")
-    _output_unit(lib.quantity(target), to)     # a bad --to is the question's fault, not one side's
+    output_unit(lib.quantity(target), to)     # a bad --to is the question's fault, not one side's
     if given is not None and not isinstance(given, Mapping):
         raise QueryError("given values must be a mapping of name -> value")
     given_a = _canonical(lib, [*(given or {}).items(), *values.items()])
     given_b = {**given_a, **_canonical(lib, list((vs or {}).items()))}
-    options_a = dict(_option_mapping(options) or {})
-    options_b = {**options_a, **dict(_option_mapping(vs_options) or {})}
+    options_a = dict(option_mapping(options) or {})
+    options_b = {**options_a, **dict(option_mapping(vs_options) or {})}
     presets_a: dict[str, Any] = {"hardware": hardware, "model": model}
     presets_b: dict[str, Any] = {"hardware": vs_hardware or hardware, "model": vs_model or model}
 
@@ -334,13 +329,13 @@ def _differences(lib: Library, side_a: tuple, side_b: tuple) -> tuple[list[Input
 def _preset_key(kind: str, name: str | None) -> str | None:
     if not name:
         return None
-    return _presets(name, None)[0].key if kind == "hardware" else _presets(None, name)[0].key
+    return presets_of(name, None)[0].key if kind == "hardware" else presets_of(None, name)[0].key
 
 
 def _effective_options(lib: Library, explicit: Mapping, presets: dict) -> dict[str, str]:
     """Every option's value on one side, as solve resolves it: explicit over preset over a
     stack's default over the option's own default."""
-    implied = {k: v for p in _presets(presets["hardware"], presets["model"]) for k, v in p.options.items()}
+    implied = {k: v for p in presets_of(presets["hardware"], presets["model"]) for k, v in p.options.items()}
     return resolve_options(lib, explicit, implied, {}).values
 
 

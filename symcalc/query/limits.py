@@ -26,12 +26,16 @@ target); limits of equal priority that disagree leave the quantity's own roundin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from symcalc.compiled import ceil_tol, floor_tol
+from symcalc.engine.rounding import round_whole
+from symcalc.errors import SymcalcError
+from symcalc.findings import Finding
 
 NUDGE = 1e-6      # relative change of a limit used to see which way the answer moves
 
@@ -110,3 +114,57 @@ def round_with(exact, rounding: LimitRounding, own):
         return own(exact)
     out = np.where(need > 0, ceil_tol(exact), np.where(need < 0, floor_tol(exact), own(exact)))
     return float(out) if np.ndim(out) == 0 else out
+
+
+def round_to_limits(lib, derivation, ev, knowns: dict, defaults_used: dict, exact, opts: dict, ask: Callable):
+    """(rounded answer, how it rounded, why) for a whole-number target whose route passes given
+    limits (:func:`limit_rounding`); the quantity's own rounding where no limit decides.
+
+    ``why`` says, for a single answer, what the whole number on the other side would do to the
+    limit that decided: "16 would give memory_headroom = -1.29 GB".
+    """
+    tq = lib.quantities[derivation.target]
+    env = {k: v.magnitude for k, v in knowns.items()}
+    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
+    decided = limit_rounding(lib, derivation, env, exact)
+    rounded = round_with(exact, decided, lambda x: round_whole(x, tq.whole))
+    direction = decided.direction
+    reason: dict = {}
+    if np.any(decided.clash):
+        reason["clash"] = Finding("limits_clash", tq.name, {"rounded": tq.whole},
+                                  mask=decided.clash if np.ndim(decided.clash) else None)
+    if direction is None:
+        return rounded, tq.whole, reason or None
+    if direction == "mixed":
+        return rounded, "mixed", reason or None
+    reason.update(direction=direction, limit=decided.limit)
+    if np.ndim(exact) == 0 and not _is_whole(exact):
+        other = rounded - 1 if direction == "up" else rounded + 1
+        reason["other"] = other / tq.factor
+        # a direction comes with the limit that decided it
+        there = _limit_at(lib, tq, decided.limit, other, knowns, opts, ask)  # type: ignore[arg-type]
+        if there is not None:
+            q = lib.quantities[decided.limit]
+            reason.update(value_there=there / q.factor, given=float(knowns[decided.limit].magnitude) / q.factor,
+                          unit=q.display_unit, given_is=q.given_is)
+    return rounded, direction, reason
+
+
+def _is_whole(x) -> bool:
+    return abs(float(x) - round(float(x))) <= 1e-9 * max(abs(float(x)), 1)
+
+
+def _limit_at(lib, tq, limit: str, value: float, knowns: dict, opts: dict, ask: Callable) -> float | None:
+    """The limit quantity's value (base units) when the target is ``value``: the same question
+    asked forwards (by ``ask``: the solver, unshown). None when it cannot be asked (the value is
+    outside the target's domain)."""
+    if not tq.domain.holds(value):
+        return None
+    others = {k: (float(v.magnitude) / lib.quantities[k].factor, lib.quantities[k].display_unit)
+              for k, v in knowns.items() if k != limit and not isinstance(v.magnitude, str)}
+    others[tq.name] = (value / tq.factor, tq.display_unit)
+    try:
+        r = ask(limit, others, options=opts, library=lib)
+    except SymcalcError:
+        return None
+    return float(r.base_value)

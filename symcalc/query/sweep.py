@@ -37,7 +37,8 @@ from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.outfile import write_file
 from symcalc.query.results import Result, sentences
-from symcalc.query.solve import out_of_bounds, over_capacity, solve
+from symcalc.query.findings import out_of_bounds, over_capacity
+from symcalc.query.solve import solve
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
 from symcalc.render.formats import render

@@ -1,0 +1,340 @@
+"""The checks of an evaluated derivation that become the answer's findings (symcalc.findings):
+values outside their bounds, counts far from whole, an answer over its capacity, given values
+not used, steps found numerically, known values above a limit, the quantities a formula
+reports beside the answer; and the errors for a step with no finite value anywhere or an
+answer that overflows the unit it is shown in."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from symcalc.engine.derivation import Derivation
+from symcalc.errors import NoSolutionError, NotDeterminedError
+from symcalc.findings import Finding
+from symcalc.library.loading import Library
+from symcalc.query import unused
+from symcalc.query.parts import parts_of, sum_parts
+from symcalc.query.results import Result
+from symcalc.query.values import GivenValue
+from symcalc.units.format import with_unit
+
+
+def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: dict,
+              checked: set | frozenset = frozenset(), how: str | None = None, brief: bool = False) -> list[Finding]:
+    """What to tell the user about an evaluated derivation: bound violations, then warnings
+    (``brief``: the violations only).
+
+    Raises NoSolutionError when a step has no finite value at all.
+    """
+    _check_solvable(lib, derivation, ev)
+    findings = _violations(lib, derivation, ev.values)
+    if tq.whole and not findings and not np.all(tq.domain.contains(rounded)):
+        findings.append(Finding("rounds_outside", tq.name,
+                                {"value": np.min(exact) / tq.factor, "rounded": np.min(rounded) / tq.factor,
+                                 "unit": tq.display_unit, "how": how, "bounds": _bounds(tq)}))
+    if brief:
+        return findings
+    findings += list(ev.findings)
+    # a rounded whole-number answer already says its exact value: the counts it was derived
+    # through are as far from whole as it is (dp = 16.85 from data_parallel_group_size = 16.85),
+    # and rounding it settles them too; otherwise a count the chain makes fractional is said
+    if not (tq.whole and _far_from_whole(exact)):
+        findings += _whole_number_notes(lib, derivation, ev.values)
+    if how == "nearest" and _far_from_whole(exact):
+        findings.append(Finding("rounded_nearest", tq.name, {"value": np.min(exact) / tq.factor}))
+    capacity = over_capacity(lib, tq, exact, given)
+    if capacity is not None:
+        name, cap, over = capacity
+        if np.any(over):
+            worst = float(np.max(np.asarray(exact, dtype=float)))
+            split = parts_of(lib, derivation, ev.values, tq.name) if np.ndim(over) == 0 else None
+            largest = (split.largest[0], split.largest[1] / tq.factor) if split and split.largest else None
+            findings.append(Finding(
+                "over_capacity", tq.name,
+                {"value": worst / tq.factor, "capacity": float(np.min(cap)) / tq.factor,
+                 "excess": (worst - float(np.min(cap))) / tq.factor, "unit": tq.display_unit,
+                 "points": None if np.ndim(over) == 0 else int(np.sum(over)),
+                 "of": None if np.ndim(over) == 0 else int(np.size(over)), "largest": largest},
+                related=(name,), mask=over if np.ndim(over) else None))
+    typed = [q for q in derivation.route.unused
+             if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
+             and q not in checked]
+    if typed:
+        users = {q: u for q in typed if (u := unused.users(lib, q, derivation.options))}
+        values: dict = {"used_by": users} if users else {}
+        if together := unused.combined_with(lib, derivation.route.target, typed, derivation.options):
+            values["with_target"] = together
+            values["target"] = derivation.route.target
+        findings.append(Finding("not_used", related=tuple(typed), values=values))
+    for i in sorted(ev.numeric_steps):
+        s = derivation.steps[i]
+        if s.tearing is not None:     # a forward model run backwards: one search, the rest follows
+            findings.append(Finding("found_numerically", s.tearing.tear,
+                                    {"torn": True, "equations": len(s.formulas), "follow": len(s.unknowns) - 1},
+                                    related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
+        else:
+            findings.append(Finding("found_numerically", s.unknowns[0], {"torn": False},
+                                    related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
+    return findings
+
+
+def _check_solvable(lib, derivation: Derivation, ev) -> None:
+    """A step with no finite value anywhere is an error, not a NaN answer: either the numbers
+    left floating point's range (1e300 x 1e300), or the equations hold for a whole range of
+    the unknown (not determined), or they have no admissible root."""
+    values = ev.values
+    for s in derivation.steps:
+        for name in s.unknowns:
+            q = lib.quantities[name]
+            if q.kind == "text" or (isinstance(values[name], float) and math.isfinite(values[name])):
+                continue
+            v = np.asarray(values[name], dtype=float)
+            if (v.size and np.isfinite(v.flat[0])) or np.any(np.isfinite(v)) or np.any(q.domain.contains(v)):
+                continue      # (0, inf] admits inf
+            ids = ", ".join(f.id for f in s.formulas)
+            inputs = [np.asarray(values[x], dtype=float) for x in s.inputs]
+            if np.any(np.isinf(v)) or any(np.any(np.abs(x) > 1e250) or np.any((x != 0) & (np.abs(x) < 1e-250))
+                                          for x in inputs):
+                raise NoSolutionError(f"{name} cannot be computed ({ids}): the values are beyond the range of "
+                                      "floating point (about 1e-308 to 1e308); check their units and exponents")
+            shown = derivation.target if derivation.target in s.unknowns else name
+            q = lib.quantities[shown]
+            if np.any(ev.undetermined.get(name, False)):
+                raise NotDeterminedError(
+                    f"{shown} is not determined by these values: {_equations_text(s)} hold for a whole "
+                    f"range of {name}, not one value; give {shown} itself, or a value that pins it down")
+            cause = _out_of_range_input(lib, derivation, s, values)
+            if cause:
+                # the question's own quantity is what does not fit, whichever step of its
+                # derivation found out (an intermediate's name would only puzzle)
+                target = lib.quantities[derivation.target]
+                within = f" in {target.domain}" if shown == derivation.target else ""
+                raise NoSolutionError(f"no value of {derivation.target}{within} fits: {cause}")
+            raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {_equations_text(s)} with these values")
+
+
+def check_displayable(lib, derivation: Derivation, values: dict, target: str, unit: str, factor: float) -> None:
+    """A value finite in base units may overflow in the unit it is shown in (1e308 s is 1e311
+    ms): an answer of inf with exit status 0 is an error instead, naming the quantity. Checks
+    the target in its output unit and every quantity the derivation computed in its display
+    unit. O(steps)."""
+    def overflows(v, f: float) -> bool:
+        if isinstance(v, float):        # one value (numpy's float64 too): no array to build
+            return math.isfinite(v) and not math.isfinite(float(v) / f)
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = np.asarray(v, dtype=float)
+            return bool(np.any(np.isfinite(a) & ~np.isfinite(a / f)))
+    checks = [(target, unit, factor)] + [(n, lib.quantities[n].display_unit, lib.quantities[n].factor)
+                                         for s in derivation.steps for n in s.unknowns
+                                         if n != target and lib.quantities[n].kind != "text"]
+    for name, shown, f in checks:
+        v = values.get(name)
+        if v is not None and not isinstance(v, str) and overflows(v, f):
+            raise NoSolutionError(f"{name} overflows in {shown or 'its unit'}: its value is beyond the range of "
+                                  "floating point (about 1e308) there; check the given values' units and exponents")
+
+
+def _equations_text(step) -> str:
+    """A step's equations for a message: the text of up to two, else their ids."""
+    ids = ", ".join(f.id for f in step.formulas)
+    if len(step.formulas) <= 2:
+        return f"{'; '.join(f.equation for f in step.formulas)} ({ids})"
+    return f"the equations {ids}"
+
+
+def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str | None:
+    """Why a step has no root, when the reason lies upstream: an earlier step gave a value
+    outside its quantity's bounds (the classic case: everything else already needs more than
+    gpu_memory, so the activation memory left over is negative). The first such value is the
+    cause; when it is what a total leaves for one of its parts, the message names the other
+    parts, largest first: they are what does not fit."""
+    before = derivation.steps[:derivation.steps.index(step)]
+    for earlier, name, q, sample, _, _, _ in out_of_bounds(lib, before, values):
+        shown = with_unit(sample / q.factor, q.display_unit)
+        split = sum_parts(lib, earlier.formulas[0], values, leave_out=name) if len(earlier.formulas) == 1 else None
+        if split is not None and split.parts and sample < q.domain.lo:
+            others = [(n, v) for n, v in split.parts if v != 0]
+            return _exceeds(lib, derivation, split, others, sum(v for _, v in others), values,
+                            f"leaving {name} = {shown}", others[0][0] if others else name)
+        ids = ", ".join(f.id for f in earlier.formulas)
+        return f"it would need {name} = {shown} ({ids}), outside {_bounds_text(q)}"
+    return _known_parts_overflow(lib, derivation, step, values)
+
+
+def _known_parts_overflow(lib, derivation: Derivation, step, values: dict) -> str | None:
+    """Why a block with a sum in it has no root: the parts known before the block already
+    exceed the total, even with the parts the block solves for at their least (a memory part
+    at 0). The unknown (a micro-batch, say) then sits in several parts at once, so no earlier
+    step leaves a negative remainder to point at (_out_of_range_input). O(size of the block)."""
+    for f in step.formulas:
+        if not f.breakdown or f.lhs_name in step.unknowns:
+            continue
+        least = {n: lib.quantities[n].domain.lo for n in f.breakdown if n in step.unknowns}
+        if any(not math.isfinite(v) for v in least.values()):
+            continue
+        split = sum_parts(lib, f, {**values, **least})
+        if split is None:
+            continue
+        known = [(n, v) for n, v in split.parts if n not in least and v != 0]
+        need = sum(v for _, v in known) + sum(least.values())
+        if not known or need <= split.total_value:
+            continue
+        return _exceeds(lib, derivation, split, known, need, values, f"with nothing left for {' or '.join(least)}",
+                        known[0][0])
+    return None
+
+
+def _exceeds(lib, derivation: Derivation, split, parts: list, need: float, values: dict, left: str,
+             largest: str) -> str:
+    """'a = 1129 GB alone already exceeds total = 80 GB (from ...), <left>; the largest part is
+    <largest>': the sentence both overflow diagnoses end in."""
+    t = lib.quantities[split.total]
+    listed = " + ".join(f"{n} = {with_unit(v / t.factor, t.display_unit)}" for n, v in parts) or "nothing"
+    alone = " alone" if len(parts) == 1 else f" (together {with_unit(need / t.factor, t.display_unit)})"
+    return (f"{listed}{alone} already exceed{'s' if len(parts) == 1 else ''} {split.total} = "
+            f"{with_unit(split.total_value / t.factor, t.display_unit)}{_origin(lib, derivation, split.total, values)}, "
+            f"{left}; the largest part is {largest}")
+
+
+def _origin(lib, derivation: Derivation, name: str, values: dict) -> str:
+    """' (gpu_memory 80 GB - memory_headroom 0 GB)': where a computed total came from, when it
+    came straight from given values; '' otherwise."""
+    for s in derivation.steps:
+        if name in s.unknowns:
+            if all(x in derivation.route.given for x in s.inputs) and len(s.inputs) <= 3:
+                shown = ", ".join(f"{x} = {with_unit(float(np.asarray(values[x]).flat[0]) / lib.quantities[x].factor, lib.quantities[x].display_unit)}"
+                                  for x in s.inputs)
+                return f" (from {shown})"
+            return ""
+    return ""
+
+
+def out_of_bounds(lib, steps: list, values: dict):
+    """(step, name, quantity, a bad value, how many are bad, of how many, where) for every
+    numeric value the steps computed outside its quantity's bounds, in step order."""
+    for s in steps:
+        for name in s.unknowns:
+            q = lib.quantities[name]
+            if q.kind == "text" or (isinstance(values[name], float) and q.domain.holds(values[name])):
+                continue
+            v = np.asarray(values[name], dtype=float)
+            if q.domain.holds_all(v):
+                continue
+            bad = ~q.domain.contains(v)
+            if np.any(bad):
+                sample = float(v[bad].flat[0]) if v.ndim else float(v)
+                yield s, name, q, sample, int(bad.sum()), (v.size if v.ndim else 0), bad
+
+
+def _violations(lib, derivation: Derivation, values: dict) -> list[Finding]:
+    """Computed values outside their quantity's bounds, one finding each."""
+    out = []
+    for s, name, q, sample, n_bad, size, bad in out_of_bounds(lib, derivation.steps, values):
+        out.append(Finding("out_of_bounds", name,
+                           {"value": sample / q.factor if np.isfinite(sample) else None, "unit": q.display_unit,
+                            "points": n_bad if size else None, "of": size or None, "bounds": _bounds(q)},
+                           related=tuple(_given_ancestors(derivation, s)), formulas=tuple(f.id for f in s.formulas),
+                           mask=bad if size else None))
+    return out
+
+
+def _given_ancestors(derivation: Derivation, step) -> list[str]:
+    """The known quantities (given or defaults) a step's result depends on, through the plan."""
+    producer = {u: s for s in derivation.steps for u in s.unknowns}
+    seen, out, todo = set(), set(), list(step.inputs)
+    while todo:
+        q = todo.pop()
+        if q in seen:
+            continue
+        seen.add(q)
+        if q in producer:
+            todo.extend(producer[q].inputs)
+        else:
+            out.add(q)
+    return sorted(out)
+
+
+def _bounds(q) -> dict:
+    """A quantity's bounds in display terms, for a finding (x 100 for a percentage)."""
+    d, percent = q.domain, q.display_unit == "%"
+    scale = 100 if percent else 1
+    return {"lo": d.lo * scale, "hi": d.hi * scale, "lo_open": d.lo_open, "hi_open": d.hi_open, "percent": percent}
+
+
+def _bounds_text(q) -> str:
+    d = q.domain
+    if q.display_unit == "%":
+        return f"{'(' if d.lo_open else '['}{d.lo * 100:g} %, {d.hi * 100:g} %{')' if d.hi_open else ']'}"
+    return str(d)
+
+
+def _far_from_whole(value) -> bool:
+    v = np.asarray(value, dtype=float)
+    if not np.not_equal(np.round(v), v).any():
+        return False      # exactly whole: the usual case, in three passes instead of six
+    return bool(np.any(np.abs(v - np.round(v)) > 1e-6 * np.maximum(np.abs(v), 1)))
+
+
+def _whole_number_notes(lib, derivation: Derivation, values: dict) -> list[Finding]:
+    notes = []
+    for s in derivation.steps:
+        for name in s.unknowns:
+            q = lib.quantities[name]
+            if q.whole is None or name == derivation.target:
+                continue
+            v = np.asarray(values[name], dtype=float)
+            if _far_from_whole(v):
+                sample = float(v.flat[0]) if v.ndim else float(v)
+                notes.append(Finding("not_whole", name, {"value": sample}))   # base units, as computed
+    return notes
+
+
+def over_capacity(lib, q, value, given: Mapping) -> tuple[str, np.ndarray | float, np.ndarray | bool] | None:
+    """(capacity name, its value, where ``value`` exceeds it) when ``q`` must fit in a known
+    capacity (``fits_in``: per-GPU memory in gpu_memory), else None. Base units throughout."""
+    if not q.fits_in or q.fits_in not in given:
+        return None
+    cap = given[q.fits_in].magnitude
+    with np.errstate(invalid="ignore"):
+        return q.fits_in, cap, np.asarray(value, dtype=float) > np.asarray(cap, dtype=float)
+
+
+def above_limits(lib: Library, knowns: Mapping[str, GivenValue]) -> list[Finding]:
+    """Warnings for known values above a limit they may exceed at a cost (``warn_above`` in the
+    data: a context longer than the model's max_position_embeddings)."""
+    out = []
+    for name, gv in knowns.items():
+        for other in lib.quantities[name].warn_above:
+            if other in knowns and not isinstance(gv.magnitude, str):
+                a, b = (np.asarray(x.magnitude, dtype=float) for x in (gv, knowns[other]))
+                if np.any(a > b * (1 + 1e-12)):
+                    q, o = lib.quantities[name], lib.quantities[other]
+                    out.append(Finding("above_limit", name, {
+                        "value": float(np.max(a)) / q.factor, "unit": q.display_unit, "limit": other,
+                        "limit_value": float(np.min(b)) / o.factor, "limit_unit": o.display_unit,
+                        "description": o.description, "origin": knowns[other].origin or ""}))
+    return out
+
+
+def reported_findings(lib, result: Result) -> list[Finding]:
+    """The quantities the formulas of the derivation ask to be stated beside the answer
+    (``reports`` in the data: which pipeline stage a memory figure is that of), each one more
+    step from the answer's values; left out where it cannot be had or is not one number."""
+    out = []
+    names = dict.fromkeys(n for step in result.derivation.steps for f in step.formulas for n in f.reports)
+    for name in names:
+        if name == result.target or np.ndim(result.base_value) != 0:
+            continue
+        value = result.companion_value(name)
+        q = lib.quantities[name]
+        if isinstance(value, str):
+            out.append(Finding("reported", name, {"value": value, "unit": "", "description": q.description}))
+            continue
+        if value is None or not np.isfinite(value):
+            continue
+        out.append(Finding("reported", name, {"value": value / q.factor, "unit": q.display_unit,
+                                              "description": q.description}))
+    return out

@@ -1,0 +1,205 @@
+"""The question resolved: its given values read, its options (given, from presets, implied by
+the values, set by a training stack in force) and its known values, with the derivation that
+answers it (:func:`pose`), or why there is none."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from symcalc import units
+from symcalc.engine.derivation import Derivation
+from symcalc.errors import (
+    BadOptionValueError,
+    DimensionError,
+    DomainError,
+    NoSolutionError,
+    QueryError,
+    SymcalcError,
+    UnderdeterminedError,
+)
+from symcalc.library.loading import Library
+from symcalc.query import stacks
+from symcalc.query.derivations import derivation_for
+from symcalc.query.implied import Resolved, resolve_options
+from symcalc.query.presetvalues import preset_values
+from symcalc.query.values import GivenValue, read_value
+from symcalc.units import describe_dimension as show
+from symcalc.units.format import with_unit
+
+
+def read_given(library: Library, values) -> dict[str, GivenValue]:
+    """Resolve names (aliases allowed) and read every value; a name given twice is an error.
+
+    ``values`` is a mapping or an iterable of (name, value) pairs.
+    """
+    out: dict[str, GivenValue] = {}
+    items = values.items() if isinstance(values, Mapping) else values
+    for raw_name, raw in items:
+        if not isinstance(raw_name, str):
+            raise QueryError(f"quantity names are text, got {raw_name!r}")
+        q = library.quantity(raw_name)
+        if q.name in out:
+            raise QueryError(f"{q.name} is given twice (as {out[q.name].name!r} and {raw_name!r})"
+                             if raw_name != q.name else f"{q.name} is given twice")
+        out[q.name] = read_value(q, raw)
+    return out
+
+
+def option_mapping(options) -> Mapping | None:
+    if options is None or isinstance(options, Mapping):
+        return options
+    try:
+        pairs = dict(options)
+    except (TypeError, ValueError):
+        raise QueryError("options must be a mapping like {'zero_stage': 3}") from None
+    return pairs
+
+
+def output_unit(q, to: str | None) -> tuple[str, float]:
+    if not to:
+        return q.display_unit, q.factor
+    unit = units.parse_unit(to, "--to")
+    dim = units.registry().get_dimensionality(unit)
+    if to.strip() in ("%", "percent") and q.display_unit != "%" and q.domain.hi > 1:
+        raise DimensionError(f"cannot show {q.name} in %: it is a count, not a fraction")
+    if dim != q.dim:
+        raise DimensionError(f"cannot show {q.name} in {to}: {q.name} is measured in {show(q.dim)}, "
+                             f"{to} in {show(dim)}")
+    return to.strip(), units.to_base_factor(to.strip())
+
+
+@dataclass
+class Posed:
+    """A question with its options, known values and derivation (or why it has none)."""
+
+    resolved: Resolved
+    knowns: dict[str, GivenValue]
+    settled: set[str]                           # options the question itself settles (stacks.decided)
+    derivation: Derivation | None = None        # None: the target is given, or ``error``
+    defaults_used: dict = field(default_factory=dict)
+    error: SymcalcError | None = None
+    diagnosed: bool = True                      # ``error`` carries the search for what is missing
+    in_force: set[str] = field(default_factory=set)     # setting options (stacks) in force
+    quiet: set[str] = field(default_factory=set)        # setting options not in force
+
+    @property
+    def used(self) -> set[str]:
+        """The options the derivation depends on."""
+        return stacks.options_used(self.derivation, self.defaults_used) if self.derivation else set()
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The options that decide this question, for asking it again (Result.all_options): every
+        option's value, less the stacks not in force (their defaults did not apply, so giving
+        them would apply their defaults and conditions to the question asked again)."""
+        return {k: v for k, v in self.resolved.values.items() if k not in self.quiet}
+
+
+def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets: list, diagnose: bool) -> Posed:
+    """The question's options, known values and derivation, and the training stacks in force.
+
+    A setting option the question does not settle applies its ``options`` defaults only when
+    the derivation depends on it (see :mod:`symcalc.query.stacks`): the question is resolved
+    and derived with the defaults; if the derivation does not depend on the option, it is
+    resolved again without them and that resolution is taken, with the first derivation when it
+    uses none of the options that changed and the known values are the same, else derived again
+    (and kept unless it depends on the option after all, or only the first one exists). The checks of :func:`symcalc.query.stacks.check_supports` and ``check_requires``
+    run for the stacks the question settles before any derivation, for the others once they
+    are known to be in force.
+    """
+    preset_options = {k: v for p in presets for k, v in p.options.items()}
+    resolved, knowns = _setting(lib, tq.name, typed, explicit, presets, preset_options)
+    settled = stacks.decided(explicit, preset_options, resolved.implied)
+    linked = set(lib.stacks)
+    stacks.check_supports(lib, resolved.values, linked & settled, explicit)
+    stacks.check_requires(lib, resolved.values, linked & settled, knowns, settled)
+    idle = frozenset(linked - settled)
+    posed = _derive(lib, tq, Posed(resolved, knowns, settled), diagnose and not idle)
+    dropped = idle - posed.used
+    if dropped:
+        resolved2, knowns2 = _setting(lib, tq.name, typed, explicit, presets, preset_options, without=dropped)
+        again = Posed(resolved2, knowns2, settled, posed.derivation, posed.defaults_used, posed.error,
+                       posed.diagnosed)
+        changed = {k for k, v in resolved2.values.items() if resolved.values.get(k) != v}
+        if changed and (posed.error or changed & posed.used or _differ(knowns2, knowns)):
+            # a derivation that uses none of the changed options, from the same known values,
+            # holds without the stack's defaults too: it is kept (half the cold work of a
+            # question the stack does not reach)
+            again = _derive(lib, tq, Posed(resolved2, knowns2, settled), diagnose=False)
+        if (again.error is None and not again.used & dropped) or (again.error and posed.error):
+            posed = again
+    posed.in_force = (linked & settled) | (idle & posed.used)
+    posed.quiet = linked - posed.in_force
+    stacks.check_supports(lib, posed.resolved.values, posed.in_force, set(explicit) | posed.used)
+    stacks.check_requires(lib, posed.resolved.values, posed.in_force - settled, posed.knowns, settled)
+    return posed
+
+
+def _differ(a: Mapping[str, GivenValue], b: Mapping[str, GivenValue]) -> bool:
+    """Whether two sets of known values differ in a name or a value."""
+    return a.keys() != b.keys() or any(a[k] is not b[k] and (a[k].text, a[k].origin) != (b[k].text, b[k].origin)
+                                       for k in a)
+
+
+def _setting(lib: Library, target: str, typed: dict[str, GivenValue], explicit: Mapping, presets: list,
+             preset_options: Mapping[str, str], without: frozenset = frozenset()
+             ) -> tuple[Resolved, dict[str, GivenValue]]:
+    """Every option's value and the known values (typed, then the presets' under those options)."""
+    first = lib.option_values({**preset_options, **explicit})
+    from_presets = preset_values(lib, presets, first, target, typed)
+    resolved = resolve_options(lib, explicit, preset_options, {**typed, **from_presets}, without=without)
+    if resolved.values != first:      # the dense peak follows the precision
+        from_presets = preset_values(lib, presets, resolved.values, target, typed)
+    knowns = {**typed, **from_presets}
+    _check_orders(lib, knowns)
+    return resolved, knowns
+
+
+def _derive(lib: Library, tq, posed: Posed, diagnose: bool) -> Posed:
+    """``posed`` with its derivation, or the error that says why there is none (the target
+    given: neither)."""
+    if tq.name in posed.knowns:
+        return posed
+    try:
+        posed.derivation, posed.defaults_used = derivation_for(lib, tq.name, frozenset(posed.knowns),
+                                                            posed.resolved.values, diagnose=diagnose)
+    except (UnderdeterminedError, NoSolutionError) as e:
+        posed.error, posed.diagnosed = e, diagnose
+    return posed
+
+
+def _check_orders(lib: Library, knowns: Mapping[str, GivenValue]) -> None:
+    """Known values that cannot stand together: one above a quantity it can never exceed
+    (``not_above`` in the data: more KV heads than heads, a TP degree above the GPUs)."""
+    for name, gv in knowns.items():
+        q = lib.quantities[name]
+        for other in q.not_above:
+            if other in knowns and not isinstance(gv.magnitude, str):
+                a, b = np.asarray(gv.magnitude, dtype=float), np.asarray(knowns[other].magnitude, dtype=float)
+                over = a > b * (1 + 1e-12)
+                if np.any(over):
+                    # arrays: the first point where it happens, both values taken there (the
+                    # largest of each could come from different points: tp = 8 above 24576 GPUs)
+                    first = np.unravel_index(np.argmax(over), over.shape) if over.ndim else ()
+                    a, b = (np.broadcast_to(x, over.shape)[first] for x in (a, b))
+                    shown = [with_unit(float(x) / lib.quantities[n].factor, lib.quantities[n].display_unit)
+                             for x, n in ((a, name), (b, other))]
+                    where = " (from a preset)" if gv.origin or knowns[other].origin else ""
+                    points = f" at {int(over.sum())} of {over.size} points" if over.ndim else ""
+                    raise DomainError(f"{name} = {shown[0]} is more than {other} = {shown[1]}{where}{points}: "
+                                      f"{name} can never exceed {other}")
+
+
+def check_hardware_dtypes(lib: Library, opts: Mapping[str, str], presets) -> None:
+    """An option value that needs a number format the named hardware lacks (``hardware_dtype``
+    in the option data: an FP8 KV cache on an A100) is refused, naming both."""
+    for name, opt in lib.options.items():
+        value = opts.get(name, opt.default)
+        need = opt.hardware_dtype.get(value)
+        for p in presets:
+            if need and p.kind == "hardware" and p.peak_flops and need not in p.peak_flops:
+                raise BadOptionValueError(f"--option {name}={value} needs {need.upper()} support, which {p.label} "
+                                          f"lacks (it computes in {', '.join(sorted(p.peak_flops))})")
