@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from symcalc.library.loading import formula_dir
+from symcalc.library.loading import default_library, formula_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,7 +69,6 @@ def searched_options(library=None) -> dict[str, tuple[str, ...]]:
     """The options the planner searches (``searched = true`` in the library), each with its values
     in their declared order, in the order the library declares the options."""
     if library is None:
-        from symcalc.library.loading import default_library
         library = default_library()
     return {name: tuple(spec.values) for name, spec in library.options.items() if spec.searched}
 
