@@ -33,6 +33,7 @@ from symcalc.planner.space import (
     Space,
     enumerate_space,
     searched_options,
+    space_data,
 )
 from symcalc.query.values import read_value
 
@@ -47,7 +48,7 @@ DEFAULT_HEADROOM_FRACTION = 0.05
 # the global batch when none is given: about 4M tokens (GPT-3's 3.2M, Llama 2's 4M), as a power of
 # two of sequences; said in the plan's notes
 DEFAULT_BATCH_TOKENS = 4 * 2**20
-LAYOUT_DIMS = ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages")
+LAYOUT_DIMS = tuple(space_data()["dimensions"])     # tp, pp, cp, dp, ep, micro_batch_size, virtual_stages
 BY = ("time", "days", "gpu_hours", "cost", "memory")
 # planner-only values: not part of the layout question
 GOAL_VALUES = ("n_tokens", "gpu_hour_price", "memory_headroom", "global_batch_tokens", "tokens_per_second",
@@ -506,7 +507,7 @@ def _band(s: _Search, i: int) -> int:
 
 def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:
     c = s.space.columns
-    layout = {k: int(c[k][i]) for k in ("tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus")}
+    layout = {k: int(c[k][i]) for k in (*LAYOUT_DIMS, "n_gpus")}
     if not q.moe:
         layout.pop("ep")
     opts = row_options(c, i, searched_options(q.library))
