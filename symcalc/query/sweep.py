@@ -173,18 +173,35 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         The errors of :func:`symcalc.solve` for bad names, values and questions.
     """
     lib = library or default_library()
+    fixed = {**(given or {}), **values}
+    axes = _axes(lib, target, vary, fixed)
+    tq = lib.quantity(target)
+    shape = tuple(len(a.base) for a in axes)
+    kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
+    r, vals, exact, outside, capacity_values, over = _evaluated(lib, tq, fixed, axes, shape, kw)
+    feasible, reasons, capacity = _feasible(lib, tq, r, vals, outside, capacity_values, over)
+    # the capacity mask and its reason say where the target does not fit: not also a warning
+    # (a report, such as the busiest pipeline stage, is the first point's: it may differ across the grid)
+    findings = [f for f in r.findings if not f.violation and f.kind != "reported"
+                and not (capacity and f.kind == "over_capacity")]
+    return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
+                 feasible=feasible, reasons=reasons, capacity=capacity, result=r, findings=findings)
+
+
+def _axes(lib: Library, target: str, vary, fixed: dict) -> list[Axis]:
+    """The axes of ``vary``, read, or the error that says what is wrong with them (none, the
+    target varied, a quantity both varied and given, a grid of more than MAX_POINTS)."""
     if not vary:
         raise QueryError("a sweep needs at least one varied quantity (vary={name: 'START:STOP'})")
     if not isinstance(vary, Mapping):
         raise QueryError(f"vary is a mapping of quantity names to axes (vary={{name: 'START:STOP'}}); "
                          f"got {type(vary).__name__}")
-    tq = lib.quantity(target)
-    fixed = {**(given or {}), **values}
+    target = lib.quantity(target).name
     fixed_names = {lib.quantity(k).name for k in fixed}
     axes: list[Axis] = []
     for raw_name, spec in vary.items():
         q = lib.quantity(raw_name)
-        if q.name == tq.name:
+        if q.name == target:
             raise QueryError(f"{q.name} is the target; it cannot also be varied")
         if q.name in fixed_names or any(a.name == q.name for a in axes):
             raise QueryError(f"{q.name} is both varied and given; give it once")
@@ -192,13 +209,18 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     size = math.prod(len(a.base) for a in axes)
     if size > MAX_POINTS:
         raise QueryError(f"the grid has {size:,} points, more than {MAX_POINTS:,}; use fewer or coarser axes")
-    shape = tuple(len(a.base) for a in axes)
+    return axes
+
+
+def _evaluated(lib: Library, tq, fixed: dict, axes: list[Axis], shape: tuple, kw: dict):
+    """(the Result behind the sweep, the answer on the grid, its exact value for a whole number,
+    where each computed quantity leaves its bounds, the capacity on the grid, where the answer
+    is over it)."""
     grid = {}
     for i, a in enumerate(axes):
         dims = [1] * len(axes)
         dims[i] = -1
         grid[a.name] = (a.values.reshape(dims), a.unit)
-    kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
     template = _template(tq.name, fixed, axes, kw)
     if template is not None and template.quantity.kind != "text":
         # the first point's derivation over the whole grid, masked (Result.points: the sweep
@@ -212,17 +234,24 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         outside = {name: np.broadcast_to(bad, shape) for name, bad in (p.outside or {}).items()}
         capacity_values = None if p.capacity is None else np.broadcast_to(p.capacity, shape)
         over = None if p.capacity is None else np.broadcast_to(~p.fits & np.isfinite(vals), shape)
-    else:
-        # no first point to take the derivation from (it has no solution there, or a text
-        # answer): solve() over the arrays says what holds where
-        r = solve(tq.name, {**fixed, **grid}, on_bounds="flag", **kw)
-        vals = np.broadcast_to(np.asarray(r.value, dtype=float), shape).copy()
-        exact = np.broadcast_to(np.asarray(r.exact, dtype=float), shape).copy() if tq.whole else None
-        outside = {name: np.broadcast_to(bad & np.isfinite(np.asarray(r.values[name], dtype=float)), shape)
-                   for _, name, _, _, _, _, bad in out_of_bounds(lib, r.derivation.steps, r.values)}
-        cap = over_capacity(lib, tq, vals * r.factor, r.given)
-        capacity_values = None if cap is None else np.broadcast_to(np.asarray(cap[1], dtype=float) / r.factor, shape)
-        over = None if cap is None else np.broadcast_to(cap[2], shape)
+        return r, vals, exact, outside, capacity_values, over
+    # no first point to take the derivation from (it has no solution there, or a text
+    # answer): solve() over the arrays says what holds where
+    r = solve(tq.name, {**fixed, **grid}, on_bounds="flag", **kw)
+    vals = np.broadcast_to(np.asarray(r.value, dtype=float), shape).copy()
+    exact = np.broadcast_to(np.asarray(r.exact, dtype=float), shape).copy() if tq.whole else None
+    outside = {name: np.broadcast_to(bad & np.isfinite(np.asarray(r.values[name], dtype=float)), shape)
+               for _, name, _, _, _, _, bad in out_of_bounds(lib, r.derivation.steps, r.values)}
+    cap = over_capacity(lib, tq, vals * r.factor, r.given)
+    capacity_values = None if cap is None else np.broadcast_to(np.asarray(cap[1], dtype=float) / r.factor, shape)
+    over = None if cap is None else np.broadcast_to(cap[2], shape)
+    return r, vals, exact, outside, capacity_values, over
+
+
+def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values, over):
+    """(where the answer is feasible, why points are not, the capacity (name, value) or None):
+    a point is not feasible with no solution, a computed value outside its bounds, a whole
+    number rounded outside its bounds, or an answer over its capacity."""
     feasible = np.isfinite(vals)
     reasons: list[str] = []
     if not feasible.all():
@@ -246,12 +275,7 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
         if over.any():
             reasons.append(f"{tq.name} exceeds {tq.fits_in} = {with_unit(capacity[1], r.unit)} at {int(over.sum())} points")
             feasible &= ~over
-    # the capacity mask and its reason say where the target does not fit: not also a warning
-    # (a report, such as the busiest pipeline stage, is the first point's: it may differ across the grid)
-    findings = [f for f in r.findings if not f.violation and f.kind != "reported"
-                and not (capacity and f.kind == "over_capacity")]
-    return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
-                 feasible=feasible, reasons=reasons, capacity=capacity, result=r, findings=findings)
+    return feasible, reasons, capacity
 
 
 def _template(target: str, fixed: dict, axes: list[Axis], kw: dict) -> Result | None:
