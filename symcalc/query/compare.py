@@ -185,6 +185,10 @@ class Comparison(Rendered):
     def __repr__(self) -> str:
         return f"<Comparison {self}>"
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the two sides, what differs and what they share, as a table."""
+        return render("comparison_html", self)
+
 
 @dataclass
 class VsChanges:

@@ -318,6 +318,10 @@ class Result(Rendered):
     def _repr_latex_(self) -> str:
         return "$$" + render("latex_equation", self) + "$$"
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the answer, its derivation and its assumptions."""
+        return render("result_html", self)
+
     def __str__(self) -> str:
         return f"{self.target} = {with_unit(self.value, self.unit)}"
 

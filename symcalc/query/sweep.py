@@ -146,9 +146,17 @@ class Sweep:
     def json(self, indent: int | None = None) -> str:
         return json.dumps(self.as_dict(), indent=indent)
 
-    def plot(self, path, **kw) -> None:
-        """Write a line plot (one axis) or heatmap (two) to ``path`` (.png, .svg or .pdf)."""
-        render("sweep_plot", self, path, **kw)
+    def plot(self, path, **kw):
+        """Write a line plot (one axis) or heatmap (two) to ``path`` (.png, .svg or .pdf) and
+        return the matplotlib Figure (the session's backend is left as it was)."""
+        return render("sweep_plot", self, path, **kw)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: a table of the points and the plot, inline (not the dataclass's fields)."""
+        return render("sweep_html", self)
+
+    def __repr__(self) -> str:
+        return f"<Sweep {self.target} over {', '.join(a.name for a in self.axes)}: {self.values.size} points>"
 
 
 def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Mapping[str, object],

@@ -49,8 +49,20 @@ def plot_sweep(sweep: Sweep, path: str | PathLike[str], *, title: str | None = N
         raise QueryError(f"cannot plot to {path.name}: the file must end in {', '.join(FORMATS)}")
     if len(sweep.axes) not in (1, 2):
         raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
-    import matplotlib
-    from matplotlib.figure import Figure   # a figure of its own: the session's backend is left as it was
+    import matplotlib  # on use: matplotlib only when a sweep is drawn
+
+    fig = sweep_figure(sweep, title=title)
+    with matplotlib.rc_context({"svg.fonttype": "none"}):   # SVG text stays text: searchable, selectable
+        write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
+    return fig
+
+
+def sweep_figure(sweep: Sweep, *, title: str | None = None) -> Figure:
+    """The sweep drawn on a Figure of its own (one axis: a line; two: a heatmap); nothing
+    written, the session's backend left as it was."""
+    if len(sweep.axes) not in (1, 2):
+        raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
+    from matplotlib.figure import Figure   # on use: matplotlib only when a sweep is drawn
 
     fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
@@ -59,8 +71,6 @@ def plot_sweep(sweep: Sweep, path: str | PathLike[str], *, title: str | None = N
     else:
         _heatmap(fig, ax, sweep)
     ax.set_title(plot_text(title or _title(sweep)), fontsize=11)
-    with matplotlib.rc_context({"svg.fonttype": "none"}):   # SVG text stays text: searchable, selectable
-        write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
     return fig
 
 

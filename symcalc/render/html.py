@@ -1,0 +1,93 @@
+"""Results, sweeps and comparisons as HTML for Jupyter (``_repr_html_``).
+
+Each renderer reads the record's JSON form (the same dict ``--json`` prints), so the notebook
+shows what the command line says: the answer, its derivation step by step and the
+assumptions behind it; a sweep's table of points with a small inline plot; a comparison's two
+sides. Every string from a record is escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:   # pragma: no cover
+    from symcalc.query.compare import Comparison
+    from symcalc.query.results import Result
+    from symcalc.query.sweep import Sweep
+
+SWEEP_ROWS = 40            # points listed before "+N more"
+STYLE = "border-collapse:collapse;font-size:90%"
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x))
+
+
+def _num(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else _e(v)
+
+
+def _table(head: list[str], rows: list[list[str]], caption: str = "") -> str:
+    cap = f"<caption style='text-align:left'>{caption}</caption>" if caption else ""
+    th = "".join(f"<th style='text-align:left;padding:2px 8px'>{_e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td style='padding:2px 8px'>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table style='{STYLE}'>{cap}<thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _list(title: str, items: list[str]) -> str:
+    return f"<p><b>{_e(title)}</b></p><ul>" + "".join(f"<li>{_e(i)}</li>" for i in items) + "</ul>" if items else ""
+
+
+def result_html(result: Result) -> str:
+    """The answer, the closed form, each step (formula as cited, what it solves for, its value),
+    the defaults and options assumed, and the warnings."""
+    d: dict[str, Any] = result.as_dict()
+    out = [f"<p><b>{_e(d['target'])} = {_num(d['value'])} {_e(d['unit'])}</b></p>"]
+    if d.get("expression"):
+        out.append(f"<p>closed form: <code>{_e(d['target'])} = {_e(d['expression'])}</code></p>")
+    rows = []
+    for i, s in enumerate(d.get("steps") or [], 1):
+        values = ", ".join(f"{_e(k)} = {_num(v['value'])} {_e(v['unit'])}" for k, v in (s.get("values") or {}).items())
+        rows.append([str(i), _e(s.get("title", "")), f"<code>{_e(s.get('equation', ''))}</code>", values])
+    if rows:
+        out.append(_table(["step", "formula", "as cited", "gives"], rows, "Derivation"))
+    assumed = [f"{k} = {v['value']} ({v.get('source', '')})" for k, v in (d.get("defaults_used") or {}).items()]
+    assumed += list(d.get("assumptions") or [])
+    out.append(_list("Assumed", assumed))
+    out.append(_list("Warnings", list(d.get("warnings") or [])))
+    return "".join(out)
+
+
+def sweep_html(sweep: Sweep) -> str:
+    """A table of the grid's points (axes, target, feasible) and the sweep's plot, inline."""
+    from symcalc.render.plot import sweep_figure  # on use: matplotlib only when a sweep is shown
+    names = [f"{a.name} [{a.unit}]" if a.unit else a.name for a in sweep.axes]
+    head = names + [f"{sweep.target} [{sweep.unit}]" if sweep.unit else sweep.target, "feasible"]
+    points = list(sweep.rows())
+    rows = [[_num(x) for x in p[:-1]] + ["yes" if p[-1] else "no"] for p in points[:SWEEP_ROWS]]
+    more = f"<p>+{len(points) - SWEEP_ROWS} more points (.to_csv() writes all)</p>" if len(points) > SWEEP_ROWS else ""
+    picture = ""
+    if len(sweep.axes) in (1, 2):
+        buf = io.BytesIO()
+        sweep_figure(sweep).savefig(buf, format="png", dpi=72)
+        picture = f"<img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}' width='480'/>"
+    caption = f"{_e(sweep.target)} over {_e(', '.join(a.name for a in sweep.axes))}: {len(points)} points"
+    warn = _list("Warnings", list(sweep.warnings) + list(sweep.reasons))
+    return f"<div style='display:flex;gap:16px;align-items:flex-start'><div>{_table(head, rows, caption)}{more}</div>" \
+           f"<div>{picture}</div></div>{warn}"
+
+
+def comparison_html(c: Comparison) -> str:
+    """The two sides, what differs between them and what they share."""
+    d: dict[str, Any] = c.as_dict()
+    unit = f" {d['unit']}" if d.get("unit") else ""
+    a, b = d["a"], d["b"]
+    rows = [["A", _num(a.get("value")) + _e(unit)], ["B", _num(b.get("value")) + _e(unit)],
+            ["B - A", _num(d.get("difference")) + _e(unit)], ["B / A", _num(d.get("ratio"))]]
+    differs = ", ".join(f"{_e(x['name'])}: {_e(x['a'])} → {_e(x['b'])}" for x in d.get("differs") or [])
+    same = ", ".join(f"{_e(k)} = {_e(v)}" for k, v in (d.get("same") or {}).items())
+    return (f"<p><b>{_e(d['target'])}</b>: {differs}</p>" + _table(["side", d["target"]], rows)
+            + (f"<p>same on both sides: {same}</p>" if same else ""))
