@@ -48,4 +48,8 @@ def test_the_tutorial_notebook_runs_and_prints_what_it_says(tmp_path):
     missing = [s for s in STATED if s not in text]
     assert not missing, f"the notebook states what its outputs do not show: {missing}"
     assert (tmp_path / "train_time_vs_gpus.png").stat().st_size > 5_000
+    shown = [set(o.get("data", {})) for c in nb.cells for o in c.get("outputs", []) if o.output_type == "execute_result"]
+    assert {"text/html", "text/latex"} <= shown[0]            # the Result: HTML and LaTeX
+    assert any("image/png" in kinds for kinds in shown)       # .plot()'s Figure, inline
+    assert sum("text/html" in kinds for kinds in shown) >= 3  # the Result, the Sweep, the plan
     assert (tmp_path / "h100_fsdp.toml").exists()

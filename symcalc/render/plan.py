@@ -246,6 +246,8 @@ def plan_plot(p: PlanResult, path: str | PathLike[str], dpi: int = 110) -> Figur
     from matplotlib.figure import Figure   # a figure of its own: the session's backend is left as it was
     # at most 1200 px wide (a design doc's page): the front on top, the two breakdowns below it,
     # one horizontal bar a layout, labelled with the layout itself
+    from symcalc.render.plot import inline_figures  # on use: with matplotlib, when a plan is drawn
+    inline_figures()
     fig = Figure(figsize=(PLOT_WIDTH_PX / dpi, 8.2), layout="constrained")
     grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.25))
     axes = [fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]

@@ -57,6 +57,32 @@ def plot_sweep(sweep: Sweep, path: str | PathLike[str], *, title: str | None = N
     return fig
 
 
+def inline_figures() -> None:
+    """In IPython or Jupyter, show a returned matplotlib Figure as a PNG (the formatter
+    ``%matplotlib inline`` would register), without selecting a backend or importing pyplot:
+    a symcalc plot shows inline, and the user's own figures are as they were. Elsewhere, or
+    when a PNG formatter for Figures is already there, nothing is done."""
+    import sys
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None     # type: ignore[attr-defined]
+    if shell is None:
+        return
+    png = shell.display_formatter.formatters["image/png"]
+    if png.lookup_by_type is None or _has_figure_formatter(png):
+        return
+    from IPython.core.pylabtools import print_figure  # on use: only inside IPython
+    png.for_type_by_name("matplotlib.figure", "Figure", lambda fig: print_figure(fig, "png"))
+
+
+def _has_figure_formatter(formatter) -> bool:
+    try:
+        from matplotlib.figure import Figure  # on use: matplotlib only when a sweep is drawn
+        formatter.lookup_by_type(Figure)
+        return True
+    except KeyError:
+        return False
+
+
 def sweep_figure(sweep: Sweep, *, title: str | None = None) -> Figure:
     """The sweep drawn on a Figure of its own (one axis: a line; two: a heatmap); nothing
     written, the session's backend left as it was."""
@@ -64,6 +90,7 @@ def sweep_figure(sweep: Sweep, *, title: str | None = None) -> Figure:
         raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
     from matplotlib.figure import Figure   # on use: matplotlib only when a sweep is drawn
 
+    inline_figures()
     fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
     if len(sweep.axes) == 1:
