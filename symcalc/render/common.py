@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import re
 
 import numpy as np
 
 from symcalc.units.format import fmt, fmt_latex, with_unit, with_unit_latex
+
+if TYPE_CHECKING:   # pragma: no cover
+    from symcalc.query.results import Result, StepView
+    from symcalc.library.registry import Library
+
 
 
 _PLAIN_NUMBER = re.compile(r"^\d+(\.\d+)?(e-?\d+)?$")
@@ -26,19 +33,19 @@ def plot_text(text: str) -> str:
     return text.replace("$", r"\$")
 
 
-def latex_symbols(library) -> dict:
+def latex_symbols(library: Library) -> dict:
     """Quantity symbol -> its LaTeX (for printing a sympy expression anew)."""
     return {q.symbol: q.latex for q in library.quantities.values()}
 
 
-def _values(result, latex_mode: bool) -> dict:
+def _values(result: Result, latex_mode: bool) -> dict:
     out = {}
     lib = result.library
     for name in result.values:
         if name not in lib.quantities:
             continue
         value, unit = result.display(name)
-        if np.ndim(value) > 0:
+        if np.ndim(value) > 0:  # type: ignore[arg-type]  # a float or an array: display's two shapes
             continue
         digits = 10 if name in result.given else 4   # given values as written, derived ones rounded
         shown = with_unit_latex(value, unit, digits) if latex_mode else with_unit(value, unit, digits)
@@ -46,29 +53,29 @@ def _values(result, latex_mode: bool) -> dict:
     return out
 
 
-def latex_values(result) -> dict:
+def latex_values(result: Result) -> dict:
     """Quantity symbol -> its value with unit in LaTeX (scalars only), for printing a sympy
     expression with numbers."""
     quantities = result.library.quantities
     return {quantities[name].symbol: v for name, v in _values(result, True).items()}
 
 
-def text_values(result) -> dict:
+def text_values(result: Result) -> dict:
     """Quantity name -> its value with unit (scalars only), to fill a Printed text."""
     return _values(result, False)
 
 
-def has_arrays(result) -> bool:
+def has_arrays(result: Result) -> bool:
     return any(np.ndim(v) > 0 for v in result.values.values())
 
 
-def needed_downstream(result, step) -> set[str]:
+def needed_downstream(result: Result, step: StepView) -> set[str]:
     """Unknowns of ``step`` that the target is, or that a later step uses."""
     later = {q for s in result.steps if s.number > step.number for q in s.inputs}
     return {u for u in step.solves_for if u == result.target or u in later}
 
 
-def unknown_views(result, step):
+def unknown_views(result: Result, step: StepView) -> Any:
     """How each unknown of a step is shown: (name, "numeric") when no closed form was used,
     (name, "side") for a block's by-product nothing later needs (value only), else
     (name, "solved") with the full rearranged form and numbers."""
@@ -78,7 +85,7 @@ def unknown_views(result, step):
     yield from sorted(views, key=lambda v: v[1] == "side")   # the values that matter first
 
 
-def was_rounded(result) -> bool:
+def was_rounded(result: Result) -> bool:
     """True when a whole-number answer differs visibly from its exact value."""
     if result.exact is None:
         return False
@@ -86,21 +93,21 @@ def was_rounded(result) -> bool:
     return bool(np.any(np.abs(exact - np.asarray(result.value)) > 1e-6 * np.maximum(np.abs(exact), 1)))
 
 
-def step_value_latex(result, name: str) -> list[str]:
+def step_value_latex(result: Result, name: str) -> list[str]:
     """The value(s) closing a step's chain of equalities: the exact value and then the
     rounded one for a rounded whole-number target, else just the value."""
     if name == result.target and was_rounded(result):
         return [with_unit_latex(result.exact, result.unit, digits=6),
-                value_latex(result, name) + r"\ \text{(rounded " + result.rounding + ")}"]
+                value_latex(result, name) + r"\ \text{(rounded " + str(result.rounding) + ")}"]
     return [value_latex(result, name)]
 
 
-def value_text(result, name: str) -> str:
+def value_text(result: Result, name: str) -> str:
     v, unit = result.display(name)
     return with_unit(v, unit)
 
 
-def value_latex(result, name: str, digits: int = 4) -> str:
+def value_latex(result: Result, name: str, digits: int = 4) -> str:
     v, unit = result.display(name)
     return with_unit_latex(v, unit, digits)
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from symcalc.engine.method import Method
 from symcalc.render.findings import finding_dict
 
+if TYPE_CHECKING:   # pragma: no cover
+    from symcalc.query.results import Result
 
-def _plain(v):
+
+
+def _plain(v: Any) -> Any:
     """Floats, or nested lists keeping an array's shape; NaN and inf become null; text stays text."""
     if isinstance(v, str):
         return v
@@ -22,7 +28,7 @@ def _plain(v):
     return v if np.isfinite(v) else None
 
 
-def result_dict(result) -> dict:
+def result_dict(result: Result) -> dict:
     """target, value, unit, exact, given, options, defaults_used, steps, expression, latex, ..."""
     lib = result.library
     q = result.quantity
@@ -82,7 +88,7 @@ def result_dict(result) -> dict:
     }
 
 
-def _breakdown(result) -> dict | None:
+def _breakdown(result: Result) -> dict | None:
     """The parts of a derived total with their shares (Result.breakdown), in plain types: a part
     that is a sum keeps its own ``parts``; a collective's exposed part its ``whole`` (hidden or
     not, ``whole_of`` names it) and ``hidden``."""

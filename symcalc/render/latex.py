@@ -6,6 +6,8 @@ so the document compiles on a minimal TeX installation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from symcalc.engine.method import Method
 from symcalc.escape import tex_escape
 from symcalc.render.common import (
@@ -18,6 +20,11 @@ from symcalc.render.common import (
 from symcalc.library.printing import latex
 from symcalc.units.format import with_unit_latex
 from symcalc.render.text import was_rounded
+
+if TYPE_CHECKING:   # pragma: no cover
+    from symcalc.query.results import Result, StepView
+    from symcalc.library.registry import Library
+
 
 LONG = 140  # characters of LaTeX after which an equation is scaled to the line width
 
@@ -53,7 +60,7 @@ def display_chain(parts: list[str]) -> str:
     return "\\begin{align*}\n" + " \\\\\n".join(lines) + "\n\\end{align*}"
 
 
-def result_equation(result) -> str:
+def result_equation(result: Result) -> str:
     """``target = closed form = value``: the one-line summary (Jupyter shows this)."""
     lhs = result.quantity.latex
     if not result.has_closed_form:
@@ -61,7 +68,7 @@ def result_equation(result) -> str:
     return f"{lhs} = {result.closed_form.latex} = {value_latex(result, result.target)}"
 
 
-def render_latex(result, standalone: bool = False) -> str:
+def render_latex(result: Result, standalone: bool = False) -> str:
     """The derivation as LaTeX: given values, defaults, each step, the closed form, the answer."""
     lib = result.library
     numbers = None if has_arrays(result) else latex_values(result)
@@ -71,7 +78,7 @@ def render_latex(result, standalone: bool = False) -> str:
                f"${q.latex}$ (\\texttt{{{tex_escape(result.target)}}})}}")
     out.append(display_math(f"{q.latex} = {value_latex(result, result.target)}"))
     if was_rounded(result):
-        out.append(f"Rounded {tex_escape(q.whole)} from "
+        out.append(f"Rounded {tex_escape(q.whole or '')} from "
                    f"${step_value_latex(result, result.target)[0]}$ ({tex_escape(result.target)} is a whole number).")
     out.extend(_breakdown(result))
     out.append("\\paragraph{Given.}")
@@ -117,7 +124,7 @@ def render_latex(result, standalone: bool = False) -> str:
 
 
 
-def _step(step, lib, numbers, result) -> list[str]:
+def _step(step: StepView, lib: Library, numbers: dict | None, result: Result) -> list[str]:
     out = []
     f0 = step.formulas[0]
     if len(step.formulas) == 1:
@@ -155,7 +162,7 @@ def _step(step, lib, numbers, result) -> list[str]:
     return out
 
 
-def _breakdown(result) -> list[str]:
+def _breakdown(result: Result) -> list[str]:
     """The parts of a derived total, one row each with its share, sub-parts indented under
     their part and a collective's exposed time beside its whole (nothing for a sweep)."""
     b = result.breakdown

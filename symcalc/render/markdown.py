@@ -7,6 +7,8 @@ messages) is escaped with :func:`md_escape`; the math is built from whitelisted 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from symcalc.escape import md_escape
 from symcalc.render.common import (
     has_arrays,
@@ -19,13 +21,17 @@ from symcalc.library.printing import latex
 from symcalc.render.latex import result_equation
 from symcalc.render.text import headline
 
+if TYPE_CHECKING:   # pragma: no cover
+    from symcalc.query.results import Result
+
+
 
 def _code(text: str) -> str:
     """``text`` as inline code: a name, an option; backticks inside would end the span."""
     return f"`{str(text).replace('`', chr(39))}`"
 
 
-def render_markdown(result) -> str:
+def render_markdown(result: Result) -> str:
     lib = result.library
     numbers = None if has_arrays(result) else latex_values(result)
     out = [f"# {md_escape(result.target)}", "", f"**{md_escape(headline(result))}**", "",

@@ -9,7 +9,7 @@ border drawn. Labels are the quantities' symbols and units.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -74,7 +74,7 @@ def inline_figures() -> None:
     png.for_type_by_name("matplotlib.figure", "Figure", lambda fig: print_figure(fig, "png"))
 
 
-def _has_figure_formatter(formatter) -> bool:
+def _has_figure_formatter(formatter: Any) -> bool:
     try:
         from matplotlib.figure import Figure  # on use: matplotlib only when a sweep is drawn
         formatter.lookup_by_type(Figure)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from symcalc.engine.method import Method
@@ -14,8 +16,12 @@ from symcalc.render.common import (
 )
 from symcalc.units.format import with_unit
 
+if TYPE_CHECKING:   # pragma: no cover
+    from symcalc.query.results import Result
 
-def render_text(result) -> str:
+
+
+def render_text(result: Result) -> str:
     """The answer, then each step: formula as cited, rearranged form, numbers, result."""
     numbers = None if has_arrays(result) else text_values(result)
     lines = [headline(result)]
@@ -71,22 +77,22 @@ def render_text(result) -> str:
     return "\n".join(lines)
 
 
-def sensitivity_line(result) -> str:
+def sensitivity_line(result: Result) -> str:
     """'Sensitivity (elasticity d ln target / d ln input): n_params +1, n_gpus -1, ...': each
     given value's elasticity, largest first; '~' marks one found numerically (a central
     difference), 'not finite' one that has no finite value at the answer."""
-    def one(e) -> str:
+    def one(e: Any) -> str:
         if not np.isfinite(e.elasticity):
             return f"{e.name} not finite"
         shown = "0" if e.elasticity == 0 else f"{e.elasticity:+.4g}"
         return f"{e.name} {'~' if e.method == 'numeric' else ''}{shown}"
-    entries = ", ".join(one(e) for e in result.elasticities) or "no given values"
-    numeric = any(e.method == "numeric" for e in result.elasticities)
+    entries = ", ".join(one(e) for e in result.elasticities or []) or "no given values"
+    numeric = any(e.method == "numeric" for e in result.elasticities or [])
     return (f"Sensitivity (elasticity d ln target / d ln input): {entries}"
             + ("  (~: numeric, a central difference in log space)" if numeric else ""))
 
 
-def breakdown_lines(result) -> list[str]:
+def breakdown_lines(result: Result) -> list[str]:
     """The parts of a total the derivation adds up (step_time's compute, communication, bubble...)
     with their shares, a sum's own parts indented under it (compute by kind), and beside each
     collective's exposed time the time it runs in all; nothing for a sweep or a derivation
@@ -114,7 +120,7 @@ def breakdown_lines(result) -> list[str]:
     return lines + [""]
 
 
-def closed_form_line(result) -> str:
+def closed_form_line(result: Result) -> str:
     if not result.steps:
         return f"{result.target} is given (no derivation)"
     if not result.has_closed_form:
@@ -128,14 +134,14 @@ def closed_form_line(result) -> str:
     return line
 
 
-def intermediates(result) -> list[str]:
+def intermediates(result: Result) -> list[str]:
     """Quantities a step derived that the closed form still holds: it was composed only so far
     (symcalc.engine.derivation.Derivation.closed_form stops at the symbolic time limit)."""
     solved = {n for s in result.steps if s.solution for n in s.solution}
     return sorted(n for n in result.closed_form.names if n in solved and n != result.target)
 
 
-def headline(result) -> str:
+def headline(result: Result) -> str:
     line = f"{result.target} = {with_unit(result.value, result.unit)}"
     if was_rounded(result):
         line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding}"
@@ -146,7 +152,7 @@ def headline(result) -> str:
     return line
 
 
-def rounding_why(result) -> str:
+def rounding_why(result: Result) -> str:
     """Why a whole-number answer rounded the way it did, when a given limit decided:
     '16 would give memory_headroom = -1.29 GB, below the given 0 GB'."""
     r = result.rounding_reason
@@ -159,7 +165,7 @@ def rounding_why(result) -> str:
             f"{with_unit(r['given'], r['unit'])}")
 
 
-def first_lines(result) -> list[str]:
+def first_lines(result: Result) -> list[str]:
     """What the reader must know before the derivation: assumptions that stand in for a main
     input of the question, and options the given values implied."""
     out = []
@@ -174,7 +180,7 @@ def first_lines(result) -> list[str]:
     return out
 
 
-def step_value_text(result, name: str) -> str:
+def step_value_text(result: Result, name: str) -> str:
     """A step's value; for a rounded target, the exact value and then the rounding."""
     if name == result.target and was_rounded(result):
         return (f"{with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding} "
