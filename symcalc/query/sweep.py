@@ -43,7 +43,6 @@ from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
 from symcalc.render.formats import render
 from symcalc.units import Q, parse_unit
-from symcalc.units.format import with_unit
 
 DEFAULT_COUNT = 50
 MAX_WHOLE_RANGE = 1000      # every whole number of a range up to this many, else COUNT spaced ones
@@ -78,7 +77,7 @@ class Sweep:
     values: np.ndarray            # target in ``unit``, shape = one dimension per axis
     exact: np.ndarray | None      # unrounded, for whole-number targets
     feasible: np.ndarray          # bool, same shape
-    reasons: list[str]            # why points are infeasible, one sentence each
+    infeasible: list[Finding]     # why points are infeasible: findings of kind infeasible_points
     capacity: tuple[str, float] | None   # (quantity, value in ``unit``) the target must not exceed
     result: Result                # the question at the first point (or over the arrays, when it has no answer there)
     # the solve's warnings as records (symcalc.findings), less what ``capacity`` already says
@@ -88,6 +87,11 @@ class Sweep:
     def warnings(self) -> list[str]:
         """The findings as sentences."""
         return sentences(self.findings)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why points are infeasible, one sentence each (the ``infeasible`` findings, rendered)."""
+        return sentences(self.infeasible)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -137,6 +141,7 @@ class Sweep:
                          if self.capacity else None),
             "options": dict(self.result.options), "presets": dict(self.result.presets),
             "reasons": list(self.reasons), "warnings": list(self.warnings),
+            "infeasible": [render("finding_json", f) for f in self.infeasible],
             "findings": [render("finding_json", f) for f in self.findings],
         }
         if self.exact is not None:
@@ -187,13 +192,13 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     shape = tuple(len(a.base) for a in axes)
     kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
     r, vals, exact, outside, capacity_values, over = _evaluated(lib, tq, fixed, axes, shape, kw)
-    feasible, reasons, capacity = _feasible(lib, tq, r, vals, outside, capacity_values, over)
+    feasible, infeasible, capacity = _feasible(lib, tq, r, vals, outside, capacity_values, over)
     # the capacity mask and its reason say where the target does not fit: not also a warning
     # (a report, such as the busiest pipeline stage, is the first point's: it may differ across the grid)
     findings = [f for f in r.findings if not f.violation and f.kind != "reported"
                 and not (capacity and f.kind == "over_capacity")]
     return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
-                 feasible=feasible, reasons=reasons, capacity=capacity, result=r, findings=findings)
+                 feasible=feasible, infeasible=infeasible, capacity=capacity, result=r, findings=findings)
 
 
 def _axes(lib: Library, target: str, vary, fixed: dict) -> list[Axis]:
@@ -257,17 +262,21 @@ def _evaluated(lib: Library, tq, fixed: dict, axes: list[Axis], shape: tuple, kw
 
 
 def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values, over):
-    """(where the answer is feasible, why points are not, the capacity (name, value) or None):
+    """(where the answer is feasible, why points are not (infeasible_points findings), the
+    capacity (name, value) or None):
     a point is not feasible with no solution, a computed value outside its bounds, a whole
     number rounded outside its bounds, or an answer over its capacity."""
     feasible = np.isfinite(vals)
-    reasons: list[str] = []
+    found: list[Finding] = []
+
+    def infeasible(quantity: str, why: str, points: int, **values) -> None:
+        found.append(Finding("infeasible_points", quantity, {"why": why, "points": points, **values}))
     if not feasible.all():
-        reasons.append(f"{int((~feasible).sum())} points have no solution")
+        infeasible(tq.name, "no_solution", int((~feasible).sum()))
     for name, bad in outside.items():
         # points with no value at all are counted above, not as leaving a bound
         if bad.any():
-            reasons.append(f"{name} leaves its bounds {lib.quantities[name].domain} at {int(bad.sum())} points")
+            infeasible(name, "out_of_bounds", int(bad.sum()), domain=str(lib.quantities[name].domain))
             feasible &= ~bad
     if tq.whole:
         # a whole number rounded outside its bounds (a micro-batch of 0: the smallest already
@@ -275,15 +284,15 @@ def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values,
         with np.errstate(invalid="ignore"):
             rounded_out = feasible & ~np.asarray(tq.domain.contains(vals * r.factor), dtype=bool)
         if rounded_out.any():
-            reasons.append(f"{tq.name} rounds outside its bounds {tq.domain} at {int(rounded_out.sum())} points")
+            infeasible(tq.name, "rounds_outside", int(rounded_out.sum()), domain=str(tq.domain))
             feasible &= ~rounded_out
     capacity = None
     if capacity_values is not None and over is not None and tq.fits_in:
         capacity = (tq.fits_in, float(np.min(capacity_values)))
         if over.any():
-            reasons.append(f"{tq.name} exceeds {tq.fits_in} = {with_unit(capacity[1], r.unit)} at {int(over.sum())} points")
+            infeasible(tq.name, "over_capacity", int(over.sum()), capacity=tq.fits_in, value=capacity[1], unit=r.unit)
             feasible &= ~over
-    return feasible, reasons, capacity
+    return feasible, found, capacity
 
 
 def _template(target: str, fixed: dict, axes: list[Axis], kw: dict) -> Result | None:

@@ -184,7 +184,18 @@ def _rounds_outside(f: Finding, v: dict[str, Any]) -> str:
             f"outside {_bounds(v['bounds'])}: {why}")
 
 
+def _infeasible_points(f: Finding, v: dict[str, Any]) -> str:
+    n = v["points"]
+    if v["why"] == "no_solution":
+        return f"{n} points have no solution"
+    if v["why"] == "over_capacity":
+        return f"{f.quantity} exceeds {v['capacity']} = {with_unit(v['value'], v['unit'])} at {n} points"
+    verb = "leaves its bounds" if v["why"] == "out_of_bounds" else "rounds outside its bounds"
+    return f"{f.quantity} {verb} {v['domain']} at {n} points"
+
+
 _SENTENCES: dict[str, Callable[[Finding, dict[str, Any]], str]] = {
+    "infeasible_points": _infeasible_points,
     "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
     "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
     "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,
