@@ -740,3 +740,34 @@ def example(as_json):
         run_examples,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
     run_examples(as_json=as_json)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, callback=_given,
+              help="The address to listen on (127.0.0.1: this machine only; 0.0.0.0 lets other machines ask).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="The port.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Worker processes that answer the questions (each request in one, killed at the time limit).")
+@click.option("--time-limit", "time_limit", metavar="SECONDS",
+              help=f"Give up on a request after SECONDS (default the command line's: {DEFAULT_QUESTION_LIMIT:g} for "
+              f"a solve, {DEFAULT_PLAN_LIMIT:g} for a plan; or {ENV_LIMIT}).")
+def serve(host, port, workers, time_limit):
+    """Serve a local page that answers as you type (memory, step time, the best layouts, and any
+    quantity solved with its derivation), and a JSON API: POST /api/solve and POST /api/plan answer
+    with what `symcalc solve|plan ... --json` prints.
+
+    \b
+    symcalc serve                      # then open http://127.0.0.1:8765/
+    curl -s localhost:8765/api/solve -H 'Content-Type: application/json' -d '{"target": "mfu",
+      "values": {"n_params": "7e9", "tokens_per_second": "150000 token/s", "n_gpus": "64"}, "hardware": "h100"}'
+    """
+    try:
+        from symcalc.serve.app import (
+            run,  # on use: Starlette and uvicorn load for this command only (the serve extra)
+        )
+    except ModuleNotFoundError as e:
+        raise CliError(f"symcalc serve needs {e.name}: pip install 'symcalc[serve]'") from None
+    env = os.environ.get(ENV_LIMIT, "").strip()
+    limit = parse_seconds(time_limit, "--time-limit") if time_limit is not None else \
+        parse_seconds(env, ENV_LIMIT) if env else None
+    run(host=host, port=port, workers=workers, time_limit=limit, echo=click.echo)

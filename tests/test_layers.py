@@ -27,6 +27,7 @@ LAYERS = [
     ("query", {"query"}),
     ("planner", {"planner"}),
     ("render", {"render"}),
+    ("serve", {"serve"}),
     ("commands", {"cli", "commands", "examples", "__init__", "__main__"}),
 ]
 

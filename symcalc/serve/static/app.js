@@ -1,0 +1,219 @@
+// symcalc serve: every input asks the server again, 200 ms after the last key stroke; an answer
+// that arrives after a newer question was asked is dropped (each panel keeps its latest only).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const DEBOUNCE_MS = 200;
+
+function debounce(fn) {
+  let timer = null;
+  return () => { clearTimeout(timer); timer = setTimeout(fn, DEBOUNCE_MS); };
+}
+
+// one panel's latest request: a newer one aborts the older
+const pending = {};
+async function ask(panel, path, body) {
+  if (pending[panel]) pending[panel].abort();
+  const control = new AbortController();
+  pending[panel] = control;
+  $(panel + "-status").textContent = "working…";
+  try {
+    const r = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json"},
+                                 body: JSON.stringify(body), signal: control.signal});
+    const data = await r.json();
+    if (pending[panel] !== control) return null;
+    $(panel + "-status").textContent = "";
+    return data;
+  } catch (e) {
+    if (e.name === "AbortError") return null;
+    $(panel + "-status").textContent = "";
+    return {error: {kind: "network", message: "no answer from the server (" + e.message + ")"}};
+  }
+}
+
+function showError(panel, data) {
+  const box = $(panel + "-error");
+  if (data && data.error) {
+    box.textContent = "error: " + data.error.message;
+    box.dataset.kind = data.error.kind;
+    box.hidden = false;
+    return true;
+  }
+  box.hidden = true;
+  box.textContent = "";
+  return false;
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+}
+
+function num(x, digits = 4) {
+  if (x === null || x === undefined) return "";
+  if (typeof x !== "number") return String(x);
+  if (x !== 0 && (Math.abs(x) >= 1e6 || Math.abs(x) < 1e-3)) return x.toExponential(digits - 1);
+  return String(Number(x.toPrecision(digits)));
+}
+
+const GB = 1e9;
+
+function intOf(id) {
+  const v = $(id).value.trim();
+  return v === "" ? null : Number(v);
+}
+
+function run() {
+  const cfg = $("model_config").value.trim();
+  return {
+    model: cfg ? null : ($("model").value || null),
+    model_config: cfg || null,
+    hardware: $("hardware").value || null,
+    stack: $("stack").value,
+    options: {zero_stage: $("zero_stage").value, recompute: $("recompute").value},
+  };
+}
+
+function gpus() {
+  const n = (intOf("tp") || 1) * (intOf("pp") || 1) * (intOf("dp") || 1);
+  $("n_gpus").textContent = String(n);
+  return n;
+}
+
+function table(head, rows) {
+  return "<table><thead><tr>" + head.map((h) => `<th>${esc(h)}</th>`).join("") + "</tr></thead><tbody>" +
+    rows.map((r) => "<tr>" + r.map((c, i) => `<td${i ? ' class="n"' : ""}>${c}</td>`).join("") + "</tr>").join("") +
+    "</tbody></table>";
+}
+
+function bars(parts, scale, unit) {
+  const entries = Object.entries(parts).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
+  const total = entries.reduce((s, [, v]) => s + v, 0) || 1;
+  return table(["part", unit, "share"], entries.map(([k, v]) => [
+    esc(k), num(v / scale), `<span class="bar" style="width:${(100 * v / total).toFixed(1)}%"></span>${(100 * v / total).toFixed(0)} %`]));
+}
+
+async function updateLayout() {
+  const r = run();
+  const body = {...r, gpus: gpus(), top: 1, seq_len: intOf("seq_len"), global_batch_size: intOf("global_batch_size"),
+                values: {tp: String(intOf("tp")), pp: String(intOf("pp")), dp: String(intOf("dp")),
+                         micro_batch_size: String(intOf("micro_batch_size"))}};
+  const data = await ask("layout", "/api/plan", body);
+  if (data === null) return;
+  if (showError("layout", data)) { $("layout-out").innerHTML = ""; return; }
+  const row = data.rows && data.rows[0];
+  if (!row) {
+    $("layout-out").innerHTML = `<p class="nofit">${esc(data.message || "this layout does not fit")}</p>`;
+    return;
+  }
+  $("layout-out").innerHTML =
+    `<p class="headline" id="layout-headline">${esc(row.label)}: step ${num(row.step_time_s)} s, ` +
+    `${num(row.memory_per_gpu_bytes / GB)} GB per GPU of ${num(data.gpu_memory_bytes / GB)} GB, ` +
+    `MFU ${num(100 * row.metrics.mfu, 3)} %</p>` +
+    `<div class="two"><div><h3>Memory per GPU (GB)</h3>${bars(row.memory_parts_bytes, GB, "GB")}</div>` +
+    `<div><h3>Step time (s)</h3>${bars(row.step_parts_s, 1, "s")}</div></div>`;
+}
+
+async function updateTop() {
+  const r = run();
+  const body = {model: r.model, model_config: r.model_config, hardware: r.hardware, stack: r.stack, gpus: gpus(),
+                top: 5, seq_len: intOf("seq_len"), global_batch_size: intOf("global_batch_size")};
+  const data = await ask("top", "/api/plan", body);
+  if (data === null) return;
+  if (showError("top", data)) { $("top-out").innerHTML = ""; return; }
+  if (!data.rows || !data.rows.length) {
+    $("top-out").innerHTML = `<p class="nofit">${esc(data.message || "nothing fits")}</p>`;
+    return;
+  }
+  $("top-out").innerHTML = table(["#", "layout", "step (s)", "GB/GPU", "MFU %"], data.rows.map((row) => [
+    String(row.rank), esc(row.label), num(row.step_time_s), num(row.memory_per_gpu_bytes / GB),
+    num(100 * row.metrics.mfu, 3)]));
+}
+
+// NAME=VALUE pairs: one a line, or several on a line separated by spaces (a value may hold spaces:
+// a new pair starts where a NAME= does); quotes around a pair or a value are dropped
+function pairs(text) {
+  const out = {};
+  for (const line of text.split(/\n/)) {
+    for (let item of line.trim().split(/\s+(?=["']?[A-Za-z_][A-Za-z0-9_]*=)/)) {
+      item = item.trim().replace(/^(["'])(.*)\1$/, "$2");
+      if (!item) continue;
+      const at = item.indexOf("=");
+      if (at < 0) throw new Error(`expected a value as NAME=VALUE, got '${item}'`);
+      const name = item.slice(0, at).trim();
+      const value = item.slice(at + 1).trim().replace(/^(["'])(.*)\1$/, "$2");
+      if (!name) throw new Error(`'${item}': the name before '=' is missing`);
+      if (!value) throw new Error(`${name}= has no value (write e.g. ${name}=64)`);
+      if (name in out) throw new Error(`${name} is given twice`);
+      out[name] = value;
+    }
+  }
+  return out;
+}
+
+function typeset(el) {
+  if (window.MathJax && MathJax.typesetPromise) {
+    MathJax.typesetClear([el]);
+    MathJax.typesetPromise([el]).catch(() => {});
+  }
+}
+
+async function updateSolve() {
+  let values;
+  try {
+    values = pairs($("pairs").value);
+  } catch (e) {
+    showError("solve", {error: {kind: "usage", message: e.message}});
+    return;
+  }
+  const body = {target: $("target").value.trim(), values: values};
+  if ($("use-run").checked) Object.assign(body, run());
+  const data = await ask("solve", "/api/solve", body);
+  if (data === null) return;
+  if (showError("solve", data)) {
+    $("answer").textContent = "";
+    $("derivation").innerHTML = "";
+    return;
+  }
+  const unit = data.unit ? " " + data.unit : "";
+  let line = `${data.target} = ${num(data.value, 6)}${unit}`;
+  if (data.exact !== null && data.exact !== undefined) line += `  (exact ${num(data.exact, 6)})`;
+  $("answer").textContent = line;
+  const steps = (data.steps || []).map((s, i) =>
+    `<li><b>${esc(s.title)}</b> <span class="src">[${esc(s.formula)}]</span>` +
+    `<div class="math">\\(${esc(s.latex)}\\)</div>` +
+    `<div class="eq"><code>${esc(s.equation)}</code> → <code>${esc(Object.entries(s.expression || {})
+      .map(([k, v]) => k + " = " + v).join(", "))}</code></div></li>`).join("");
+  const notes = [...(data.assumptions || []), ...(data.notes || []), ...(data.warnings || [])]
+    .map((n) => `<li>${esc(typeof n === "string" ? n : JSON.stringify(n))}</li>`).join("");
+  $("derivation").innerHTML =
+    (data.latex ? `<div class="closed"><h3>Closed form</h3><div class="math">\\[${esc(data.latex)}\\]</div></div>` : "") +
+    `<h3>Derivation (${(data.steps || []).length} steps)</h3><ol>${steps}</ol>` +
+    (notes ? `<h3>Notes</h3><ul>${notes}</ul>` : "");
+  typeset($("derivation"));
+}
+
+async function loadPresets() {
+  const r = await fetch("/api/presets");
+  const data = await r.json();
+  const fill = (id, items, pick) => {
+    $(id).innerHTML = items.map((p) => `<option value="${esc(p.name)}"${p.name === pick ? " selected" : ""}>` +
+                                      `${esc(p.name)}: ${esc(p.title)}</option>`).join("");
+  };
+  if (data.error) { showError("layout", data); return; }
+  const kinds = Object.keys(data);
+  fill("model", data[kinds[0]], "llama3_8b");
+  fill("hardware", data[kinds[1]], "h100_sxm");
+}
+
+function start() {
+  const layout = debounce(updateLayout), top = debounce(updateTop), solve = debounce(updateSolve);
+  for (const id of ["model", "model_config", "hardware", "tp", "pp", "dp", "micro_batch_size", "seq_len",
+                    "global_batch_size", "stack", "zero_stage", "recompute"]) {
+    $(id).addEventListener("input", () => { gpus(); layout(); top(); if ($("use-run").checked) solve(); });
+  }
+  for (const id of ["target", "pairs", "use-run"]) $(id).addEventListener("input", solve);
+  loadPresets().then(() => { updateLayout(); updateTop(); });
+  updateSolve();
+}
+
+document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,335 @@
+"""The questions a page or an API client asks, answered in worker processes killed at a limit.
+
+symcalc's own time limits are cooperative (a timer's signal in the main thread, see
+:mod:`symcalc.budget`): they cannot stop C code, nor anything in a thread of a web server. So
+each request is answered by one of a few worker processes, in that process's main thread under
+the same limit as the command line's (:func:`answer`), and the server kills the worker if no
+answer has come a little after that limit (:class:`WorkerPool`), starting a fresh one in its
+place. A worker keeps the library and its compiled answers between requests: a repeated
+question is answered in milliseconds.
+
+A request is a JSON object whose keys mirror the Python API (:func:`symcalc.query.solve.solve`,
+:func:`symcalc.planner.search.plan`); its text is read by symcalc's own parsers only (nothing is
+evaluated), and the answer is exactly what ``symcalc solve ... --json`` and ``symcalc plan
+... --json`` print: the result's JSON, or ``{"error": {"kind", "message", ...}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import queue
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from symcalc.budget import DEFAULT_PLAN_LIMIT, DEFAULT_QUESTION_LIMIT, BudgetExceeded, question
+from symcalc.errors import QueryError, SymcalcError, did_you_mean, one_line
+
+#: Each kind of request, with its default time limit (the command line's).
+LIMITS = {"solve": DEFAULT_QUESTION_LIMIT, "plan": DEFAULT_PLAN_LIMIT, "presets": DEFAULT_QUESTION_LIMIT}
+GRACE = 2.0         # seconds past a request's own limit before its worker is killed
+START_LIMIT = 120.0  # seconds a fresh worker may take to start (import, build the library)
+
+SOLVE_KEYS = ("target", "values", "options", "hardware", "model", "model_config", "stack", "to", "round")
+PLAN_KEYS = ("model", "model_config", "hardware", "gpus", "tokens", "global_batch_size", "seq_len", "gpus_per_node",
+             "options", "values", "stack", "by", "top", "memory_headroom", "gpu_hour_price", "deadline", "budget",
+             "throughput", "tp_across_nodes", "uneven_pp", "frontier")
+_FLAGS = ("tp_across_nodes", "uneven_pp", "frontier")
+MAX_TOP = 100
+
+
+class RequestError(SymcalcError):
+    """A request that is not a question (a missing target, a key no question has)."""
+
+    kind = "usage"
+
+
+def error_json(kind: str, message: str) -> str:
+    """The command line's JSON error object (:func:`symcalc.cli._fail`)."""
+    return json.dumps({"error": {"kind": kind, "message": " ".join(str(message).split())}})
+
+
+# -- in the worker ------------------------------------------------------------------------------
+
+def answer(kind: str, request: Any, limit: float) -> str:
+    """The JSON text ``symcalc solve|plan ... --json`` prints for ``request``, under ``limit``
+    seconds (symcalc's own limit: a TimeLimitError's JSON when it runs out)."""
+    from symcalc.library.loading import default_library  # on use: a worker builds it once, outside the limit
+    lib = default_library()
+    try:
+        with tempfile.TemporaryDirectory(prefix="symcalc-serve-") as tmp:
+            with question(limit):
+                if kind == "solve":
+                    return _solve(request, lib, tmp)
+                if kind == "plan":
+                    return _plan(request, lib, tmp)
+                if kind == "presets":
+                    return _presets()
+                raise RequestError(f"no such question '{kind}'")
+    except SymcalcError as e:
+        return json.dumps({"error": e.to_dict()})
+    except BudgetExceeded:
+        return error_json("time_limit", "no answer within the time limit")
+    except Exception as e:  # a bug: still one line, and say so
+        return error_json("internal", one_line(f"internal error ({type(e).__name__}: {e}); please report it"))
+
+
+def _solve(request: Any, lib, tmp: str) -> str:
+    from symcalc.query.solve import solve  # on use: the server process never loads the engine
+    req = _object(request, "a solve request", SOLVE_KEYS)
+    target = req.get("target")
+    if not isinstance(target, str) or not target.strip():
+        raise RequestError('a solve request needs "target": the name of the quantity to solve for, e.g. "mfu"')
+    rounding = _text(req, "round")
+    if rounding not in (None, "up", "down", "nearest"):
+        raise RequestError(f'"round" is one of up, down, nearest; got {rounding!r}')
+    result = solve(target.strip(), _pairs(req, "values"), options=_options(req), to=_text(req, "to"), library=lib,
+                   hardware=_preset(req, "hardware"), model=_model(req, tmp), rounding=rounding)
+    return result.json()
+
+
+def _plan(request: Any, lib, tmp: str) -> str:
+    from symcalc.planner.search import plan  # on use: the server process never loads the planner
+    req = _object(request, "a plan request", PLAN_KEYS)
+    top = req.get("top", 10)
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= MAX_TOP:
+        raise RequestError(f'"top" is the number of layouts to show, 1 to {MAX_TOP}; got {top!r}')
+    by = req.get("by", "time")
+    if by not in ("time", "days", "gpu_hours", "cost", "memory"):
+        raise RequestError(f'"by" is one of time, days, gpu_hours, cost, memory; got {by!r}')
+    flags = {}
+    for name in _FLAGS:
+        if name in req:
+            if not isinstance(req[name], bool):
+                raise RequestError(f'"{name}" is true or false; got {req[name]!r}')
+            flags[name] = req[name]
+    scalars = {name: _scalar(req, name) for name in ("tokens", "global_batch_size", "seq_len", "gpus_per_node",
+                                                      "memory_headroom", "gpu_hour_price", "deadline", "budget",
+                                                      "throughput")}
+    result = plan(_model(req, tmp), _preset(req, "hardware"), _gpus(req), options=_options(req), by=by, top=top,
+                  library=lib, values=_pairs(req, "values"), **scalars, **flags)
+    return result.json()
+
+
+def _presets() -> str:
+    from symcalc.library.presets import KINDS  # on use: the server process never loads the library
+    from symcalc.render.catalog import preset_catalog  # on use: the server process never loads the library
+    return json.dumps({KINDS[kind]: [{"name": p["name"], "title": p["title"]} for p in preset_catalog(kind)]
+                       for kind in ("model", "hardware")})
+
+
+def _object(request: Any, what: str, keys: tuple[str, ...]) -> dict:
+    if not isinstance(request, dict):
+        raise RequestError(f"{what} is a JSON object, e.g. {{\"target\": \"mfu\", \"values\": {{...}}}}")
+    for key in request:
+        if key not in keys:
+            raise RequestError(f"{what} has no key '{key}'.{did_you_mean(key, keys)} Keys: {', '.join(keys)}")
+    return {k: v for k, v in request.items() if v is not None}
+
+
+def _text(req: dict, key: str) -> str | None:
+    value = req.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise RequestError(f'"{key}" is a non-empty string; got {value!r}')
+    return value.strip() if value is not None else None
+
+
+def _scalar(req: dict, key: str):
+    """A value the API reads with its own parser: a string ("2 USD/hour") or a number."""
+    value = req.get(key)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    return _text(req, key)
+
+
+def _gpus(req: dict):
+    value = req.get("gpus")
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise RequestError(f'"gpus" is a count, a range "A:B" or a list of counts; got {value!r}')
+        return value
+    return _scalar(req, "gpus")
+
+
+def _pairs(req: dict, key: str) -> dict:
+    """NAME -> VALUE (a string such as "150000 token/s", or a number), as the command line's
+    NAME=VALUE arguments."""
+    value = req.get(key, {})
+    if not isinstance(value, dict):
+        raise RequestError(f'"{key}" is an object of NAME: VALUE, e.g. {{"n_gpus": "64"}}; got {value!r}')
+    out: dict = {}
+    for name, v in value.items():
+        if not name.strip() or "=" in name:
+            raise RequestError(f'"{key}": {name!r} is not a name')
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+            raise RequestError(f'"{key}": {name} is a string or a number; got {v!r}')
+        if isinstance(v, str) and not v.strip():
+            raise RequestError(f"{name} has no value (write e.g. {name}=64)")
+        out[name.strip()] = v.strip() if isinstance(v, str) else v
+    return out
+
+
+def _options(req: dict) -> dict[str, str]:
+    options = {k: str(v) for k, v in _pairs(req, "options").items()}
+    stack = _text(req, "stack")
+    if stack is not None:
+        if options.get("stack", stack) != stack:
+            raise RequestError(f'"stack": {stack} and "options": stack={options["stack"]} disagree; give one')
+        options["stack"] = stack
+    return options
+
+
+def _preset(req: dict, key: str) -> str | None:
+    """A built-in preset's name: no path (a file on the server's disk is not the client's to name)."""
+    name = _text(req, key)
+    if name is not None and ("/" in name or "\\" in name or name.lower().endswith((".json", ".toml"))):
+        raise RequestError(f'"{key}" is the name of a built-in preset (see `symcalc list '
+                           f'{"models" if key == "model" else "hardware"}`), not a file'
+                           + ('; give a config.json\'s text as "model_config"' if key == "model" else ""))
+    return name
+
+
+def _model(req: dict, tmp: str) -> str | None:
+    """The model preset's name, or the path of a config.json written from "model_config"
+    (its text, or its object) in the request's own temporary directory."""
+    name = _preset(req, "model")
+    config = req.get("model_config")
+    if config is None:
+        return name
+    if name is not None:
+        raise RequestError('give "model" (a preset) or "model_config" (a config.json), not both')
+    if isinstance(config, dict):
+        config = json.dumps(config)
+    if not isinstance(config, str) or not config.strip():
+        raise RequestError('"model_config" is the text of a Hugging Face config.json (or its object)')
+    path = os.path.join(tmp, "config.json")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(config)
+    return path
+
+
+def _serve(conn, runner: Callable[[str, Any, float], str]) -> None:
+    """A worker's loop: build the library, say so, then answer (kind, request, limit) until the
+    pipe closes."""
+    try:
+        from symcalc.library.loading import default_library  # on use: in the worker process only
+        default_library()
+        conn.send("ready")
+        while True:
+            try:
+                kind, request, limit = conn.recv()
+            except (EOFError, OSError):
+                return
+            conn.send(runner(kind, request, limit))
+    except KeyboardInterrupt:       # the server's Ctrl-C reaches its workers too: end quietly
+        return
+
+
+# -- in the server ------------------------------------------------------------------------------
+
+class Worker:
+    """One worker process and the pipe to it."""
+
+    def __init__(self, ctx, runner) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, runner), daemon=True, name="symcalc-serve-worker")
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    def wait_ready(self, seconds: float) -> bool:
+        if not self.ready and self.conn.poll(seconds):
+            self.ready = self.conn.recv() == "ready"
+        return self.ready
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+
+class WorkerPool:
+    """``size`` worker processes; :meth:`ask` gives a request to an idle one and waits for its
+    answer at most the request's limit plus :data:`GRACE`, then kills it and starts another."""
+
+    def __init__(self, size: int = 2, runner: Callable[[str, Any, float], str] = answer,
+                 time_limit: float | None = None, grace: float = GRACE) -> None:
+        self.ctx = multiprocessing.get_context("spawn")     # no fork of a server's threads
+        self.runner, self.time_limit, self.grace = runner, time_limit, grace
+        self.idle: queue.Queue[Worker] = queue.Queue()
+        self.lock = threading.Lock()
+        self.closed = False
+        self.workers = [Worker(self.ctx, runner) for _ in range(size)]
+        for w in self.workers:
+            self.idle.put(w)
+
+    def limit(self, kind: str) -> float:
+        """The request's limit: the server's --time-limit if given, else the command line's default."""
+        return self.time_limit if self.time_limit is not None else LIMITS.get(kind, DEFAULT_QUESTION_LIMIT)
+
+    def ask(self, kind: str, request: Any) -> tuple[int, str]:
+        """(HTTP status, JSON text) for one request."""
+        limit = self.limit(kind)
+        wait = limit + self.grace if math.isfinite(limit) else None
+        try:
+            worker = self.idle.get(timeout=wait)
+        except queue.Empty:
+            return 503, error_json("busy", "every worker is busy with an earlier request; ask again in a moment")
+        try:
+            if not worker.wait_ready(START_LIMIT):
+                self._replace(worker)
+                return 500, error_json("internal", "a worker did not start; please report it")
+            t0 = time.monotonic()
+            worker.conn.send((kind, request, limit))
+            if worker.conn.poll(wait):
+                text = worker.conn.recv()
+                self.idle.put(worker)
+                return status_of(text), text
+            self._replace(worker)
+            return 504, error_json("time_limit", f"no answer within the time limit ({limit:g} s; "
+                                   f"stopped after {time.monotonic() - t0:.1f} s): the question was ended")
+        except (EOFError, OSError, BrokenPipeError):
+            self._replace(worker)
+            return 500, error_json("internal", "the worker answering the question ended; please report it")
+
+    def _replace(self, worker: Worker) -> None:
+        worker.kill()
+        with self.lock:
+            if self.closed:
+                return
+            fresh = Worker(self.ctx, self.runner)
+            self.workers = [fresh if w is worker else w for w in self.workers]
+        self.idle.put(fresh)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            workers = list(self.workers)
+        for w in workers:
+            w.kill()
+
+
+def status_of(text: str) -> int:
+    """200 for an answer; an error's status by its kind: 504 when time ran out, 500 for a bug,
+    else 400 (the request's own mistake)."""
+    if not text.startswith('{"error"'):
+        return 200
+    try:
+        kind = json.loads(text)["error"].get("kind")
+    except (ValueError, KeyError, AttributeError):
+        return 500
+    return {"time_limit": 504, "internal": 500}.get(kind, 400)
+
+
+def parse_request(body: bytes) -> Any:
+    """The request's JSON (never evaluated: json.loads only)."""
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise QueryError(f"the request is not JSON ({one_line(str(e))})") from None
