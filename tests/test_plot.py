@@ -73,7 +73,7 @@ def test_training_days_heatmap_has_a_colour_bar_and_log_axis(tmp_path):
     texts = svg_texts(svg)
     assert any("train_time [day]" in t for t in texts)                  # the colour bar's label
     assert any("n_gpus" in t for t in texts) and any("mfu [%]" in t for t in texts)
-    assert "102" in texts and "103" in texts                            # 10^2, 10^3: the log n_gpus axis
+    assert "1,024" in texts and "4,096" in texts                        # the log n_gpus axis, in powers of two
     assert "G n_gpus" in texts and "MFU mfu [%]" in texts               # symbol, name, unit
     img = png(_png(s, tmp_path / "days.png"))
     # viridis spans dark purple (long runs) to yellow (short ones) across the grid
@@ -141,3 +141,22 @@ def test_plots_leave_the_session_backend_alone(tmp_path):
     sweep.plot(str(tmp_path / "sweep.png"))
     assert matplotlib.get_backend() == before
     assert (tmp_path / "plan.png").stat().st_size > 10_000 and (tmp_path / "sweep.png").stat().st_size > 5_000
+
+
+def test_a_sweep_plot_says_what_it_holds_fixed_and_labels_gpu_counts(tmp_path):
+    """A figure for a design doc: the title names the presets and the values the user fixed (not
+    the ones a preset filled in), and a log axis of GPU counts is ticked at the counts swept,
+    written as numbers (1,024), not powers of ten. The image is 900 x 576 px (7.5 x 4.8 in at
+    120 dpi)."""
+    import symcalc
+    s = symcalc.sweep("train_time", {"n_tokens": "15e12 token", "mfu": "40%"}, vary={"n_gpus": "256:4096:5:log"},
+                      model="llama3-8b", hardware="h100")
+    fig = s.plot(str(tmp_path / "t.png"))
+    ax = fig.axes[0]
+    title = ax.get_title()
+    assert "llama3_8b, h100_sxm" in title and "n_tokens = 15e12 token" in title and "mfu = 40%" in title
+    assert "gpu_memory" not in title                       # a preset's value, not the user's
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "512", "1,024", "2,048", "4,096"]
+    img = png(tmp_path / "t.png")
+    assert img.shape[:2] == (576, 900)

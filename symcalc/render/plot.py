@@ -21,11 +21,14 @@ from symcalc.units.format import fmt
 if TYPE_CHECKING:
     from os import PathLike
 
+    from collections.abc import Callable
+
     from matplotlib.axes import Axes
+    from matplotlib.axis import Axis as MplAxis
     from matplotlib.figure import Figure
 
     from symcalc.library.registry import Library
-    from symcalc.query.sweep import Sweep
+    from symcalc.query.sweep import Axis, Sweep
 
 FORMATS = (".png", ".svg", ".pdf")
 INFEASIBLE = "#d62728"
@@ -118,14 +121,38 @@ def _drawable(tex: str) -> bool:
     return True
 
 
+TITLE_GIVEN = 5     # the user's own fixed values named in a title, at most
+
+
 def _title(sweep: Sweep) -> str:
+    """What the plot varies, and what it holds fixed: the presets, the options off their
+    defaults, and the values the user gave (not those a preset filled in), so that a figure
+    pasted into a design doc says what it is of."""
     names = " and ".join(a.name for a in sweep.axes)
     presets = ", ".join(sweep.result.presets[k] for k in ("model", "hardware") if k in sweep.result.presets)
     lib = sweep.result.library
     options = ", ".join(f"{k}={v}" for k, v in sweep.result.options.items()
                         if k in lib.options and lib.options[k].default != v)
-    context = "; ".join(x for x in (presets, options) if x)
+    varied = {a.name for a in sweep.axes}
+    own = [f"{k} = {g.text.strip()}" for k, g in sweep.result.given.items() if not g.origin and k not in varied]
+    fixed = ", ".join(own[:TITLE_GIVEN]) + (f", +{len(own) - TITLE_GIVEN} more" if len(own) > TITLE_GIVEN else "")
+    context = "; ".join(x for x in (presets, options, fixed) if x)
     return textwrap.fill(f"{sweep.target} over {names}" + (f" ({context})" if context else ""), 80)
+
+
+def _whole_ticks(axis: Axis, x: np.ndarray, set_ticks: Callable[[np.ndarray], object],
+                 formatter_axis: MplAxis) -> None:
+    """On a log axis of whole numbers (GPU counts), ticks at the values swept (up to 12) or at
+    powers of two, written 1,024 rather than 10^3."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    if not (axis.log and axis.whole):
+        return
+    if x.size <= 12:
+        set_ticks(x)
+    else:
+        formatter_axis.set_major_locator(LogLocator(base=2))
+    formatter_axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    formatter_axis.set_minor_formatter(NullFormatter())
 
 
 def _line(ax: Axes, sweep: Sweep) -> None:
@@ -146,6 +173,7 @@ def _line(ax: Axes, sweep: Sweep) -> None:
     ax.set_ylabel(label(lib, sweep.target, sweep.unit))
     if axis.log:
         ax.set_xscale("log")
+        _whole_ticks(axis, x, ax.set_xticks, ax.xaxis)
     finite = y[np.isfinite(y)]
     if axis.log and finite.size and finite.min() > 0 and finite.max() / finite.min() > 100:
         ax.set_yscale("log")
@@ -190,8 +218,10 @@ def _heatmap(fig: Figure, ax: Axes, sweep: Sweep) -> None:
     ax.set_ylabel(label(lib, ax0.name, ax0.unit))
     if ax1.log:
         ax.set_xscale("log")
+        _whole_ticks(ax1, x, ax.set_xticks, ax.xaxis)
     if ax0.log:
         ax.set_yscale("log")
+        _whole_ticks(ax0, y, ax.set_yticks, ax.yaxis)
 
 
 def _edges(v: np.ndarray, log: bool) -> np.ndarray:
