@@ -189,6 +189,11 @@ class Comparison(Rendered):
         """Jupyter: the two sides, what differs and what they share, as a table."""
         return render("comparison_html", self)
 
+    def plot(self, path):
+        """Draw the two sides as bars (split by the target's breakdown when it has one) into
+        ``path`` (.png, .svg or .pdf); returns the matplotlib Figure."""
+        return render("comparison_plot", self, path)
+
 
 @dataclass
 class VsChanges:

@@ -6,12 +6,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from symcalc.errors import QueryError
 from symcalc.render.common import was_rounded
 from symcalc.render.findings import finding_dict
 from symcalc.render.jsonout import _plain, result_dict
 from symcalc.units.format import fmt, with_unit
 
 if TYPE_CHECKING:
+    from os import PathLike
+
+    from matplotlib.figure import Figure
+
     from symcalc.query.compare import Comparison
     from symcalc.query.results import Result
 
@@ -86,3 +91,56 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "out_of_bounds": {"a": list(cmp.a.violations), "b": list(cmp.b.violations)},
         "findings": {"a": [finding_dict(f) for f in cmp.a.findings], "b": [finding_dict(f) for f in cmp.b.findings]},
     }
+
+
+def comparison_plot(c: Comparison, path: str | PathLike[str], dpi: int = 120) -> Figure:
+    """The two sides as horizontal bars, each split into the target's breakdown when it has
+    one (memory by part, step time by part), the change in the title; returns the Figure
+    (drawn without pyplot: the session's backend is left as it was)."""
+    from matplotlib.figure import Figure  # on use: matplotlib only when a comparison is drawn
+
+    from symcalc.outfile import check_target, write_file
+    from symcalc.render.common import plot_text
+    from symcalc.render.plot import FORMATS, inline_figures
+
+    target = check_target(path, "--plot")
+    if target.suffix.lower() not in FORMATS:
+        raise QueryError(f"cannot plot to {target.name}: the file must end in {', '.join(FORMATS)}")
+    inline_figures()
+    fig = Figure(figsize=(7.5, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    sides = [("B", c.b), ("A", c.a)]          # A on top
+    parts = [_parts(r) for _, r in sides]
+    names = list(dict.fromkeys(n for p in parts for n, v in p.items() if v))    # a part 0 on both sides: no bar
+    if names:
+        import matplotlib
+        colours = matplotlib.colormaps["tab20"](np.arange(len(names)) % 20)
+        left = np.zeros(2)
+        for name, colour in zip(names, colours):
+            vals = np.array([p.get(name, 0.0) for p in parts])
+            ax.barh([0, 1], vals, left=left, color=colour, label=name)
+            left += vals
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, frameon=False)
+    else:
+        ax.barh([0, 1], [float(np.asarray(r.value, dtype=float).ravel()[0]) for _, r in sides], color="#1f77b4")
+    ax.set_yticks([0, 1], [plot_text(c.label("b")), plot_text(c.label("a"))], fontsize=8)
+    ax.set_xlabel(plot_text(f"{c.target} [{c.a.unit}]" if c.a.unit else c.target))
+    ax.set_title(plot_text(f"{c.target}: A {c.label('a')} against B {c.label('b')}"), fontsize=10)
+    write_file(target, lambda fh: fig.savefig(fh, dpi=dpi, format=target.suffix.lower()[1:]), "--plot")
+    return fig
+
+
+def _parts(r: Result) -> dict[str, float]:
+    """The breakdown's innermost parts in the answer's unit ({} when it has none)."""
+    bd = r.breakdown
+    out: dict[str, float] = {}
+
+    def walk(parts: list[dict[str, Any]]) -> None:
+        for p in parts:
+            if p.get("parts"):
+                walk(p["parts"])
+            else:
+                out[p["name"]] = float(p["value"])
+    if bd and bd.get("parts"):
+        walk(bd["parts"])
+    return out

@@ -27,6 +27,7 @@ FORMATS = {
     "result_html": "symcalc.render.html:result_html",
     "sweep_html": "symcalc.render.html:sweep_html",
     "comparison_html": "symcalc.render.html:comparison_html",
+    "comparison_plot": "symcalc.render.compare:comparison_plot",
     "finding": "symcalc.render.findings:sentence",
     "finding_json": "symcalc.render.findings:finding_dict",
     "plan_text": "symcalc.render.plan:plan_text",
