@@ -15,7 +15,7 @@ evaluated over the arrays of the layouts that fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,7 +26,8 @@ from symcalc.planner.space import Space, searched_options, space_data
 from symcalc.query.solve import solve_unshown
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
-    from symcalc.library.loading import Library
+    from symcalc.library.registry import Library
+    from symcalc.query.results import Result
 
 STEP_TIME: str = space_data()["evaluate"]["step_time"]
 MEMORY: str = space_data()["evaluate"]["memory"]
@@ -47,12 +48,13 @@ class Question:
     moe: bool = False
     library: Library | None = None
 
-    def solve(self, target: str, given: dict, options: dict, **kw):
+    def solve(self, target: str, given: Mapping[str, object], options: Mapping[str, str],
+              on_bounds: str = "raise") -> Result:
         """The answer to one of the plan's questions, unshown (symcalc.query.solve.solve_unshown):
         its value, derivation, steps and bound violations, without the findings a reader of one
         answer needs (``symcalc plan --explain`` asks symcalc.solve itself)."""
         return solve_unshown(target, {**self.values, **given}, options={**self.options, **options},
-                             library=self.library, hardware=self.hardware, model=self.model, **kw)
+                             library=self.library, hardware=self.hardware, model=self.model, on_bounds=on_bounds)
 
 
 def layout_names(moe: bool, interleaved: bool) -> tuple[str, ...]:
@@ -110,7 +112,7 @@ class Evaluation:
     memory: np.ndarray
     inside: np.ndarray
     combos: int = 0                       # option combinations solved
-    templates: dict = field(default_factory=dict)   # combination -> (step Result, memory Result)
+    templates: dict[int, tuple[Result, Result]] = field(default_factory=dict)   # combination -> (step, memory)
 
 
 def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
@@ -141,7 +143,8 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
     return Evaluation(step_time=step, memory=mem, inside=inside, combos=len(templates), templates=templates)
 
 
-def _templates(columns: dict, first: int, q: Question, global_batch_size: int, seq_len: int) -> tuple:
+def _templates(columns: dict, first: int, q: Question, global_batch_size: int,
+               seq_len: int) -> tuple[Result, Result]:
     """(step time Result, memory Result) of the layout in row ``first``: the derivations every
     layout of its option combination is evaluated through."""
     opts = row_options(columns, first, searched_options(q.library))

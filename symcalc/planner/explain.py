@@ -3,12 +3,19 @@ question (and so the same derivation) the planner evaluated over arrays."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from symcalc.errors import QueryError
 from symcalc.planner.evaluate import MEMORY, STEP_TIME, layout_names
 from symcalc.query.solve import solve
 
+if TYPE_CHECKING:   # pragma: no cover - for type checkers
+    from symcalc.library.registry import Library
+    from symcalc.planner.result import PlanResult
+    from symcalc.query.results import Result
 
-def question(plan, rank: int) -> tuple[dict, dict]:
+
+def question(plan: PlanResult, rank: int) -> tuple[dict[str, object], dict[str, str]]:
     """(given values, options) of layout ``rank`` (1 = the best) of ``plan``."""
     if not plan.rows:
         raise QueryError("--explain: nothing fits, so there is no ranked layout to explain")
@@ -17,7 +24,7 @@ def question(plan, rank: int) -> tuple[dict, dict]:
     row = plan.rows[rank - 1]
     lay = row.layout
     moe = "ep" in lay
-    given = {}
+    given: dict[str, object] = {}
     for name in layout_names(moe, lay["virtual_stages"] > 1):
         if name == "global_batch_size":
             given[name] = plan.global_batch_size
@@ -30,8 +37,11 @@ def question(plan, rank: int) -> tuple[dict, dict]:
     return given, options
 
 
-def explain(plan, rank: int, library=None):
+def explain(plan: PlanResult, rank: int, library: Library | None = None) -> tuple[Result, Result]:
     """(step_time Result, total_memory_per_gpu Result) of layout ``rank``."""
     given, options = question(plan, rank)
-    kw = dict(options=options, library=library, hardware=plan.hardware, model=plan.model, on_bounds="flag")
-    return solve(STEP_TIME, given, **kw), solve(MEMORY, given, **kw)
+    step = solve(STEP_TIME, given, options=options, library=library, hardware=plan.hardware, model=plan.model,
+                 on_bounds="flag")
+    memory = solve(MEMORY, given, options=options, library=library, hardware=plan.hardware, model=plan.model,
+                   on_bounds="flag")
+    return step, memory

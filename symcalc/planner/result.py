@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from symcalc.render.formats import Rendered, render
+
+if TYPE_CHECKING:   # pragma: no cover - for type checkers
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -115,7 +119,7 @@ class PlanResult(Rendered):
     def to_csv(self, path: str) -> None:
         render("plan_csv", self, path)
 
-    def plot(self, path: str):
+    def plot(self, path: str) -> Figure:
         """Draw the plan into ``path`` (.png/.svg/.pdf) and return the matplotlib Figure (the
         session's backend is left as it was)."""
         return render("plan_plot", self, path)

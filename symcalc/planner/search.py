@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 import shlex
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from symcalc.planner.space import (
 )
 from symcalc.query.values import read_value
 
+if TYPE_CHECKING:   # pragma: no cover - for type checkers
+    from symcalc.library.registry import Library
+
 # the planner's memory is nvidia-smi's figure (memory_figure = device: the tensors, the caching
 # allocator's fitted reserve, the CUDA context and NCCL's buffers, formulas/peak_memory.toml)
 # unless the options say otherwise; the headroom left free on each GPU unless memory_headroom is
@@ -53,6 +57,12 @@ BY = ("time", "days", "gpu_hours", "cost", "memory")
 # planner-only values: not part of the layout question
 GOAL_VALUES = ("n_tokens", "gpu_hour_price", "memory_headroom", "global_batch_tokens", "tokens_per_second",
                "train_time", "total_cost")
+
+
+# a given value as the caller writes it ("8", 8, 8.0, "90 day"), and the GPU counts of a plan:
+# one such value (a count, "512,1024", "256:16384") or a list of counts
+RawValue = str | int | float
+GpuCounts = str | int | float | list[RawValue] | tuple[RawValue, ...]
 
 
 class PlanError(SymcalcError):
@@ -114,7 +124,7 @@ class _Search:
 MAX_GPUS = 10_000_000
 
 
-def whole_number(raw, what: str, least: int = 1, most: int | None = None) -> int:
+def whole_number(raw: RawValue, what: str, least: int = 1, most: int | None = None) -> int:
     """``raw`` as a whole number of at least ``least`` (and at most ``most``): an int, an
     integral float or its text. True/False, 8.5, inf, NaN and text that is not a number are
     refused with a QueryError naming ``what``, never truncated (8.5 GPUs is not 8)."""
@@ -131,7 +141,7 @@ def whole_number(raw, what: str, least: int = 1, most: int | None = None) -> int
     return int(x)
 
 
-def parse_gpus(gpus, gpus_per_node: int | None = None) -> list[int]:
+def parse_gpus(gpus: GpuCounts, gpus_per_node: int | None = None) -> list[int]:
     """GPU counts from an int, a list, "512,1024,2048" or a range "A:B": A, then every 2^k and
     3 x 2^k multiple of the node size (or of A) up to B. Raises QueryError for anything else,
     a count below 1 included."""
@@ -141,8 +151,8 @@ def parse_gpus(gpus, gpus_per_node: int | None = None) -> list[int]:
     return counts
 
 
-def _gpu_counts(gpus, gpus_per_node: int | None) -> list[int]:
-    def count(x) -> int:
+def _gpu_counts(gpus: GpuCounts, gpus_per_node: int | None) -> list[int]:
+    def count(x: RawValue) -> int:
         try:
             return whole_number(x, "a GPU count", most=MAX_GPUS)
         except QueryError:
@@ -172,13 +182,15 @@ def _gpu_counts(gpus, gpus_per_node: int | None) -> list[int]:
         raise QueryError(f"--gpus: expected a count, a list (512,1024,2048) or a range (256:16384); got '{gpus}'") from None
 
 
-def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *, tokens=None,
-         global_batch_size=None, seq_len=None, gpus_per_node=None, options: dict | None = None,
-         by: str = "time", top: int = 10, memory_headroom=None, gpu_hour_price=None, deadline=None,
-         budget=None, throughput=None, tp_across_nodes: bool = False, uneven_pp: bool = True,
-         max_micro_batch: int = MAX_MICRO_BATCH, max_virtual_stages: int = MAX_VIRTUAL_STAGES,
-         library=None, values: dict | None = None, progress: Callable[[str], None] | None = None,
-         frontier: bool = True, **named) -> PlanResult:
+def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts | None = None, /, *,
+         tokens: RawValue | None = None, global_batch_size: RawValue | None = None, seq_len: RawValue | None = None,
+         gpus_per_node: RawValue | None = None, options: dict | None = None,
+         by: str = "time", top: int = 10, memory_headroom: RawValue | None = None,
+         gpu_hour_price: RawValue | None = None, deadline: RawValue | None = None,
+         budget: RawValue | None = None, throughput: RawValue | None = None, tp_across_nodes: bool = False,
+         uneven_pp: bool = True, max_micro_batch: int = MAX_MICRO_BATCH, max_virtual_stages: int = MAX_VIRTUAL_STAGES,
+         library: Library | None = None, values: dict | None = None, progress: Callable[[str], None] | None = None,
+         frontier: bool = True, **named: object) -> PlanResult:
     """Search every valid parallel layout of ``model`` on ``gpus`` x ``hardware`` and rank those
     that fit.
 
@@ -240,7 +252,8 @@ def plan(model: str | None = None, hardware: str | None = None, gpus=None, /, *,
 
 # -- reading the question ----------------------------------------------------------------------
 
-def _checked_arguments(hardware, by, options, values, top, max_micro_batch, max_virtual_stages) -> tuple[int, int, int]:
+def _checked_arguments(hardware: str | None, by: object, options: object, values: object, top: RawValue,
+                       max_micro_batch: RawValue, max_virtual_stages: RawValue) -> tuple[int, int, int]:
     """The whole-number arguments as ints, after refusing what cannot be planned at all."""
     top = whole_number(top, "top (the layouts to show)")
     max_micro_batch = whole_number(max_micro_batch, "max_micro_batch")
@@ -258,7 +271,7 @@ def _checked_arguments(hardware, by, options, values, top, max_micro_batch, max_
     return top, max_micro_batch, max_virtual_stages
 
 
-def _plan_options(options: Mapping | None, lib) -> tuple[dict, bool]:
+def _plan_options(options: Mapping | None, lib: Library) -> tuple[dict[str, str], bool]:
     """The options as text, with the plan's memory figure and the stack (the default one unless
     given: the step time runs under a stack, and the memory of the same layout is counted under
     it, its attention kernel, its loss), and whether the stack was given."""
@@ -270,7 +283,8 @@ def _plan_options(options: Mapping | None, lib) -> tuple[dict, bool]:
     return out, stack_given
 
 
-def _given_values(lib, values: Mapping | None, named: dict, keywords: dict) -> dict:
+def _given_values(lib: Library, values: Mapping | None, named: Mapping[str, object],
+                  keywords: Mapping[str, object]) -> dict:
     """Every given value by its quantity's name (aliases resolved): ``values``, the keyword
     arguments ``named`` and the plan's own keywords (``keywords``: quantity -> value or None).
     A value given twice is refused."""
@@ -287,9 +301,9 @@ def _given_values(lib, values: Mapping | None, named: dict, keywords: dict) -> d
     return {lib.quantity(raw).name: val for raw, val in out.items()}
 
 
-def _counts(gpus, values: dict, facts: _Facts, goal: dict, by: str) -> list[int]:
+def _counts(gpus: GpuCounts | None, values: dict, facts: _Facts, goal: dict, by: str) -> list[int]:
     """The GPU counts to plan at, after refusing what the goal and ``by`` cannot answer."""
-    counts = parse_gpus(gpus if gpus is not None else values.get("n_gpus"), facts.gpus_per_node) \
+    counts = parse_gpus(gpus if gpus is not None else values["n_gpus"], facts.gpus_per_node) \
         if (gpus is not None or "n_gpus" in values) else None
     if not counts:
         raise QueryError("give the GPU count: --gpus N (or a list/range with --deadline, --budget or a throughput)")
@@ -331,11 +345,11 @@ def _fixed_dims(values: dict, options: dict, all_searched: dict[str, tuple[str, 
     return fixed, searched
 
 
-def _read(lib, name: str, raw) -> float:
+def _read(lib: Library, name: str, raw: RawValue) -> float:
     return float(read_value(lib.quantity(name), raw).magnitude)
 
 
-def _facts(q: Question, values: dict, lib) -> _Facts:
+def _facts(q: Question, values: dict, lib: Library) -> _Facts:
     """The run's fixed facts in base units: from the given values, else the presets."""
     found: dict[str, float | None] = {}
     for name in ("n_heads", "n_kv_heads", "n_layers", "seq_len", "gpus_per_node", "gpu_memory", "n_experts",
@@ -373,7 +387,7 @@ def _facts(q: Question, values: dict, lib) -> _Facts:
                   n_experts=whole.get("n_experts"), batch_assumed=assumed)
 
 
-def _evidence(q: Question, lib, options: dict, hardware: str) -> Evidence:
+def _evidence(q: Question, lib: Library, options: dict, hardware: str) -> Evidence:
     """The published runs this plan's layouts are judged by (planner.validation): its stack,
     hardware and precision, and the size class of its model (its parameters, when known)."""
     precision = options.get("precision", lib.options["precision"].default if "precision" in lib.options else "")
@@ -385,7 +399,7 @@ def _evidence(q: Question, lib, options: dict, hardware: str) -> Evidence:
     return evidence(options.get("stack", ""), find_preset("hardware", hardware).key, precision, params)
 
 
-def _headroom(values: dict, facts: _Facts, lib) -> float:
+def _headroom(values: dict, facts: _Facts, lib: Library) -> float:
     if values.get("memory_headroom") is not None:
         headroom = _read(lib, "memory_headroom", values["memory_headroom"])
         if headroom >= facts.gpu_memory:
@@ -395,7 +409,7 @@ def _headroom(values: dict, facts: _Facts, lib) -> float:
     return DEFAULT_HEADROOM_FRACTION * facts.gpu_memory
 
 
-def _goal(values: dict, lib) -> dict:
+def _goal(values: dict, lib: Library) -> dict:
     if values.get("train_time") is not None:
         if values.get("n_tokens") is None:
             raise QueryError("--deadline needs the training tokens: --tokens (the model preset gives none)")
@@ -412,7 +426,7 @@ def _goal(values: dict, lib) -> dict:
 
 # -- one GPU count --------------------------------------------------------------------------------
 
-def _space(n_gpus: int, setup: _Setup):
+def _space(n_gpus: int, setup: _Setup) -> tuple[Shape, Space]:
     """The run's shape at ``n_gpus`` and every valid layout of it (the rules alone)."""
     facts, fixed = setup.facts, setup.fixed
     shape = Shape(n_gpus=n_gpus, gpus_per_node=facts.gpus_per_node, n_heads=facts.n_heads,
@@ -584,7 +598,8 @@ def _failure_note(q: Question, n_gpus: int) -> str:
             "Young's interval; give these values (gpu_mtbf=..., recovery_time=...) to change them")
 
 
-def _result(s: _Search, values: dict, top: int, t0: float, model, hardware, options, common: _Setup) -> PlanResult:
+def _result(s: _Search, values: dict, top: int, t0: float, model: str | None, hardware: str, options: dict[str, str],
+            common: _Setup) -> PlanResult:
     q = common.q
     rows = _top_rows(s, q, values, top, common.evidence)
     _fill_metrics(rows, q, s.shape, values)
@@ -668,7 +683,8 @@ def _evidence_summary(s: _Search, rows: list[PlanRow], ev: Evidence | None) -> d
             "frontier_applied": s.frontier_time is not None}
 
 
-def _base(s: _Search, rows, model, hardware, options, common: _Setup, values) -> PlanResult:
+def _base(s: _Search, rows: list[PlanRow], model: str | None, hardware: str, options: dict[str, str], common: _Setup,
+          values: dict) -> PlanResult:
     facts = common.facts
     ok = int(np.count_nonzero(s.ev.inside))
     rejected = dict(s.space.reasons())
@@ -808,8 +824,9 @@ def _refine(scans: list[GpuScan], goal: dict, values: dict, common: _Setup, sear
     return added
 
 
-def _goal_missed(scans: list[GpuScan], found: list, goal: dict, values: dict, top: int, t0: float, model, hardware,
-                 options, common: _Setup, searches: dict) -> PlanResult:
+def _goal_missed(scans: list[GpuScan], found: list[tuple[GpuScan, PlanRow]], goal: dict, values: dict, top: int,
+                 t0: float, model: str | None, hardware: str, options: dict[str, str], common: _Setup,
+                 searches: dict[int, _Search]) -> PlanResult:
     """No count tried meets the goal: an answer, not an error (the command exits 1). The plan of
     the count that comes closest (the fastest for a deadline, the cheapest for a budget, the most
     token/s for a throughput), its best layouts as ``closest``, and what it lacks in ``message``."""
@@ -847,9 +864,9 @@ def _has_layouts(n: int, common: _Setup) -> bool:
     return _space(n, common)[1].size > 0
 
 
-def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float, model, hardware, options,
-               common: _Setup, span: bool = False) -> PlanResult:
-    searches: dict = {}
+def _backwards(counts: list[int], goal: dict, values: dict, top: int, t0: float, model: str | None, hardware: str,
+               options: dict[str, str], common: _Setup, span: bool = False) -> PlanResult:
+    searches: dict[int, _Search] = {}
     scans = [_scan(n, goal, values, common, searches) for n in counts]
     kind = goal["kind"]
     if span:

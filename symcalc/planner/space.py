@@ -24,10 +24,15 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from symcalc.library.loading import default_library, formula_dir
+
+if TYPE_CHECKING:   # pragma: no cover - for type checkers
+    from symcalc.library.records import Condition
+    from symcalc.library.registry import Library
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -65,7 +70,7 @@ def _check(unknown: set, what: str) -> None:
         raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: {what}: {', '.join(sorted(map(str, unknown)))}")
 
 
-def searched_options(library=None) -> dict[str, tuple[str, ...]]:
+def searched_options(library: Library | None = None) -> dict[str, tuple[str, ...]]:
     """The options the planner searches (``searched = true`` in the library), each with its values
     in their declared order, in the order the library declares the options."""
     if library is None:
@@ -73,7 +78,7 @@ def searched_options(library=None) -> dict[str, tuple[str, ...]]:
     return {name: tuple(spec.values) for name, spec in library.options.items() if spec.searched}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> dict[str, tuple[str, ...]]:
     """``SEARCHED_OPTIONS``: the default library's searched options (read when first asked)."""
     if name == "SEARCHED_OPTIONS":
         return searched_options()
@@ -105,9 +110,9 @@ class Shape:
     max_virtual_stages: int = MAX_VIRTUAL_STAGES
     # conditions a training stack puts on the layout: (the reason in words, a
     # symcalc.library.records.Condition over layout quantities), e.g. FSDP's tp == 1
-    requires: tuple = ()
+    requires: tuple[tuple[str, Condition], ...] = ()
     # the searched options with all their values, ((name, values), ...); empty: the default library's
-    searched: tuple = ()
+    searched: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def option_values(self) -> dict[str, tuple[str, ...]]:
         return dict(self.searched) if self.searched else searched_options()
@@ -121,10 +126,10 @@ class Rule:
     name: str
     reason: str                                   # why a layout is rejected, in words
     stage: str                                    # one of STAGES
-    valid: Callable[[dict, Shape], np.ndarray]    # columns, shape -> True where valid
+    valid: Callable[[dict, Shape], np.ndarray | bool]    # columns, shape -> True where valid (True: all)
 
 
-def _divides(a, b) -> np.ndarray:
+def _divides(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
     return np.asarray((np.asarray(b) % np.asarray(a)) == 0)
 
 
@@ -148,7 +153,7 @@ CHECKS: dict[str, Callable[[dict, Shape], np.ndarray]] = {"pp_splits_layers": pp
 
 # -- the interpreter of the data file's predicates ---------------------------------------------
 
-def _value(x, c: dict, s: Shape):
+def _value(x: object, c: dict, s: Shape) -> Any:
     """An operand: a number or true/false as it is; a name, the layout's column, the derived
     column of that name or the run's fact (None when the run has none: n_experts of a dense model)."""
     if not isinstance(x, str):
@@ -173,7 +178,7 @@ def _value(x, c: dict, s: Shape):
     raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: unknown name {x!r}")
 
 
-def _holds(kind: str, args: list, c: dict, s: Shape):
+def _holds(kind: str, args: list, c: dict, s: Shape) -> np.ndarray | bool:
     """One predicate over the columns (True where it holds; True everywhere over a missing fact)."""
     x, y = args
     if kind in ("equals", "differs") and isinstance(y, str) and x in s.option_values():
@@ -190,8 +195,8 @@ def _holds(kind: str, args: list, c: dict, s: Shape):
     return (np.asarray(a) == b) if kind == "equals" else (np.asarray(a) != b)
 
 
-def _all_hold(preds: list, c: dict, s: Shape):
-    ok = True
+def _all_hold(preds: list, c: dict, s: Shape) -> np.ndarray | bool:
+    ok: np.ndarray | bool = True
     for kind, args in preds:
         ok = np.logical_and(ok, _holds(kind, args, c, s))
     return ok
@@ -205,7 +210,7 @@ def _rule(spec: dict) -> Rule:
     _check({spec.get("check", "pp_splits_layers")} - set(CHECKS), f"rule {spec['name']}: unknown check")
     check = CHECKS[spec["check"]] if "check" in spec else None
 
-    def valid(c: dict, s: Shape) -> np.ndarray:
+    def valid(c: dict, s: Shape) -> np.ndarray | bool:
         ok = _all_hold(preds, c, s)
         if check is not None:
             ok = np.logical_and(ok, check(c, s))

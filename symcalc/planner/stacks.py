@@ -12,12 +12,18 @@ step-time questions, which the stack is an assumption of.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from symcalc.errors import BadOptionValueError
 from symcalc.planner.space import searched_options
 
+if TYPE_CHECKING:   # pragma: no cover - for type checkers
+    from symcalc.library.records import Condition
+    from symcalc.library.registry import Library
 
-def narrow(library, options: dict, fixed: dict[str, list[int]], searched: dict[str, tuple[str, ...]],
-           max_virtual_stages: int) -> tuple[tuple[str, object], ...]:
+
+def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]],
+           searched: dict[str, tuple[str, ...]], max_virtual_stages: int) -> tuple[tuple[str, Condition], ...]:
     """Narrow ``searched`` (option -> values) and ``fixed["virtual_stages"]`` in place to what the
     stacks allow; return their conditions as (reason, Condition) pairs for ``Shape.requires``.
 
@@ -50,6 +56,6 @@ def narrow(library, options: dict, fixed: dict[str, list[int]], searched: dict[s
     return tuple(requires)
 
 
-def _refuse(option: str, value: str, stack: str, stack_value: str, allowed) -> None:
+def _refuse(option: str, value: str, stack: str, stack_value: str, allowed: tuple[str, ...]) -> None:
     raise BadOptionValueError(f"option {option}={value} is not supported by {stack}={stack_value} "
                               f"(it runs: {', '.join(allowed)})")
