@@ -99,54 +99,83 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
     of settlement. Stops early once ``stop_at`` is settled. O((F + Q) log(F + Q)) per round of
     propagation, plus one block analysis per stall.
     """
-    by_quantity = _index(formulas) if index is None else index      # the caller's, when it plans often
-    bridged = set(hard if given is None else given)
-    remaining = {f.id: len(f.quantities) for f in formulas}
-    cost: dict[str, float] = {}
-    producer: dict[str, Step | None] = {}
-    order: dict[str, int] = {}
-    tie = itertools.count()
-    heap: list = []
-    # sorted: the same question gives the same derivation, in the same order, in every process
-    for q in sorted(hard):
-        heapq.heappush(heap, (0, next(tie), q, None))
-    for q in sorted(soft):
-        if q not in hard:
-            heapq.heappush(heap, (DEFAULT_COST, next(tie), q, None))
+    return _Propagation(formulas, hard, soft, index, given).run(stop_at)
 
-    estimates = {f.id for f in formulas if f.approximate}
-    # Kept as propagation goes, for the block analysis at each stall (which ran over every
-    # formula each time: half of a cold plan's routing): each formula's unsettled quantities,
-    # and the formulas a block may draw on, in the formulas' order (see settle_blocks).
-    unsettled = {f.id: list(f.quantities) for f in formulas}
-    open_to_blocks = {f.id: f for f in formulas if len(f.quantities) >= 2 and not f.consequence
-                      and set(f.from_given) <= bridged}
-    peeling = _Peeling(unsettled, open_to_blocks)
-    by_lhs: dict[str, list[str]] = {}
-    for f in open_to_blocks.values():
-        if f.lhs_name:
-            by_lhs.setdefault(f.lhs_name, []).append(f.id)
-    with_rules = any(f.default_rule for f in open_to_blocks.values())
-    # for the default rules among them: how many laws among them give each quantity explicitly
-    # (a rule whose left side a law defines joins no block: see shadowed)
-    law_defines = Counter(q for f in open_to_blocks.values() if not f.default_rule
-                          for q, how in f.solvability.items() if how == "explicit")
-    # whether those formulas changed since the block analysis last found nothing to settle (it
-    # reads nothing else: unchanged, it would find nothing again)
-    blocks_changed = True
 
-    def leave(fid: str) -> None:
+class _Propagation:
+    """The state of one :func:`propagate`: the heap of offers, what is settled, and what the
+    block analysis at each stall reads, kept as quantities settle (the steps share all of it,
+    hence one object rather than functions passing a dozen locals around)."""
+
+    __slots__ = ("by_quantity", "bridged", "remaining", "cost", "producer", "order", "tie", "heap",
+                 "estimates", "unsettled", "open_to_blocks", "peeling", "by_lhs", "with_rules",
+                 "law_defines", "blocks_changed")
+
+    def __init__(self, formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str],
+                 index: dict[str, list[FormulaSpec]] | None, given: set[str] | None):
+        self.by_quantity = _index(formulas) if index is None else index  # the caller's, when it plans often
+        self.bridged = set(hard if given is None else given)
+        self.remaining = {f.id: len(f.quantities) for f in formulas}
+        self.cost: dict[str, float] = {}
+        self.producer: dict[str, Step | None] = {}
+        self.order: dict[str, int] = {}
+        self.tie = itertools.count()
+        self.heap: list = []
+        self._seed(hard, soft)
+        self.estimates = {f.id for f in formulas if f.approximate}
+        self._track_blocks(formulas)
+        for f in formulas:   # constant definitions ("x = 6 FLOP/token") need no trigger
+            if len(f.quantities) == 1:
+                self.offer(f)
+
+    def _seed(self, hard: set[str], soft: Iterable[str]) -> None:
+        """Offer the knowns: given values at cost 0, coefficient defaults at DEFAULT_COST."""
+        heap, tie = self.heap, self.tie
+        # sorted: the same question gives the same derivation, in the same order, in every process
+        for q in sorted(hard):
+            heapq.heappush(heap, (0, next(tie), q, None))
+        for q in sorted(soft):
+            if q not in hard:
+                heapq.heappush(heap, (DEFAULT_COST, next(tie), q, None))
+
+    def _track_blocks(self, formulas: list[FormulaSpec]) -> None:
+        """Start what the block analysis at each stall reads, kept from then on as quantities
+        settle, so that a stall need not go over every formula again."""
+        # Kept as propagation goes, for the block analysis at each stall (which ran over every
+        # formula each time: half of a cold plan's routing): each formula's unsettled quantities,
+        # and the formulas a block may draw on, in the formulas' order (see settle_blocks).
+        bridged = self.bridged
+        self.unsettled = {f.id: list(f.quantities) for f in formulas}
+        self.open_to_blocks = open_to_blocks = {
+            f.id: f for f in formulas if len(f.quantities) >= 2 and not f.consequence
+            and set(f.from_given) <= bridged}
+        self.peeling = _Peeling(self.unsettled, open_to_blocks)
+        by_lhs: dict[str, list[str]] = {}
+        for f in open_to_blocks.values():
+            if f.lhs_name:
+                by_lhs.setdefault(f.lhs_name, []).append(f.id)
+        self.by_lhs = by_lhs
+        self.with_rules = any(f.default_rule for f in open_to_blocks.values())
+        # for the default rules among them: how many laws among them give each quantity explicitly
+        # (a rule whose left side a law defines joins no block: see shadowed)
+        self.law_defines = Counter(q for f in open_to_blocks.values() if not f.default_rule
+                                   for q, how in f.solvability.items() if how == "explicit")
+        # whether those formulas changed since the block analysis last found nothing to settle (it
+        # reads nothing else: unchanged, it would find nothing again)
+        self.blocks_changed = True
+
+    def leave(self, fid: str) -> None:
         """Formula ``fid`` can no longer join a block."""
-        nonlocal blocks_changed
-        f = open_to_blocks.pop(fid)
-        peeling.leave(fid)
-        blocks_changed = True
+        f = self.open_to_blocks.pop(fid)
+        self.peeling.leave(fid)
+        self.blocks_changed = True
         if not f.default_rule:
+            law_defines = self.law_defines
             for q, how in f.solvability.items():
                 if how == "explicit":
                     law_defines[q] -= 1
 
-    def shadowed(f: FormulaSpec) -> bool:
+    def shadowed(self, f: FormulaSpec) -> bool:
         """A default rule whose left side a law that may join a block defines: it joins none.
 
         A default rule only stands in for its left side where nothing else gives it: d_ffn =
@@ -154,15 +183,16 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         is. But "a generic AllReduce is the TP ring" must not join a block in which the ring's
         own law gives allreduce_time: together they would tie the data-parallel group to the
         default tp = 1 and answer a question the given values leave open."""
+        law_defines = self.law_defines
         return any(how == "explicit" and law_defines[q] > 0 for q, how in f.solvability.items())
 
-    def estimated(q: str) -> bool:
+    def estimated(self, q: str) -> bool:
         """Whether q was settled by an approximate consequence (a rule of thumb the laws imply
         only roughly) with q on its left."""
-        step = producer.get(q)
-        return step is not None and len(step.formulas) == 1 and step.formulas[0] in estimates
+        step = self.producer.get(q)
+        return step is not None and len(step.formulas) == 1 and step.formulas[0] in self.estimates
 
-    def offer(f: FormulaSpec) -> None:
+    def offer(self, f: FormulaSpec) -> None:
         """f has one unsettled quantity left: offer it, if f can be solved for it.
 
         A rule of thumb and an exact law of the same quantity never meet: a law is not solved
@@ -171,57 +201,57 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
         attention included, that no definition holds), and a rule of thumb is solved backwards
         only from a given left side (HFU 60 % and MFU 50 % measure gamma = 1.2; an HFU counted
         exactly would make gamma the ratio of two different FLOP counts)."""
-        v = unsettled[f.id][0]        # the one left
-        if f.lhs_name not in (None, v) and (estimated(f.lhs_name) if f.id not in estimates
-                                            else producer.get(f.lhs_name) is not None):
+        v = self.unsettled[f.id][0]        # the one left
+        if f.lhs_name not in (None, v) and (self.estimated(f.lhs_name) if f.id not in self.estimates
+                                            else self.producer.get(f.lhs_name) is not None):
             return
         if f.solvability[v] != "none":
             inputs = tuple(x for x in f.quantities if x != v)
-            if not set(f.from_given) <= bridged:
+            if not set(f.from_given) <= self.bridged:
                 return   # a bridge that reads these inputs from given values only, never derived ones
             penalty = RULE_COST if f.default_rule else 0
-            heapq.heappush(heap, (1 + penalty + sum(cost[x] for x in inputs), next(tie), v,
-                                  Step((f.id,), (v,), inputs)))
+            cost = self.cost
+            heapq.heappush(self.heap, (1 + penalty + sum(cost[x] for x in inputs), next(self.tie), v,
+                                       Step((f.id,), (v,), inputs)))
 
-    def settle(q: str, c: float, step: Step | None) -> None:
-        nonlocal blocks_changed
-        cost[q] = c
-        producer[q] = step
+    def settle(self, q: str, c: float, step: Step | None) -> None:
+        """Settle ``q`` at cost ``c``, and offer the formulas it leaves one quantity short."""
+        self.cost[q] = c
+        self.producer[q] = step
+        order = self.order
         order[q] = len(order)
-        peeling.settled(q)
-        if estimated(q):        # no law joins a block backwards from it
-            for fid in by_lhs.get(q, ()):
+        self.peeling.settled(q)
+        open_to_blocks = self.open_to_blocks
+        if self.estimated(q):        # no law joins a block backwards from it
+            for fid in self.by_lhs.get(q, ()):
                 if fid in open_to_blocks:
-                    leave(fid)
-        for f in by_quantity.get(q, ()):
+                    self.leave(fid)
+        remaining, unsettled = self.remaining, self.unsettled
+        for f in self.by_quantity.get(q, ()):
             remaining[f.id] -= 1
             unsettled[f.id].remove(q)
             if f.id in open_to_blocks:
-                blocks_changed = True
+                self.blocks_changed = True
                 if remaining[f.id] < 2:
-                    leave(f.id)
+                    self.leave(f.id)
             if remaining[f.id] == 1:
-                offer(f)
+                self.offer(f)
 
-    for f in formulas:   # constant definitions ("x = 6 FLOP/token") need no trigger
-        if len(f.quantities) == 1:
-            offer(f)
-
-    def settle_blocks() -> bool:
+    def settle_blocks(self) -> bool:
         """Settle the blocks of laws the settled quantities make solvable; whether any was."""
         # the formulas with two or more quantities unsettled; a consequence of other laws
         # never joins a block: with its premises it would make a structurally sound but
         # dependent system; nor does a bridge from given values whose inputs were not given (in
         # a block they would be unknowns, that is, derived) (and, as in offer, no law joins one
         # backwards from a left side a rule of thumb gave): open_to_blocks, kept by settle
-        nonlocal blocks_changed
-        if not blocks_changed:
+        if not self.blocks_changed:
             return False
-        blocks_changed = False
-        candidates = list(open_to_blocks.values())
-        if with_rules:      # the laws, and the default rules no law among them shadows
-            candidates = [f for f in candidates if not f.default_rule or not shadowed(f)]
-        blocks = _ready_blocks(peeling.core(candidates), cost)
+        self.blocks_changed = False
+        candidates = list(self.open_to_blocks.values())
+        if self.with_rules:      # the laws, and the default rules no law among them shadows
+            candidates = [f for f in candidates if not f.default_rule or not self.shadowed(f)]
+        cost = self.cost
+        blocks = _ready_blocks(self.peeling.core(candidates), cost)
         settled_any = False
         for rows, cols in blocks:
             if any(c in cost for c in cols):
@@ -230,33 +260,41 @@ def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] =
             step = Step(tuple(f.id for f in rows), tuple(cols), inputs)
             c = len(rows) + sum(cost[x] for x in inputs) + RULE_COST * sum(f.default_rule for f in rows)
             for col in cols:
-                settle(col, c, step)
+                self.settle(col, c, step)
             settled_any = True
         return settled_any
 
-    blocks_tried = False     # since the last quantity was settled
-    while True:
-        while heap:
-            if heap[0][0] >= RULE_COST and not blocks_tried:
-                # an estimate (a default rule) is next: first let the laws settle together what
-                # they can, so that d_ffn solved from a given activation memory is not replaced
-                # by d_ffn = 8/3 d_model just because a block is only looked for at a stall
-                blocks_tried = True
-                if settle_blocks():
-                    if stop_at in cost:
-                        return _Settled(cost, producer, order)
+    def run(self, stop_at: str | None) -> _Settled:
+        """Settle the cheapest offer, or at a stall the ready blocks, until nothing is left (or
+        ``stop_at`` is settled)."""
+        heap, cost, settle = self.heap, self.cost, self.settle
+        blocks_tried = False     # since the last quantity was settled
+        while True:
+            while heap:
+                if heap[0][0] >= RULE_COST and not blocks_tried:
+                    # an estimate (a default rule) is next: first let the laws settle together what
+                    # they can, so that d_ffn solved from a given activation memory is not replaced
+                    # by d_ffn = 8/3 d_model just because a block is only looked for at a stall
+                    blocks_tried = True
+                    if self.settle_blocks():
+                        if stop_at in cost:
+                            return self.settled()
+                        continue
+                c, _, q, step = heapq.heappop(heap)
+                if q in cost:
                     continue
-            c, _, q, step = heapq.heappop(heap)
-            if q in cost:
-                continue
-            settle(q, c, step)
+                settle(q, c, step)
+                blocks_tried = False
+                if q == stop_at:
+                    return self.settled()
+            if not self.settle_blocks() or stop_at in cost:
+                break
             blocks_tried = False
-            if q == stop_at:
-                return _Settled(cost, producer, order)
-        if not settle_blocks() or stop_at in cost:
-            break
-        blocks_tried = False
-    return _Settled(cost, producer, order)
+        return self.settled()
+
+    def settled(self) -> _Settled:
+        """What propagation settled, as the callers read it."""
+        return _Settled(self.cost, self.producer, self.order)
 
 
 class _Peeling:
