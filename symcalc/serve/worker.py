@@ -259,9 +259,10 @@ class WorkerPool:
     answer at most the request's limit plus :data:`GRACE`, then kills it and starts another."""
 
     def __init__(self, size: int = 2, runner: Callable[[str, Any, float], str] = answer,
-                 time_limit: float | None = None, grace: float = GRACE) -> None:
+                 time_limit: float | None = None, grace: float = GRACE, limits: dict[str, float] | None = None) -> None:
         self.ctx = multiprocessing.get_context("spawn")     # no fork of a server's threads
         self.runner, self.time_limit, self.grace = runner, time_limit, grace
+        self.limits = {**LIMITS, **(limits or {})}
         self.idle: queue.Queue[Worker] = queue.Queue()
         self.lock = threading.Lock()
         self.closed = False
@@ -270,8 +271,8 @@ class WorkerPool:
             self.idle.put(w)
 
     def limit(self, kind: str) -> float:
-        """The request's limit: the server's --time-limit if given, else the command line's default."""
-        return self.time_limit if self.time_limit is not None else LIMITS.get(kind, DEFAULT_QUESTION_LIMIT)
+        """The request's limit: the server's --time-limit if given, else the kind's (the command line's default)."""
+        return self.time_limit if self.time_limit is not None else self.limits.get(kind, DEFAULT_QUESTION_LIMIT)
 
     def ask(self, kind: str, request: Any) -> tuple[int, str]:
         """(HTTP status, JSON text) for one request."""

@@ -125,7 +125,7 @@ async function updateTop() {
     return;
   }
   $("top-out").innerHTML = table(["#", "layout", "step (s)", "GB/GPU", "MFU %"], data.rows.map((row) => [
-    String(row.rank), esc(row.label), num(row.step_time_s), num(row.memory_per_gpu_bytes / GB),
+    String(row.rank), esc(row.label), num(row.planned_step_time_s ?? row.step_time_s), num(row.memory_per_gpu_bytes / GB),
     num(100 * row.metrics.mfu, 3)]));
 }
 

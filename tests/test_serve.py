@@ -1,0 +1,137 @@
+"""`symcalc serve`'s JSON API, in-process (Starlette's TestClient): the same JSON as the command
+line's --json, one-line errors with status 400, and a request over the time limit killed with
+its worker while the server goes on answering."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("starlette", reason="symcalc serve needs the serve extra (pip install '.[test]')")
+import warnings  # noqa: E402
+
+with warnings.catch_warnings():     # Starlette 1.x prefers the httpx2 fork for its test client; httpx still works
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient  # noqa: E402
+
+from symcalc.serve.app import create_app  # noqa: E402
+from symcalc.serve.worker import WorkerPool  # noqa: E402
+
+MFU = {"target": "mfu", "values": {"n_params": "7e9", "tokens_per_second": "150000 token/s", "n_gpus": "64"},
+       "options": {"zero_stage": "1"}, "hardware": "h100", "model": None, "to": None}
+MFU_CLI = ["solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
+           "--option", "zero_stage=1", "--hardware", "h100", "--json"]
+STALL_LIMIT = 1.0       # the stalled plan's limit: it never answers, so the kill comes at this + grace
+
+
+@pytest.fixture(scope="module")
+def client():
+    import serve_jobs    # tests/: on the path the spawned workers inherit
+    pool = WorkerPool(2, runner=serve_jobs.stubborn, grace=0.5, limits={"plan": STALL_LIMIT * 60})
+    app = create_app(pool)
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        c.pool = pool
+        yield c
+    pool.close()
+
+
+def post(client, path, body):
+    return client.post(path, content=json.dumps(body), headers={"Content-Type": "application/json"})
+
+
+def test_the_mfu_question_answers_with_the_command_lines_json(client, cli):
+    r = post(client, "/api/solve", MFU)
+    assert r.status_code == 200, r.text
+    expected = cli(*MFU_CLI)
+    assert expected.code == 0
+    assert r.text == expected.out.rstrip("\n")          # byte for byte what `symcalc solve ... --json` prints
+    assert r.json()["unit"] == "%" and r.json()["value"] == pytest.approx(9.9492, rel=1e-4)
+
+
+def test_a_repeated_question_is_answered_quickly(client):
+    post(client, "/api/solve", MFU)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        assert post(client, "/api/solve", MFU).status_code == 200
+    # generous: a warm answer takes a few ms; this only catches a worker rebuilt per request
+    assert (time.perf_counter() - t0) / 5 < 5.0
+
+
+def test_a_plan_request_mirrors_the_python_api(client, cli):
+    body = {"model": "llama3-8b", "hardware": "h100", "gpus": 64, "top": 3, "global_batch_size": 512,
+            "options": {"zero_stage": "1"}}
+    r = post(client, "/api/plan", body)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    expected = cli("plan", "--model", "llama3-8b", "--hardware", "h100", "--gpus", "64", "--top", "3",
+                   "--global-batch-size", "512", "--option", "zero_stage=1", "--json").json()
+    for d in (got, expected):
+        d.pop("seconds")                                 # the search's own run time
+    assert got == expected
+    assert 1 <= len(got["rows"]) <= 3 and got["rows"][0]["memory_parts_bytes"] and got["rows"][0]["step_parts_s"]
+
+
+def test_a_bad_value_is_a_one_line_error_with_status_400(client, cli):
+    r = post(client, "/api/solve", {**MFU, "values": {**MFU["values"], "n_params": "7e9x"}})
+    assert r.status_code == 400
+    assert r.json() == {"error": {"kind": "malformed_value", "message": "n_params: unknown unit 'x' in '7e9x'"}}
+    same = cli("solve", "mfu", "n_params=7e9x", "tokens_per_second=150000 token/s", "n_gpus=64", "--hardware", "h100",
+               "--json")
+    assert r.text == same.out.rstrip("\n")
+    assert "\n" not in r.json()["error"]["message"]
+
+
+def test_an_unknown_name_is_refused_with_suggestions(client):
+    r = post(client, "/api/solve", {**MFU, "target": "mfuu"})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["kind"] == "unknown_name" and "Did you mean" in err["message"] and "mfu" in err["message"]
+    r = post(client, "/api/solve", {"targt": "mfu"})
+    assert r.status_code == 400 and r.json()["error"]["kind"] == "usage"
+    assert "Did you mean: target?" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("body, content_type, status, kind", [
+    (b"{not json", "application/json", 400, "bad_query"),
+    (b'["mfu"]', "application/json", 400, "usage"),
+    (json.dumps(MFU).encode(), "text/plain", 415, "usage"),      # what a page on another site could send
+    (json.dumps({**MFU, "model": "/etc/passwd"}).encode(), "application/json", 400, "usage"),
+])
+def test_requests_that_are_not_questions(client, body, content_type, status, kind):
+    r = client.post("/api/solve", content=body, headers={"Content-Type": content_type})
+    assert r.status_code == status and r.json()["error"]["kind"] == kind, r.text
+
+
+def test_another_host_name_is_refused(client):
+    r = client.post("/api/solve", content=json.dumps(MFU), headers={"Content-Type": "application/json",
+                                                                     "Host": "attacker.example"})
+    assert r.status_code == 403
+
+
+def test_a_request_over_the_limit_is_killed_and_the_server_answers_the_next(client):
+    client.pool.limits["plan"] = STALL_LIMIT
+    try:
+        before = {w.process.pid for w in client.pool.workers}
+        r = post(client, "/api/plan", {"model": "stall", "gpus": 8})
+    finally:
+        client.pool.limits["plan"] = STALL_LIMIT * 60
+    assert r.status_code == 504
+    assert r.json()["error"]["kind"] == "time_limit" and "time limit" in r.json()["error"]["message"]
+    after = {w.process.pid for w in client.pool.workers}
+    assert len(before - after) == 1 and len(after) == 2          # the stalled worker is gone, replaced
+    for _ in range(3):                                            # ... and the server answers on
+        assert post(client, "/api/solve", MFU).status_code == 200
+
+
+def test_the_page_and_its_assets_are_served_from_the_package(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text and "/mathjax/es5/tex-svg.js" in page.text
+    assert "http://" not in page.text and "https://" not in page.text      # nothing from another host
+    assert client.get("/static/app.js").status_code == 200
+    mathjax = client.get("/mathjax/es5/tex-svg.js")
+    assert mathjax.status_code == 200 and len(mathjax.content) > 100_000
+    presets = client.get("/api/presets").json()
+    assert "llama3_8b" in [m["name"] for m in presets["models"]]
+    assert "h100_sxm" in [h["name"] for h in presets["hardware"]]

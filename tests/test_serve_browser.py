@@ -1,0 +1,127 @@
+"""`symcalc serve` in a real browser: headless Chromium driven by selenium loads the page, types
+a question, sees the answer change, submits a bad value and sees the error.
+
+Needs Debian's chromium and chromium-driver (.ci/run installs them): skipped without them,
+unless SYMCALC_REQUIRE_BROWSER is set (as .ci/run does), when a missing browser is a failure.
+Every wait is for a condition, with a generous timeout: nothing here depends on the machine's
+speed. With SYMCALC_SCREENSHOTS=DIR the page is saved there as page.png and page_error.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="symcalc serve needs the serve extra (pip install '.[test]')")
+WAIT = 120.0        # seconds: a cold plan on a busy machine, far more than it needs
+
+
+def _browser() -> tuple[str, str]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if chromium and driver:
+        return chromium, driver
+    if os.environ.get("SYMCALC_REQUIRE_BROWSER"):
+        pytest.fail("chromium and chromedriver are required (apt-get install chromium chromium-driver)")
+    pytest.skip("chromium or chromedriver not installed (apt-get install chromium chromium-driver); CI requires them")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "symcalc", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + WAIT
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"symcalc serve did not start: {proc.stdout.read() if proc.stdout else ''}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium, driver = _browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1100"):
+        options.add_argument(arg)
+    b = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    yield b
+    b.quit()
+
+
+def _type(browser, element_id: str, text: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    box = browser.find_element(By.ID, element_id)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    box.send_keys(text)
+
+
+def _shot(browser, name: str) -> None:
+    folder = os.environ.get("SYMCALC_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(folder) / name))
+
+
+def test_the_page_answers_as_you_type_and_shows_errors(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT)
+    text = lambda element_id: browser.find_element(By.ID, element_id).text   # noqa: E731
+    browser.get(server)
+    # the question the page opens with: MFU of 7B at 150k token/s on 64 GPUs of 989 TFLOP/s
+    wait.until(lambda b: text("answer").startswith("mfu = "))
+    first = text("answer")
+    assert first.startswith("mfu = 9.9") and "%" in first
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#derivation .math svg"))     # MathJax typeset it
+    # twice the GPUs for the same throughput: half the MFU, as soon as the typing pauses
+    _type(browser, "pairs", "n_params=7e9 tokens_per_second=150000 token/s n_gpus=128 peak_flops=989 TFLOP/s")
+    wait.until(lambda b: text("answer") != first and text("answer").startswith("mfu = "))
+    assert text("answer").startswith("mfu = 4.97")
+    # the layout: memory and step time of llama3_8b on 64 H100s, and the best layouts
+    wait.until(lambda b: text("layout-headline") if b.find_elements(By.ID, "layout-headline") else False)
+    assert "GB per GPU" in text("layout-headline") and "model_state_memory" in text("layout-out")
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#top-out tbody tr"))
+    _shot(browser, "page.png")
+    # a bad value: the server's one-line error, in the page
+    _type(browser, "pairs", "n_params=7e9x tokens_per_second=150000 token/s n_gpus=128 peak_flops=989 TFLOP/s")
+    wait.until(lambda b: b.find_element(By.ID, "solve-error").is_displayed())
+    assert text("solve-error") == "error: n_params: unknown unit 'x' in '7e9x'"
+    assert text("answer") == ""
+    _shot(browser, "page_error.png")
+    # and fixing it brings the answer back
+    _type(browser, "pairs", "n_params=7e9 tokens_per_second=150000 token/s n_gpus=128 peak_flops=989 TFLOP/s")
+    wait.until(lambda b: text("answer").startswith("mfu = 4.97"))
+    assert not browser.find_element(By.ID, "solve-error").is_displayed()
