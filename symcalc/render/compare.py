@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from symcalc.errors import QueryError
-from symcalc.render.common import was_rounded
+from symcalc.outfile import check_target, write_file
+from symcalc.render.common import plot_text, was_rounded
 from symcalc.render.findings import finding_dict
 from symcalc.render.jsonout import _plain, result_dict
+from symcalc.render.plot import FORMATS, inline_figures
 from symcalc.units.format import fmt, with_unit
 
 if TYPE_CHECKING:
@@ -99,10 +101,6 @@ def comparison_plot(c: Comparison, path: str | PathLike[str], dpi: int = 120) ->
     (drawn without pyplot: the session's backend is left as it was)."""
     from matplotlib.figure import Figure  # on use: matplotlib only when a comparison is drawn
 
-    from symcalc.outfile import check_target, write_file
-    from symcalc.render.common import plot_text
-    from symcalc.render.plot import FORMATS, inline_figures
-
     target = check_target(path, "--plot")
     if target.suffix.lower() not in FORMATS:
         raise QueryError(f"cannot plot to {target.name}: the file must end in {', '.join(FORMATS)}")
@@ -113,7 +111,7 @@ def comparison_plot(c: Comparison, path: str | PathLike[str], dpi: int = 120) ->
     parts = [_parts(r) for _, r in sides]
     names = list(dict.fromkeys(n for p in parts for n, v in p.items() if v))    # a part 0 on both sides: no bar
     if names:
-        import matplotlib
+        import matplotlib  # on use: matplotlib only when a comparison is drawn
         colours = matplotlib.colormaps["tab20"](np.arange(len(names)) % 20)
         left = np.zeros(2)
         for name, colour in zip(names, colours):
