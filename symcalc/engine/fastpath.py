@@ -226,79 +226,134 @@ def evaluate(derivation: Derivation, values: Mapping[str, object], target_whole:
     if not shape:
         return None
     size = math.prod(shape)
-    if strict:
-        if size < MIN_SIZE or any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
-            return None
-        for name, v in values.items():     # given but not used by the steps: checked all the same
-            q = quantities[name]
-            if name not in prog.knowns and _inside(v, q.domain, q.whole is not None) is not True:
-                return None
-    rows = max(1, CHUNK // max(1, size // shape[0]))
-    knowns = [(name, a, quantities[name].domain, quantities[name].whole is not None and name not in integral,
-               a.ndim == len(shape) and a.shape[0] == shape[0] > 1)
-              for name, a in zip(prog.knowns, arrays)]
-    checked = [(name, quantities[name].domain) for name in prog.checked if name != prog.target]
-    target_domain = quantities[prog.target].domain
-    # every step proven from its formula's structure: one fused expression (in the display
-    # unit), and only the knowns and the answer are checked
-    fused = prog.fused(factor) if prog.fused_expr is not None and not target_whole else None
-    if fused is not None:
-        target_domain = Interval(target_domain.lo / factor, target_domain.hi / factor,
-                                 target_domain.lo_open, target_domain.hi_open)
-    # strict and fused: the answer is scanned only when its bounds are not proven, and kept
-    # EDGE away from a finite bound; the inputs' ranges are kept for the overflow proof
-    edge = EDGE if strict and fused is not None else 0.0
-    scan_target = not (strict and fused is not None) or prog.target in prog.checked
-    ranges: dict[str, list[float]] = {name: [math.inf, -math.inf] for name in prog.knowns}
-    out = np.empty(shape)
-    mask = np.empty(shape, dtype=bool)
-    errors = _FloatingPointErrors()
-    with np.errstate(all="call", call=errors) if strict else np.errstate(all="ignore"):
-        for start in range(0, shape[0], rows):
-            stop = min(start + rows, shape[0])
-            piece = (stop - start, *shape[1:])
-            ok: Any = True      # an array only once some value of the chunk fails
-            args = []
-            for name, a, domain, whole, sliced in knowns:
-                v = (a[start:stop] if sliced else a).astype(np.float64, copy=False)
-                ok = _and(ok, _inside(v, domain, whole, ranges[name] if strict else None))
-                if strict and ok is not True:
-                    return None
-                args.append(v)
-            if fused is not None:
-                value = fused(*args)
-                if not _full(value, piece):
-                    if strict:
-                        return None
-                    value = np.broadcast_to(np.asarray(value, dtype=float), piece)
-                if scan_target:
-                    ok = _and(ok, _inside(value, target_domain, False, edge=edge))
-                out[start:stop] = value
-            else:
-                env: dict[str, Any] = dict(prog.constants)
-                env.update(zip(prog.knowns, args))
-                for fn, inputs, name in prog.steps:
-                    env[name] = fn(*[env[x] for x in inputs])
-                for name, domain in checked:
-                    ok = _and(ok, _inside(env[name], domain, False))
-                value = env[prog.target]
-                if strict:
-                    if not _full(value, piece):
-                        return None
-                    ok = _and(ok, _inside(value, target_domain, False))     # unrounded, too
-                value = np.broadcast_to(np.asarray(value, dtype=float), piece)
-                if target_whole:
-                    value = _rounded(value, target_whole)
-                ok = _and(ok, _inside(value, target_domain, False))
-                np.divide(value, factor, out=out[start:stop])
-            if strict:
-                if ok is not True or errors.count:
-                    return None
-            else:
-                mask[start:stop] = ok
-    if strict and (errors.count or (fused is not None and not _in_range(prog, ranges))):
+    if strict and not _ordinary_inputs(prog, values, arrays, size, quantities):
         return None
-    return out, mask
+    return _Chunks(prog, quantities, arrays, shape, size, factor, target_whole, integral, strict).run()
+
+
+def _ordinary_inputs(prog: Program, values: Mapping[str, object], arrays: list[np.ndarray], size: int,
+                     quantities: Mapping) -> bool:
+    """The strict mode's checks before any chunk: enough points, float64 or integer arrays, and
+    the given values the steps do not read inside their bounds (else the general path answers)."""
+    if size < MIN_SIZE or any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
+        return False
+    for name, v in values.items():     # given but not used by the steps: checked all the same
+        q = quantities[name]
+        if name not in prog.knowns and _inside(v, q.domain, q.whole is not None) is not True:
+            return False
+    return True
+
+
+class _Chunks:
+    """One :func:`evaluate`, chunk by chunk: what every chunk reads (the knowns and their
+    checks, the fused expression or the steps, the answer's bounds) is worked out once here,
+    and each chunk's values are written into the two outputs."""
+
+    def __init__(self, prog: Program, quantities: Mapping, arrays: list[np.ndarray], shape: tuple,
+                 size: int, factor: float, target_whole: str | None, integral: frozenset[str] | set[str],
+                 strict: bool):
+        self.prog, self.shape, self.factor, self.target_whole, self.strict = prog, shape, factor, target_whole, strict
+        self.rows = max(1, CHUNK // max(1, size // shape[0]))
+        self.knowns = [(name, a, quantities[name].domain,
+                        quantities[name].whole is not None and name not in integral,
+                        a.ndim == len(shape) and a.shape[0] == shape[0] > 1)
+                       for name, a in zip(prog.knowns, arrays)]
+        self.checked = [(name, quantities[name].domain) for name in prog.checked if name != prog.target]
+        target_domain = quantities[prog.target].domain
+        # every step proven from its formula's structure: one fused expression (in the display
+        # unit), and only the knowns and the answer are checked
+        self.fused = fused = prog.fused(factor) if prog.fused_expr is not None and not target_whole else None
+        if fused is not None:
+            target_domain = Interval(target_domain.lo / factor, target_domain.hi / factor,
+                                     target_domain.lo_open, target_domain.hi_open)
+        self.target_domain = target_domain
+        # strict and fused: the answer is scanned only when its bounds are not proven, and kept
+        # EDGE away from a finite bound; the inputs' ranges are kept for the overflow proof
+        self.edge = EDGE if strict and fused is not None else 0.0
+        self.scan_target = not (strict and fused is not None) or prog.target in prog.checked
+        self.ranges: dict[str, list[float]] = {name: [math.inf, -math.inf] for name in prog.knowns}
+        self.out = np.empty(shape)
+        self.mask = np.empty(shape, dtype=bool)
+
+    def run(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every chunk in turn: (values, ``inside`` mask), or None in the strict mode at the
+        first thing out of the ordinary."""
+        shape, strict, fused, out, mask = self.shape, self.strict, self.fused, self.out, self.mask
+        errors = _FloatingPointErrors()
+        with np.errstate(all="call", call=errors) if strict else np.errstate(all="ignore"):
+            for start in range(0, shape[0], self.rows):
+                stop = min(start + self.rows, shape[0])
+                piece = (stop - start, *shape[1:])
+                got = self._inputs(start, stop)
+                if got is None:
+                    return None
+                ok, args = got
+                if fused is not None:
+                    ok = self._fused_chunk(fused, args, piece, ok, out[start:stop])
+                else:
+                    ok = self._stepwise_chunk(args, piece, ok, out[start:stop])
+                if ok is None:
+                    return None
+                if strict:
+                    if ok is not True or errors.count:
+                        return None
+                else:
+                    mask[start:stop] = ok
+        if strict and (errors.count or (fused is not None and not _in_range(self.prog, self.ranges))):
+            return None
+        return out, mask
+
+    def _inputs(self, start: int, stop: int) -> tuple[Any, list[np.ndarray]] | None:
+        """The chunk's knowns as float64, and where they are inside their bounds (True for
+        all); None in the strict mode at the first known that is not."""
+        strict, ranges = self.strict, self.ranges
+        ok: Any = True      # an array only once some value of the chunk fails
+        args = []
+        for name, a, domain, whole, sliced in self.knowns:
+            v = (a[start:stop] if sliced else a).astype(np.float64, copy=False)
+            ok = _and(ok, _inside(v, domain, whole, ranges[name] if strict else None))
+            if strict and ok is not True:
+                return None
+            args.append(v)
+        return ok, args
+
+    def _fused_chunk(self, fused: Callable, args: list[np.ndarray], piece: tuple, ok: Any,
+                     out: np.ndarray) -> Any:
+        """The fused expression over the chunk, into ``out``: ``ok`` with the answer's bounds
+        (when scanned), or None in the strict mode when it would not broadcast like the
+        general path's."""
+        value = fused(*args)
+        if not _full(value, piece):
+            if self.strict:
+                return None
+            value = np.broadcast_to(np.asarray(value, dtype=float), piece)
+        if self.scan_target:
+            ok = _and(ok, _inside(value, self.target_domain, False, edge=self.edge))
+        out[...] = value
+        return ok
+
+    def _stepwise_chunk(self, args: list[np.ndarray], piece: tuple, ok: Any, out: np.ndarray) -> Any:
+        """The general path's steps over the chunk, into ``out`` (in the display unit, rounded
+        when whole): ``ok`` with the scanned steps' and the answer's bounds, or None in the
+        strict mode when the answer would not broadcast like the general path's."""
+        prog, strict, target_domain = self.prog, self.strict, self.target_domain
+        env: dict[str, Any] = dict(prog.constants)
+        env.update(zip(prog.knowns, args))
+        for fn, inputs, name in prog.steps:
+            env[name] = fn(*[env[x] for x in inputs])
+        for name, domain in self.checked:
+            ok = _and(ok, _inside(env[name], domain, False))
+        value = env[prog.target]
+        if strict:
+            if not _full(value, piece):
+                return None
+            ok = _and(ok, _inside(value, target_domain, False))     # unrounded, too
+        value = np.broadcast_to(np.asarray(value, dtype=float), piece)
+        if self.target_whole:
+            value = _rounded(value, self.target_whole)
+        ok = _and(ok, _inside(value, target_domain, False))
+        np.divide(value, self.factor, out=out)
+        return ok
 
 
 def _full(value, piece: tuple) -> bool:
