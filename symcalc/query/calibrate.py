@@ -342,12 +342,35 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
     UnknownOptionError, BadOptionValueError
         An option, or a value of one (the stack among them), the library does not know.
     """
+    p = Path(path)
+    where = f"runs file '{p}'"
+    doc = _runs_document(p, where)
+    hardware = doc.get("hardware") if hardware is None else hardware
+    if not isinstance(hardware, str) or not hardware:
+        raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required "
+                                  "(or give --hardware NAME)")
+    fit_names = _fit_names(doc, fit, where)
+    measured = _measured_numbers(doc, where)
+    base_options = _table(doc.get("options", {}), f"{where}: options")
+    base_given = _table(doc.get("given", {}), f"{where}: given")
+    default_stack = str(doc.get("stack", library.options["stack"].default if "stack" in library.options else ""))
+    rows = doc.get("runs")
+    if not isinstance(rows, list) or not rows:
+        raise MalformedValueError(f"{where}: no [[runs]]: each run gives its layout (given), options and step_time")
+    out = [_read_run(n, row, doc, where, library, hardware, fit_names, base_given, base_options, default_stack)
+           for n, row in enumerate(rows, 1)]
+    name = str(doc.get("name", p.stem))
+    return RunsFile(name=name, hardware=hardware, runs=out, fit=list(fit_names), measured=dict(measured),
+                    title=str(doc.get("title", "")))
+
+
+def _runs_document(p: Path, where: str) -> dict:
+    """The runs file's TOML document, with only the keys a runs file has; a one-line error for
+    anything else."""
     if sys.version_info >= (3, 11):   # start-up: tomllib is imported when a runs file is read
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
-    p = Path(path)
-    where = f"runs file '{p}'"
     data = read_bounded(p, where, MAX_RUNS_BYTES, "a runs file lists a few dozen runs")
     try:
         doc = tomllib.loads(data.decode("utf-8"))
@@ -356,10 +379,12 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
     wrong = unknown_key(doc, RUNS_KEYS, "A runs file has:")
     if wrong:
         raise MalformedValueError(f"{where}: {wrong}")
-    hardware = doc.get("hardware") if hardware is None else hardware
-    if not isinstance(hardware, str) or not hardware:
-        raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required "
-                                  "(or give --hardware NAME)")
+    return doc
+
+
+def _fit_names(doc: dict, fit: Sequence[str] | None, where: str) -> list:
+    """The coefficients to fit: --fit's, else the file's, else all FITTABLE; each one calibrate
+    can fit, none twice."""
     if fit is not None:
         fit_names, fit_where = list(fit), "--fit"
     else:
@@ -373,6 +398,11 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
                                    closest_names(str(coef), FITTABLE))
     if len(set(fit_names)) < len(fit_names):
         raise MalformedValueError(f"{fit_where} names a coefficient twice")
+    return fit_names
+
+
+def _measured_numbers(doc: dict, where: str) -> dict:
+    """The file's [measured] table: MEASURED keys only, each a positive number."""
     measured = doc.get("measured", {})
     if not isinstance(measured, dict):
         raise MalformedValueError(f"{where}: [measured] is a table of numbers ({', '.join(MEASURED)})")
@@ -382,49 +412,51 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
                                       f" It reads: {', '.join(MEASURED)}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
             raise MalformedValueError(f"{where}: [measured] {k} must be a positive number, got {v!r}")
-    base_options = _table(doc.get("options", {}), f"{where}: options")
-    base_given = _table(doc.get("given", {}), f"{where}: given")
-    default_stack = str(doc.get("stack", library.options["stack"].default if "stack" in library.options else ""))
-    rows = doc.get("runs")
-    if not isinstance(rows, list) or not rows:
-        raise MalformedValueError(f"{where}: no [[runs]]: each run gives its layout (given), options and step_time")
-    out = []
-    for n, row in enumerate(rows, 1):
-        rid = str(row.get("id", f"run {n}")) if isinstance(row, dict) else f"run {n}"
-        rwhere = f"{where}: [[runs]] '{rid}'"
-        if not isinstance(row, dict):
-            raise MalformedValueError(f"{rwhere}: a run is a table")
-        wrong = unknown_key(row, RUN_KEYS, "A run has:")
-        if wrong:
-            raise MalformedValueError(f"{rwhere}: {wrong}")
-        given = {**base_given, **_table(row.get("given", {}), f"{rwhere}: given")}
-        options = {**base_options, **_table(row.get("options", {}), f"{rwhere}: options")}
-        stack = str(row.get("stack", options.get("stack", default_stack)))
-        if "stack" in library.options:
-            options["stack"] = stack
-        for name in list(given):
-            try:
-                q = library.quantity(name)
-            except UnknownNameError as e:
-                raise UnknownNameError(f"{rwhere}: given: {e}", e.suggestions) from None
-            if q.name in fit_names:
-                raise MalformedValueError(f"{rwhere}: given {q.name}, a coefficient being fitted; leave it out, "
-                                          "or fit without it (fit, --fit)")
-            given[q.name] = _number(given.pop(name), q, rwhere)
+    return measured
+
+
+def _read_run(n: int, row, doc: dict, where: str, library, hardware: str, fit_names: list, base_given: dict,
+              base_options: dict, default_stack: str) -> Measured:
+    """The ``n``-th [[runs]] table: its given values and options over the file's, its stack,
+    and its measured step time."""
+    rid = str(row.get("id", f"run {n}")) if isinstance(row, dict) else f"run {n}"
+    rwhere = f"{where}: [[runs]] '{rid}'"
+    if not isinstance(row, dict):
+        raise MalformedValueError(f"{rwhere}: a run is a table")
+    wrong = unknown_key(row, RUN_KEYS, "A run has:")
+    if wrong:
+        raise MalformedValueError(f"{rwhere}: {wrong}")
+    given = {**base_given, **_table(row.get("given", {}), f"{rwhere}: given")}
+    options = {**base_options, **_table(row.get("options", {}), f"{rwhere}: options")}
+    stack = str(row.get("stack", options.get("stack", default_stack)))
+    if "stack" in library.options:
+        options["stack"] = stack
+    _given_numbers(given, library, fit_names, rwhere)
+    try:
+        library.option_values(options)
+    except UnknownOptionError as e:
+        raise UnknownOptionError(f"{rwhere}: {e}", e.suggestions) from None
+    except BadOptionValueError as e:
+        raise BadOptionValueError(f"{rwhere}: {e}") from None
+    options = {k: _option_text(v) for k, v in options.items()}
+    step = _step_time(row, given, rwhere)
+    model = row.get("model", doc.get("model"))
+    return Measured(id=rid, given=given, options=options, hardware=hardware, step_time=step,
+                    group=rid, stack=stack, model=str(model) if model else None)
+
+
+def _given_numbers(given: dict, library, fit_names: list, rwhere: str) -> None:
+    """A run's given values, in place: under their quantities' names, as numbers (or (number,
+    unit) pairs); none of a coefficient being fitted."""
+    for name in list(given):
         try:
-            library.option_values(options)
-        except UnknownOptionError as e:
-            raise UnknownOptionError(f"{rwhere}: {e}", e.suggestions) from None
-        except BadOptionValueError as e:
-            raise BadOptionValueError(f"{rwhere}: {e}") from None
-        options = {k: _option_text(v) for k, v in options.items()}
-        step = _step_time(row, given, rwhere)
-        model = row.get("model", doc.get("model"))
-        out.append(Measured(id=rid, given=given, options=options, hardware=hardware, step_time=step,
-                            group=rid, stack=stack, model=str(model) if model else None))
-    name = str(doc.get("name", p.stem))
-    return RunsFile(name=name, hardware=hardware, runs=out, fit=list(fit_names), measured=dict(measured),
-                    title=str(doc.get("title", "")))
+            q = library.quantity(name)
+        except UnknownNameError as e:
+            raise UnknownNameError(f"{rwhere}: given: {e}", e.suggestions) from None
+        if q.name in fit_names:
+            raise MalformedValueError(f"{rwhere}: given {q.name}, a coefficient being fitted; leave it out, "
+                                      "or fit without it (fit, --fit)")
+        given[q.name] = _number(given.pop(name), q, rwhere)
 
 
 def _option_text(value) -> str:
@@ -592,6 +624,28 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
     rf = read_runs(path, library, hardware=hardware, fit=fit_names)
     if name is not None:
         rf = replace(rf, name=name)
+    base = _base_preset(rf, find_preset)
+    prior_of = prior_of or library_prior(library, base)
+    measured = _measured_values(rf, base)
+    stacks = _one_stack(rf)
+    runs = _on_base(rf.runs, measured, library, base.key)
+    coefficients = _fit_coefficients(rf, library, base.key, stacks, prior_of)
+    model = Model(runs, coefficients, solve)
+    if model.unanswered:
+        rid, why = next(iter(model.unanswered.items()))
+        why = _why_not(next(r for r in runs if r.id == rid), coefficients, solve) or why
+        raise QueryError(f"run '{rid}' cannot be predicted: {why}")
+    result = fit(runs, coefficients, solve, model=model)
+    lost = [r.id for r, e in zip(result.runs, result.before) if not np.isfinite(e)]
+    if lost:
+        raise QueryError(f"run '{lost[0]}' cannot be predicted: the step time has no finite value at its given "
+                         "values and options (check them with `symcalc solve step_time ...`)")
+    return Calibration(runs_file=replace(rf, runs=runs), base=base.key, fit=result, measured=measured)
+
+
+def _base_preset(rf: RunsFile, find_preset: Callable):
+    """The built-in hardware preset the runs ran on (a profile file cannot be a base: the
+    profile calibrate writes names its base)."""
     try:
         base = find_preset("hardware", rf.hardware)
     except UnknownNameError as e:
@@ -602,7 +656,12 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
         raise QueryError(f"hardware '{rf.hardware}' is a profile file: calibrate starts from a built-in preset, "
                          "which the profile it writes names as its base (give --hardware NAME, see "
                          "`symcalc list hardware`)")
-    prior_of = prior_of or library_prior(library, base)
+    return base
+
+
+def _measured_values(rf: RunsFile, base) -> dict[str, tuple[float, str]]:
+    """The runs file's [measured] numbers as quantities in base units (an efficiency over the
+    preset's peak where MEASURED says so), each with where it came from."""
     measured: dict[str, tuple[float, str]] = {}
     for key, number in rf.measured.items():
         quantity, unit, per = MEASURED[key]
@@ -615,6 +674,12 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
             value = value / ref
             how += f" over the preset's {per}"
         measured[quantity] = (value, how)
+    return measured
+
+
+def _one_stack(rf: RunsFile) -> list[str]:
+    """The runs' stacks, sorted: only one when a stack coefficient is fitted (a profile holds
+    one value of each)."""
     stacks = sorted({r.stack for r in rf.runs})
     if len(stacks) > 1 and any(FITTABLE[n][0] == "stack" for n in rf.fit):
         asked = [n for n in rf.fit if FITTABLE[n][0] == "stack"]
@@ -623,19 +688,32 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
         raise QueryError(f"the runs use {len(stacks)} stacks ({', '.join(stacks)}) and the fit asks for stack "
                          f"coefficients ({', '.join(asked)}): a profile holds one value of each; calibrate the runs "
                          f"of one stack, or fit hardware coefficients only (--fit {' --fit '.join(hardware_only)})")
-    runs = []
-    for r in rf.runs:
+    return stacks
+
+
+def _on_base(runs: list[Measured], measured: dict[str, tuple[float, str]], library,
+             hardware_key: str) -> list[Measured]:
+    """The runs on the base preset, each given the measured values it does not give itself."""
+    out = []
+    for r in runs:
         given = dict(r.given)
         for q, (value, _) in measured.items():
             if q not in given:
                 qs = library.quantities[q]
                 given[q] = (value, qs.unit) if qs.unit else value
-        runs.append(Measured(id=r.id, given=given, options=r.options, hardware=base.key, step_time=r.step_time,
-                             group=r.group, stack=r.stack, model=r.model))
+        out.append(Measured(id=r.id, given=given, options=r.options, hardware=hardware_key, step_time=r.step_time,
+                            group=r.group, stack=r.stack, model=r.model))
+    return out
+
+
+def _fit_coefficients(rf: RunsFile, library, hardware_key: str, stacks: list[str],
+                      prior_of: Callable) -> list[Coefficient]:
+    """The coefficients the runs file fits, each starting from its prior (``prior_of``'s, else
+    the quantity's default, else 0.15 for a share and 1 otherwise)."""
     coefficients = []
     for coef in rf.fit:
         scope, spread, share = FITTABLE[coef]
-        key = base.key if scope == "hardware" else stacks[0]
+        key = hardware_key if scope == "hardware" else stacks[0]
         p = prior_of(coef, scope, key)
         default = library.quantities[coef].default
         if p is None:
@@ -643,17 +721,7 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
                 (0.15 if share else 1.0)
         coefficients.append(Coefficient(name=coef, scope=scope, key=key, prior=p, spread=spread, share=share,
                                         unit=library.quantities[coef].unit))
-    model = Model(runs, coefficients, solve)
-    if model.unanswered:
-        rid, why = next(iter(model.unanswered.items()))
-        why = _why_not(next(r for r in runs if r.id == rid), coefficients, solve) or why
-        raise QueryError(f"run '{rid}' cannot be predicted: {why}")
-    result = fit(runs, coefficients, solve, model=model)
-    lost = [r.id for r, e in zip(result.runs, result.before) if not np.isfinite(e)]
-    if lost:
-        raise QueryError(f"run '{lost[0]}' cannot be predicted: the step time has no finite value at its given "
-                         "values and options (check them with `symcalc solve step_time ...`)")
-    return Calibration(runs_file=replace(rf, runs=runs), base=base.key, fit=result, measured=measured)
+    return coefficients
 
 
 def _why_not(run: Measured, coefficients: Sequence[Coefficient], solve: Callable) -> str | None:
