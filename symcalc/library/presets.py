@@ -366,47 +366,15 @@ def model_from_hf_config(path: str | Path) -> Preset:
     cfg = _read_config(p, where)
     if isinstance(cfg.get("text_config"), dict):     # multimodal wrappers keep the LM here
         cfg = {**cfg, **cfg["text_config"]}
-    values: dict[str, tuple[str, str]] = {}
-    for keys, quantity, unit in _HF_KEYS:
-        for key in keys:
-            if key in cfg and cfg[key] is not None:
-                value = cfg[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                    raise MalformedValueError(f"{where}: '{key}' must be a positive number, got {value!r}")
-                values[quantity] = (f"{value}{unit}", f"{p.name}: {key} = {value}{_NOTES.get(quantity, '')}")
-                break
+    values = _hf_values(cfg, p.name, where)
     findings: list[Finding] = []
-    required = {"n_layers", "d_model", "n_heads"}
-    missing = sorted(required - set(values))
-    if missing:
-        raise MalformedValueError(f"{where}: missing {', '.join(missing)} (keys like num_hidden_layers, "
-                                  "hidden_size, num_attention_heads); is this a transformer config?")
     experts, moe_options = _hf_experts(cfg, float(values["n_layers"][0]), p.name)
     options: dict[str, str] = {}
-    heads = float(values["n_heads"][0])
-    kv = float(values.get("n_kv_heads", values["n_heads"])[0])
-    if kv > heads or heads % kv:
-        raise MalformedValueError(f"{where}: num_key_value_heads = {values['n_kv_heads'][0]} must divide "
-                                  f"num_attention_heads = {values['n_heads'][0]} (each KV head serves a group of "
-                                  "query heads)")
-    d = float(values["d_model"][0])
-    head = float(values["head_dim"][0]) if "head_dim" in values else d / heads
-    latent = _hf_mla(cfg, p.name)
-    if latent:
-        values.update(latent)
-        values.pop("head_dim", None)        # DeepseekV3Config's head_dim is the RoPE part, not a head's width
-        options["attention"] = "mla"
-    elif abs(head * heads - d) > 0.5:
-        options["attention"] = "gqa_head_dim"       # Gemma: n_heads x head_dim != d_model
-    else:
-        values.pop("head_dim", None)
-        options["attention"] = "gqa" if kv < heads else "mha"
+    latent = _hf_attention(cfg, values, options, p.name, where)
     if latent == {}:        # latent attention of a form the formulas do not count (no query latent)
         findings.append(Finding("preset", values={"file": p.name, "what": "latent_attention"}))
-    act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "").lower()
     family = str(cfg.get("model_type", "")).lower()
-    gated = any(g in act for g in _GATED) or any(family.startswith(f) for f in _GATED_FAMILIES)
-    options["ffn"] = "swiglu" if gated else "gelu"
+    options["ffn"] = "swiglu" if _hf_gated(cfg, family) else "gelu"
     if experts:
         options["architecture"] = "moe"
         options.update(moe_options)
@@ -417,19 +385,82 @@ def model_from_hf_config(path: str | Path) -> Preset:
         options["norms"] = "rmsnorm"
     elif "layer_norm_eps" in cfg or "layer_norm_epsilon" in cfg:
         options["norms"] = "layernorm"
+    _hf_tied_embeddings(cfg, family, options)
+    name = _label(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
+    return Preset(kind="model", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
+                  options=options, notes=_hf_mtp_notes(cfg, p.name), findings=tuple(findings))
+
+
+def _hf_values(cfg: dict, file: str, where: str) -> dict[str, tuple[str, str]]:
+    """The shape values _HF_KEYS names (the first key present of each), each a positive number
+    with where it came from; the layers, width and heads are required."""
+    values: dict[str, tuple[str, str]] = {}
+    for keys, quantity, unit in _HF_KEYS:
+        for key in keys:
+            if key in cfg and cfg[key] is not None:
+                value = cfg[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                    raise MalformedValueError(f"{where}: '{key}' must be a positive number, got {value!r}")
+                values[quantity] = (f"{value}{unit}", f"{file}: {key} = {value}{_NOTES.get(quantity, '')}")
+                break
+    required = {"n_layers", "d_model", "n_heads"}
+    missing = sorted(required - set(values))
+    if missing:
+        raise MalformedValueError(f"{where}: missing {', '.join(missing)} (keys like num_hidden_layers, "
+                                  "hidden_size, num_attention_heads); is this a transformer config?")
+    return values
+
+
+def _hf_attention(cfg: dict, values: dict[str, tuple[str, str]], options: dict[str, str], file: str,
+                  where: str) -> dict[str, tuple[str, str]] | None:
+    """Set the attention option the heads imply (MLA, GQA with heads of their own width, GQA or
+    MHA), with the values it reads (MLA's latents in, a head_dim the formulas derive out).
+    Returns _hf_mla's answer: {} for latent attention of a form the formulas do not count."""
+    heads = float(values["n_heads"][0])
+    kv = float(values.get("n_kv_heads", values["n_heads"])[0])
+    if kv > heads or heads % kv:
+        raise MalformedValueError(f"{where}: num_key_value_heads = {values['n_kv_heads'][0]} must divide "
+                                  f"num_attention_heads = {values['n_heads'][0]} (each KV head serves a group of "
+                                  "query heads)")
+    d = float(values["d_model"][0])
+    head = float(values["head_dim"][0]) if "head_dim" in values else d / heads
+    latent = _hf_mla(cfg, file)
+    if latent:
+        values.update(latent)
+        values.pop("head_dim", None)        # DeepseekV3Config's head_dim is the RoPE part, not a head's width
+        options["attention"] = "mla"
+    elif abs(head * heads - d) > 0.5:
+        options["attention"] = "gqa_head_dim"       # Gemma: n_heads x head_dim != d_model
+    else:
+        values.pop("head_dim", None)
+        options["attention"] = "gqa" if kv < heads else "mha"
+    return latent
+
+
+def _hf_gated(cfg: dict, family: str) -> bool:
+    """Whether the feed-forward block is gated (3 matrices): by its activation's name or the
+    model's family."""
+    act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "").lower()
+    return any(g in act for g in _GATED) or any(family.startswith(f) for f in _GATED_FAMILIES)
+
+
+def _hf_tied_embeddings(cfg: dict, family: str, options: dict[str, str]) -> None:
+    """Set whether the LM head is the embedding: as the config says, else as GPT-2 style configs
+    and Gemma do by default (tied)."""
     if "tie_word_embeddings" in cfg:
         options["tied_embeddings"] = "true" if cfg["tie_word_embeddings"] else "false"
     elif "n_embd" in cfg:      # GPT-2 style configs tie the LM head to the embedding
         options["tied_embeddings"] = "true"
     if "tie_word_embeddings" not in cfg and family.startswith("gemma"):
         options["tied_embeddings"] = "true"      # Gemma ties its embeddings by default
-    name = _label(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
+
+
+def _hf_mtp_notes(cfg: dict, file: str) -> str:
+    """A note that multi-token-prediction modules are not counted, when the config has some."""
     mtp = cfg.get("num_nextn_predict_layers")
-    notes = (f"{p.name}: num_nextn_predict_layers = {_label(mtp)}: the multi-token-prediction module(s) are not "
-             "counted (DeepSeek-V3's published 671B leaves its MTP module out)"
-             if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0 else "")
-    return Preset(kind="model", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
-                  options=options, notes=notes, findings=tuple(findings))
+    return (f"{file}: num_nextn_predict_layers = {_label(mtp)}: the multi-token-prediction module(s) are not "
+            "counted (DeepSeek-V3's published 671B leaves its MTP module out)"
+            if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0 else "")
 
 
 def _read_config(p: Path, where: str) -> dict:
