@@ -648,8 +648,35 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     exception parsing them raised), else None (parsed here)."""
     table, fid, where = _entry(table, file, "formula", FORMULA_KEYS, ("equation", "title", "source"))
     when = _load_when(table, where, options)
-    resolve = _resolver(quantities)
     equation = table["equation"]
+    lhs, rhs, dlhs, drhs = _parse_formula(equation, quantities, shown, where)
+    _check_dimensions(lhs, rhs, symbols, equation, where)
+    names = [symbols[s].name for s in sorted((lhs - rhs).free_symbols | lhs.free_symbols | rhs.free_symbols,
+                                                  key=lambda s: s.name)
+             if not isinstance(s, UnitSymbol)]
+    if not names:
+        raise LibraryError(f"{where}: the equation relates no quantities")
+    solvability = dict(zip(names, classify_all(lhs, rhs, [quantities[n].symbol for n in names])))
+    rule, forward, consequence, approximate, from_given = _formula_flags(table, where)
+    solvability = _directed(table, lhs, names, solvability, rule, forward, from_given, quantities, symbols, where)
+    parts = _breakdown_parts(table, lhs, drhs, symbols, where)
+    reports = table.get("reports", [])
+    if not isinstance(reports, list) or not all(isinstance(x, str) and x in quantities for x in reports):
+        raise LibraryError(f"{where}: 'reports' is a list of quantity names the answer states beside it")
+    return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
+                       source=table["source"].strip(), file=file, when=when, default_rule=rule,
+                       from_given=tuple(from_given), forward_only=forward, consequence=consequence, approximate=approximate,
+                       breakdown=tuple(symbols[t].name for t in parts), reports=tuple(reports), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
+                       display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
+                       solvability=solvability, latex=_latex_as_cited(dlhs, drhs, quantities),
+                       lhs_name=symbols[lhs].name if lhs in symbols else None)
+
+
+def _parse_formula(equation: str, quantities: dict[str, QuantitySpec], shown: _Sides | Exception | None,
+                   where: str) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr, sympy.Expr]:
+    """The equation's sides evaluated (for solving) and as written (for display, ``shown`` when
+    parsed already); an equation too large to solve is refused here."""
+    resolve = _resolver(quantities)
     try:
         lhs, rhs = parse_equation(equation, resolve)
         if isinstance(shown, Exception):
@@ -661,7 +688,12 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         check_equation(lhs, rhs)
     except TooComplex as e:
         raise LibraryError(f"{where}: too large to solve: {e}") from None
+    return lhs, rhs, dlhs, drhs
 
+
+def _check_dimensions(lhs: sympy.Expr, rhs: sympy.Expr, symbols: dict[sympy.Symbol, QuantitySpec],
+                      equation: str, where: str) -> None:
+    """Both sides have one dimension, the same (a right side of 0 has every dimension)."""
     def dim_of(sym: sympy.Symbol):
         if isinstance(sym, UnitSymbol):
             return units.dimensionality(sym.unit)
@@ -675,12 +707,12 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     if left != right and rhs != 0:      # zero has every dimension ("no time": 0 * second)
         raise LibraryError(f"{where}: the two sides differ in dimension: left is {show(left)}, "
                            f"right is {show(right)} ('{equation.strip()}')")
-    names = [symbols[s].name for s in sorted((lhs - rhs).free_symbols | lhs.free_symbols | rhs.free_symbols,
-                                                  key=lambda s: s.name)
-             if not isinstance(s, UnitSymbol)]
-    if not names:
-        raise LibraryError(f"{where}: the equation relates no quantities")
-    solvability = dict(zip(names, classify_all(lhs, rhs, [quantities[n].symbol for n in names])))
+
+
+def _formula_flags(table, where: str) -> tuple[bool, bool, bool, bool, list]:
+    """The entry's (default, forward_only, consequence, approximate, from_given), checked
+    against each other: a default rule is no consequence, only a consequence is approximate,
+    only a default rule reads from given values."""
     rule = table.get("default", False)
     forward = table.get("forward_only", False)
     from_given = table.get("from_given", [])
@@ -696,6 +728,14 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         raise LibraryError(f"{where}: 'from_given' is a list of the rule's inputs that must be given values")
     if from_given and not rule:
         raise LibraryError(f"{where}: 'from_given' applies to default rules only")
+    return rule, forward, consequence, approximate, from_given
+
+
+def _directed(table, lhs: sympy.Expr, names: list[str], solvability: dict[str, str], rule: bool, forward: bool,
+              from_given: list, quantities: dict[str, QuantitySpec], symbols: dict[sympy.Symbol, QuantitySpec],
+              where: str) -> dict[str, str]:
+    """The solvability of a default rule or forward_only law: its left side only (and the inputs
+    ``solved_for`` names); a law's is unchanged. ``from_given`` must name the rule's inputs."""
     backwards = table.get("solved_for", [])
     if not isinstance(backwards, list) or not all(isinstance(x, str) and x in names and quantities[x].symbol != lhs
                                                   for x in backwards) or (backwards and not forward):
@@ -710,22 +750,20 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     unknown = [q for q in from_given if q not in names or quantities[q].symbol == lhs]
     if unknown:
         raise LibraryError(f"{where}: from_given names {unknown}, which are not inputs of the rule")
+    return solvability
+
+
+def _breakdown_parts(table, lhs: sympy.Expr, drhs: sympy.Expr, symbols: dict[sympy.Symbol, QuantitySpec],
+                     where: str) -> list:
+    """A breakdown's parts as written ('quantity = part + part + ...', each part a quantity),
+    or none when the entry is not a breakdown."""
     breakdown = table.get("breakdown", False)
     if not isinstance(breakdown, bool):
         raise LibraryError(f"{where}: 'breakdown' must be true or false")
     parts = _terms(drhs) if breakdown else []
     if breakdown and not (lhs in symbols and len(parts) > 1 and all(t in symbols for t in parts)):
         raise LibraryError(f"{where}: a breakdown reads 'quantity = part + part + ...', each part a quantity")
-    reports = table.get("reports", [])
-    if not isinstance(reports, list) or not all(isinstance(x, str) and x in quantities for x in reports):
-        raise LibraryError(f"{where}: 'reports' is a list of quantity names the answer states beside it")
-    return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
-                       source=table["source"].strip(), file=file, when=when, default_rule=rule,
-                       from_given=tuple(from_given), forward_only=forward, consequence=consequence, approximate=approximate,
-                       breakdown=tuple(symbols[t].name for t in parts), reports=tuple(reports), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
-                       display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
-                       solvability=solvability, latex=_latex_as_cited(dlhs, drhs, quantities),
-                       lhs_name=symbols[lhs].name if lhs in symbols else None)
+    return parts
 
 
 def _latex_as_cited(lhs: sympy.Expr, rhs: sympy.Expr, quantities: dict[str, QuantitySpec]) -> str:
