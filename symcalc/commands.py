@@ -138,17 +138,56 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
     return run
 
 
+# shell completion (click's: eval "$(_SYMCALC_COMPLETE=bash_source symcalc)", zsh_source, fish_source):
+# names read from the built-in library and presets, nothing evaluated
+def _complete(names: list[str], incomplete: str) -> list[str]:
+    return sorted(n for n in names if n.startswith(incomplete))[:200]
+
+
+def _complete_quantity(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from symcalc.library.loading import default_library  # on use: only when completing
+    lib = default_library()
+    if "=" in incomplete:       # NAME=VALUE: nothing to complete in a value
+        return []
+    return _complete(list(lib.quantities) + list(lib.aliases), incomplete)
+
+
+def _complete_pair(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    return [f"{n}=" for n in _complete_quantity(ctx, param, incomplete)]
+
+
+def _complete_option(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from symcalc.library.loading import default_library  # on use: only when completing
+    options = default_library().options
+    name, eq, _ = incomplete.partition("=")
+    if eq and name in options:
+        return _complete([f"{name}={v}" for v in options[name].values], incomplete)
+    return [f"{n}=" for n in _complete(list(options), incomplete)]
+
+
+def _complete_preset(kind: str):
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+        from symcalc.library.presets import all_presets  # on use: only when completing
+        presets = all_presets()[kind]
+        names = list(presets) + [a for p in presets.values() for a in getattr(p, "aliases", ())]
+        return _complete(names, incomplete)
+    return complete
+
+
 # what several commands share, declared once
-_TARGET = click.argument("target")
-_VALUES = click.argument("values", nargs=-1)
+_TARGET = click.argument("target", shell_complete=_complete_quantity)
+_VALUES = click.argument("values", nargs=-1, shell_complete=_complete_pair)
 _HARDWARE = click.option("--hardware", metavar="NAME|profile.toml", callback=_given,
+                         shell_complete=_complete_preset("hardware"),
                          help="Fill in a GPU's known values (see `symcalc list hardware`), or read a hardware "
                          "profile from a TOML file.")
-_MODEL = click.option("--model", metavar="NAME|config.json", callback=_given,
+_MODEL = click.option("--model", metavar="NAME|config.json", callback=_given, shell_complete=_complete_preset("model"),
                       help="Fill in a model's shapes (see `symcalc list models`), or read a Hugging Face config.json.")
 _FORMULAS = click.option("--formulas", "formula_files", multiple=True, metavar="FILE", callback=_given,
                          help="Load extra formula files on top of the built-in library.")
 _STACK = click.option("--stack", metavar="NAME", callback=_given,
+                      shell_complete=lambda ctx, param, inc: [v.partition("=")[2] for v in
+                                                              _complete_option(ctx, param, f"{STACK_OPTION}={inc}")],
                       help=f"The training stack that runs the layout (see `symcalc show {STACK_OPTION}`): "
                       f"--option {STACK_OPTION}=NAME.")
 
@@ -179,7 +218,7 @@ def cli() -> None:
 @limited
 @_TARGET
 @_VALUES
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=_complete_option,
               help="An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -199,7 +238,12 @@ def cli() -> None:
 @_FORMULAS
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
           sensitivity, hardware, model, stack, formula_files):
-    """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%)."""
+    """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%).
+
+    \b
+    symcalc solve mfu n_params=7e9 "tokens_per_second=150000 token/s" n_gpus=64 --hardware h100
+    symcalc solve step_time --model llama3-8b --hardware h100 tp=1 pp=1 dp=64 micro_batch_size=2 global_batch_size=512 --stack fsdp
+    """
     from symcalc.query.solve import (
         solve as api_solve,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
@@ -237,7 +281,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
 @_VALUES
 @click.option("--vary", "varies", multiple=True, metavar="NAME=START:STOP[:COUNT][:log]",
               help="A quantity to vary (also NAME=V1,V2,...); several make a grid.")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=_complete_option, help="An assumption, e.g. zero_stage=3.")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or day.", callback=_given)
 @click.option("--csv", "csv_file", metavar="FILE", help="Write every point as CSV (one row per point).")
 @click.option("--plot", "plot_file", metavar="FILE", help="Draw the sweep to FILE (.png, .svg or .pdf).")
@@ -287,7 +331,7 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
 @cli.command()
 @limited
 @_VALUES
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="An assumption, e.g. zero_stage=3.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=_complete_option, help="An assumption, e.g. zero_stage=3.")
 @click.option("--rtol", default=0.02, show_default=True, metavar="FRACTION",
               help="Relative tolerance: values within it agree (0.02 is 2 %).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -303,6 +347,7 @@ def check(values, options, rtol, as_json, brief, hardware, model, stack, formula
 
     \b
     symcalc check n_params=70e9 n_gpus=128 "link_bandwidth=50 GB/s" "allreduce_time=2.8 s"
+    symcalc check n_params=7e9 "tokens_per_second=150000 token/s" n_gpus=64 "peak_flops=989 TFLOP/s" mfu=50%
     """
     from symcalc.query.check import (
         check as api_check,  # on use: the command line starts without it (start-up, Ctrl-C)
@@ -376,8 +421,12 @@ def cache_clear(as_json):
 @_FORMULAS
 def list_cmd(words, term, as_json, formula_files):
     """List quantities, formulas, options, hardware or models. WHAT is one of those kinds;
-    the other words are a search (every word must appear in a name, alias or description):
-    `symcalc list formulas checkpoint`, `symcalc list bubble`."""
+    the other words are a search (every word must appear in a name, alias or description).
+
+    \b
+    symcalc list formulas checkpoint
+    symcalc list hardware
+    """
     from symcalc.library.presets import (
         KINDS,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
@@ -421,7 +470,7 @@ def list_cmd(words, term, as_json, formula_files):
 @click.argument("name")
 @click.option("--depth", type=click.IntRange(min=1), metavar="N",
               help="Follow at most N formula hops each way (default: all; --plot draws 2 unless given).")
-@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
+@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", shell_complete=_complete_option,
               help="An option the formulas in force depend on (attention_kernel=flash, zero_stage=3, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: the neighbourhood, and the graph's nodes and edges.")
 @click.option("--dot", "dot_file", metavar="FILE", help="Write what gives NAME as a Graphviz DOT file.")
@@ -467,7 +516,12 @@ def graph(name, depth, options, as_json, dot_file, plot_file, stack, formula_fil
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_FORMULAS
 def show(name, as_json, formula_files):
-    """Show a quantity, formula or option: meaning, unit, source, LaTeX."""
+    """Show a quantity, formula or option: meaning, unit, source, LaTeX.
+
+    \b
+    symcalc show young_interval
+    symcalc show zero_stage --json
+    """
     from symcalc.render.catalog import (
         describe,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
@@ -486,21 +540,29 @@ def show(name, as_json, formula_files):
 @limited
 @_TARGET
 @_VALUES
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=_complete_option,
               help="An assumption of both sides, e.g. zero_stage=2 (see `symcalc list options`).")
 @click.option("--vs", "vs_items", multiple=True, metavar="NAME=VALUE",
               help="What side B changes (repeatable): an option (zero_stage=3), a value (\"mfu=45%\"), "
               "or hardware=NAME / model=NAME.")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
+@click.option("--plot", "plot_file", metavar="FILE",
+              help="Draw both sides as bars, split by the target's parts when it has a breakdown (.png/.svg/.pdf).")
 @click.option("--hardware", metavar="NAME|profile.toml", help="A GPU preset for both sides (see `symcalc list hardware`).",
-              callback=_given)
-@click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).", callback=_given)
+              callback=_given, shell_complete=_complete_preset("hardware"))
+@click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).",
+              callback=_given, shell_complete=_complete_preset("model"))
 @_STACK
 @_FORMULAS
-def compare(target, values, options, vs_items, to_unit, as_json, hardware, model, stack, formula_files):
+def compare(target, values, options, vs_items, to_unit, as_json, plot_file, hardware, model, stack, formula_files):
     """Compare TARGET in two scenarios: side A from NAME=VALUE pairs, --option, --hardware and
-    --model; side B the same with every --vs applied. Prints both values, B - A and B / A."""
+    --model; side B the same with every --vs applied. Prints both values, B - A and B / A.
+
+    \b
+    symcalc compare model_state_memory n_params=7e9 dp=64 --option zero_stage=2 --vs zero_stage=3
+    symcalc compare train_time --model llama3-8b n_gpus=64 mfu=40% --hardware a100 --vs hardware=h100 --plot ab.png
+    """
     from symcalc.query.compare import (  # on use: the command line starts without it (start-up, Ctrl-C)
         compare as api_compare,
         split_vs,
@@ -508,15 +570,20 @@ def compare(target, values, options, vs_items, to_unit, as_json, hardware, model
     if not vs_items:
         raise CliError("say what side B changes with at least one --vs NAME=VALUE "
                        "(e.g. --vs zero_stage=3, --vs \"mfu=45%\", --vs hardware=h100)")
+    _targets(plot=plot_file)
     lib = _library(formula_files)
     vs = split_vs(lib, _pairs(vs_items, "--vs"))
     result = api_compare(target, _pairs(values, "a value"), options=_options(lib, options, stack), vs=vs.given,
                          vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
                          vs_model=vs.model, to=to_unit, library=lib)
+    if plot_file is not None:
+        result.plot(plot_file)
     if as_json:
         click.echo(result.json())
         return
     click.echo(result.text())
+    if plot_file is not None:
+        click.echo(f"wrote {plot_file}")
     for side, w in result.warnings:
         click.echo(f"warning ({side}): {w}", err=True)
 
@@ -527,7 +594,12 @@ def compare(target, values, options, vs_items, to_unit, as_json, hardware, model
               help="Write the whole library (formulas, quantities, options, presets) as a LaTeX document.")
 @_FORMULAS
 def formulas(latex_file, formula_files):
-    """Write the formula library as one LaTeX reference document that compiles with pdflatex."""
+    """Write the formula library as one LaTeX reference document that compiles with pdflatex.
+
+    \b
+    symcalc formulas --latex library.tex
+    symcalc formulas --latex - | head
+    """
     from symcalc.library.presets import (
         all_presets,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
@@ -580,7 +652,7 @@ class ProgressLine:
 @click.option("--seq-len", "seq_len", metavar="TOKENS", callback=_given, help="Sequence length (default the model's).")
 @click.option("--gpus-per-node", "gpus_per_node", metavar="N", callback=_given,
               help="GPUs a node (default the hardware's, usually 8).")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=_complete_option,
               help="Fix an option (zero_stage=3 fixes a searched one; attention_kernel=flash, precision=...).")
 @click.option("--by", type=click.Choice(["time", "days", "gpu_hours", "cost", "memory"]), default="time",
               show_default=True, help="Rank by step time, training days, GPU-hours, cost or memory per GPU.")
@@ -735,7 +807,12 @@ def calibrate(runs_file, hardware, output, fit_names, name, as_json, formula_fil
 @limited
 @click.option("--json", "as_json", is_flag=True, help="Print the answers as JSON.")
 def example(as_json):
-    """Run the built-in worked examples (from the source documents) and show one derivation."""
+    """Run the built-in worked examples (from the source documents) and show one derivation.
+
+    \b
+    symcalc example
+    symcalc example --json
+    """
     from symcalc.examples import (
         run_examples,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
@@ -758,6 +835,7 @@ def serve(host, port, workers, time_limit):
 
     \b
     symcalc serve                      # then open http://127.0.0.1:8765/
+    symcalc serve --port 9000 --workers 4
     curl -s localhost:8765/api/solve -H 'Content-Type: application/json' -d '{"target": "mfu",
       "values": {"n_params": "7e9", "tokens_per_second": "150000 token/s", "n_gpus": "64"}, "hardware": "h100"}'
     """

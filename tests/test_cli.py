@@ -218,3 +218,43 @@ def test_cache_info_and_clear(cli, tmp_path, monkeypatch):
     cleared = cli("cache", "clear", "--json")
     assert cleared.code == 0 and json.loads(cleared.out)["removed"] == sum(e["count"] for e in got["entries"].values())
     assert json.loads(cli("cache", "info", "--json").out)["entries"] == {}
+
+
+def test_every_command_shows_two_real_examples_in_its_help():
+    """Each command's help ends with at least two example command lines of that command."""
+    from symcalc.commands import cli as group
+
+    def commands(cmd, path):
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield f"{path} {name}".strip(), sub
+            yield from commands(sub, f"{path} {name}")
+    for path, cmd in commands(group, ""):
+        examples = [line.strip() for line in (cmd.help or "").splitlines() if line.strip().startswith("symcalc ")]
+        assert len(examples) >= 2, f"`symcalc {path} --help` shows {len(examples)} examples"
+        assert all(e.startswith(f"symcalc {path}") for e in examples), (path, examples)
+
+
+def test_completion_knows_quantities_options_and_presets():
+    """click's completion (eval "$(_SYMCALC_COMPLETE=bash_source symcalc)") offers the library's
+    names: a quantity for TARGET, NAME= for a value, an option and its values, the presets."""
+    from click.shell_completion import ShellComplete
+
+    from symcalc.commands import cli as group
+
+    def offer(args, incomplete):
+        return [c.value for c in ShellComplete(group, {}, "symcalc", "_SYMCALC_COMPLETE").get_completions(args, incomplete)]
+    assert "step_time" in offer(["solve"], "step_t")
+    assert "n_gpus=" in offer(["solve", "mfu"], "n_gp")
+    assert offer(["solve", "mfu", "--option"], "zero_st") == ["zero_stage="]
+    assert offer(["solve", "mfu", "--option"], "zero_stage=") == [f"zero_stage={v}" for v in "0123"]
+    assert "h100" in offer(["solve", "mfu", "--hardware"], "h1") and "llama3-8b" in offer(["plan", "--model"], "llama3-")
+    assert "fsdp" in offer(["plan", "--stack"], "fs")
+
+
+def test_compare_plot_writes_the_figure(cli, tmp_path):
+    out = tmp_path / "ab.png"
+    run = cli("compare", "model_state_memory", "n_params=7e9", "dp=64", "--option", "zero_stage=2", "--vs", "zero_stage=3",
+              "--plot", str(out))
+    assert run.code == 0 and f"wrote {out}" in run.out and out.stat().st_size > 5_000
+    bad = cli("compare", "model_state_memory", "n_params=7e9", "dp=64", "--vs", "zero_stage=3", "--plot", str(tmp_path / "x.gif"))
+    assert bad.code == 2 and ".png" in bad.err
