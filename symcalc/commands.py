@@ -844,7 +844,7 @@ def serve(host, port, workers, time_limit):
             run,  # on use: Starlette and uvicorn load for this command only (the serve extra)
         )
     except ModuleNotFoundError as e:
-        raise CliError(f"symcalc serve needs {e.name}: pip install 'symcalc[serve]'") from None
+        raise CliError(f"symcalc serve needs {e.name}: pip install starlette uvicorn (or reinstall symcalc)") from None
     env = os.environ.get(ENV_LIMIT, "").strip()
     limit = parse_seconds(time_limit, "--time-limit") if time_limit is not None else \
         parse_seconds(env, ENV_LIMIT) if env else None
