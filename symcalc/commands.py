@@ -8,12 +8,15 @@ printed: :func:`symcalc.cli.main` turns them into one line and an exit status.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -255,9 +258,10 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
                        "give --latex/--markdown a file name")
     _targets(latex=latex_file, markdown=markdown_file)
     lib = _library(formula_files)
-    result = api_solve(target, _pairs(values, "a value"), options=_options(lib, options, stack),
-                       to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
-                       conflicts="warn" if allow_conflicts else True, sensitivity=sensitivity)
+    with _working(f"solving {target}"):
+        result = api_solve(target, _pairs(values, "a value"), options=_options(lib, options, stack),
+                           to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
+                           conflicts="warn" if allow_conflicts else True, sensitivity=sensitivity)
     if latex_file is not None:
         _write(latex_file, result.latex(standalone=True), "--latex")
     if markdown_file is not None:
@@ -307,9 +311,10 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
         raise CliError("give at least one --vary NAME=START:STOP[:COUNT][:log]")
     _targets(csv=csv_file, plot=plot_file)
     lib = _library(formula_files)
-    result = api_sweep(target, _pairs(values, "a value"), vary=_pairs(varies, "--vary"),
-                       options=_options(lib, options, stack), to=to_unit, library=lib,
-                       hardware=hardware, model=model)
+    with _working(f"sweeping {target}"):
+        result = api_sweep(target, _pairs(values, "a value"), vary=_pairs(varies, "--vary"),
+                           options=_options(lib, options, stack), to=to_unit, library=lib,
+                           hardware=hardware, model=model)
     if csv_file is not None:
         result.to_csv(csv_file)
     if plot_file is not None:
@@ -573,9 +578,10 @@ def compare(target, values, options, vs_items, to_unit, as_json, plot_file, hard
     _targets(plot=plot_file)
     lib = _library(formula_files)
     vs = split_vs(lib, _pairs(vs_items, "--vs"))
-    result = api_compare(target, _pairs(values, "a value"), options=_options(lib, options, stack), vs=vs.given,
-                         vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
-                         vs_model=vs.model, to=to_unit, library=lib)
+    with _working(f"comparing {target}"):
+        result = api_compare(target, _pairs(values, "a value"), options=_options(lib, options, stack), vs=vs.given,
+                             vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
+                             vs_model=vs.model, to=to_unit, library=lib)
     if plot_file is not None:
         result.plot(plot_file)
     if as_json:
@@ -611,6 +617,32 @@ def formulas(latex_file, formula_files):
     _write(latex_file, render_reference(lib, all_presets()), "--latex")
     if latex_file != "-":
         click.echo(f"wrote {latex_file}: {len(lib.formulas)} formulas, {len(lib.quantities)} quantities")
+
+
+@contextlib.contextmanager
+def _working(message: str) -> Iterator[None]:
+    """A progress line for a question that lasts over a second (a cold derivation, a large
+    sweep, a calibration) on a terminal's stderr: ``message`` with rich's spinner, from a timer,
+    gone when the answer is ready. Nothing when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    line, lock, done = ProgressLine(), threading.Lock(), [False]
+
+    def show() -> None:
+        with lock:
+            if not done[0]:
+                line(message)
+    timer = threading.Timer(ProgressLine.DELAY, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            done[0] = True
+            line.stop()
 
 
 class ProgressLine:
@@ -794,8 +826,9 @@ def calibrate(runs_file, hardware, output, fit_names, name, as_json, formula_fil
         raise CliError("--json and -o - would both write to standard output; give -o a file name")
     _targets(output=output)
     lib = _library(formula_files)
-    result = api_calibrate(runs_file, lib, functools.partial(api_solve, library=lib), find_preset,
-                           hardware=hardware, fit_names=list(fit_names) or None, name=name)
+    with _working("fitting the step-time model to the runs"):
+        result = api_calibrate(runs_file, lib, functools.partial(api_solve, library=lib), find_preset,
+                               hardware=hardware, fit_names=list(fit_names) or None, name=name)
     _write(output, result.profile(), "--output")
     if output == "-":
         return

@@ -258,3 +258,26 @@ def test_compare_plot_writes_the_figure(cli, tmp_path):
     assert run.code == 0 and f"wrote {out}" in run.out and out.stat().st_size > 5_000
     bad = cli("compare", "model_state_memory", "n_params=7e9", "dp=64", "--vs", "zero_stage=3", "--plot", str(tmp_path / "x.gif"))
     assert bad.code == 2 and ".png" in bad.err
+
+
+def test_long_questions_show_a_progress_line_on_a_terminal(monkeypatch):
+    """solve, sweep, compare and calibrate run inside _working: on a terminal, past the delay, a
+    status line says what is being done, and it is stopped when the answer is ready. The delay
+    is shortened and the body waits for the line (no timing assertion)."""
+    import sys
+    import threading
+
+    from symcalc import commands
+    seen, stopped, shown = [], [], threading.Event()
+    monkeypatch.setattr(commands.ProgressLine, "DELAY", 0.0)
+    monkeypatch.setattr(commands.ProgressLine, "__call__", lambda self, m: (seen.append(m), shown.set()))
+    monkeypatch.setattr(commands.ProgressLine, "stop", lambda self: stopped.append(True))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    with commands._working("solving step_time"):
+        assert shown.wait(30)
+    assert seen == ["solving step_time"] and stopped == [True]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    seen.clear()
+    with commands._working("quiet"):
+        pass
+    assert seen == []
