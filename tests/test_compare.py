@@ -336,3 +336,18 @@ def test_cli_errors_are_one_line_and_exit_2(cli, args, kind, needle):
     assert run.code == 2
     err = run.json()["error"]
     assert err["kind"] == kind and needle in err["message"]
+
+
+def test_python_vs_takes_options_and_presets_as_the_command_line_does():
+    """vs={"zero_stage": 3} changes the option (as --vs zero_stage=3 does), vs={"hardware": ...}
+    the preset: 2 + 14/64 = 2.22 against 16/64 = 0.25 bytes a parameter for 7B (15.53 vs 1.75 GB);
+    an unknown name is refused with the closest names."""
+    import symcalc
+    c = symcalc.compare("model_state_memory", {"n_params": 7e9, "dp": 64}, options={"zero_stage": "2"},
+                        vs={"zero_stage": 3})
+    assert c.a.value == pytest.approx(15.53125) and c.b.value == pytest.approx(1.75)
+    h = symcalc.compare("train_time", {"n_gpus": 64, "mfu": "40%"}, model="llama3-8b", hardware="a100",
+                        vs={"hardware": "h100"})
+    assert h.b.value < h.a.value and h.differences[0].name == "hardware"
+    with pytest.raises(symcalc.UnknownNameError, match="zero_stage"):
+        symcalc.compare("model_state_memory", {"n_params": 7e9, "dp": 64}, vs={"zeroo_stage": 3})

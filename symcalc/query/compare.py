@@ -199,13 +199,13 @@ class Comparison(Rendered):
 class VsChanges:
     """What ``--vs`` pairs change on side B, sorted by kind (see :func:`split_vs`)."""
 
-    given: dict[str, str] = field(default_factory=dict)
-    options: dict[str, str] = field(default_factory=dict)
+    given: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     hardware: str | None = None
     model: str | None = None
 
 
-def split_vs(library: Library, pairs: Mapping[str, str]) -> VsChanges:
+def split_vs(library: Library, pairs: Mapping[str, Any]) -> VsChanges:
     """Sort NAME=VALUE changes of side B into presets, options and given values.
 
     ``hardware`` and ``model`` switch a preset; an option key sets that option; a quantity
@@ -248,8 +248,9 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     """Solve ``target`` for side A and for side B and compare the two answers.
 
     Side A takes ``given``/keyword values, ``options``, ``hardware`` and ``model`` exactly as
-    :func:`symcalc.solve` does. Side B is side A with ``vs`` (given values, aliases allowed),
-    ``vs_options``, ``vs_hardware`` and ``vs_model`` put on top. At least one input must
+    :func:`symcalc.solve` does. Side B is side A with ``vs`` (given values, aliases allowed, and
+    as on the command line options and ``hardware``/``model``), ``vs_options``, ``vs_hardware``
+    and ``vs_model`` put on top. At least one input must
     differ. ``on_bounds`` defaults to ``"flag"``, unlike ``solve``: a comparison is often
     made to see which scenario breaks a bound (which one does not fit in memory), so an
     out-of-bounds side is kept and flagged (``comparison.violations``) instead of hiding
@@ -274,11 +275,14 @@ def compare(target: str, given: Mapping[str, object] | None = None, /, *,
     if given is not None and not isinstance(given, Mapping):
         raise QueryError("given values must be a mapping of name -> value")
     given_a = _canonical(lib, [*(given or {}).items(), *values.items()])
-    given_b = {**given_a, **_canonical(lib, list((vs or {}).items()))}
+    # ``vs`` may also name options and presets, as --vs does (vs={"zero_stage": 3, "hardware": "h100"})
+    changes = split_vs(lib, {str(k): v for k, v in (vs or {}).items()}) if isinstance(vs, Mapping) else VsChanges()
+    given_b = {**given_a, **_canonical(lib, list(changes.given.items()))}
     options_a = dict(option_mapping(options) or {})
-    options_b = {**options_a, **dict(option_mapping(vs_options) or {})}
+    options_b = {**options_a, **dict(option_mapping({**changes.options, **(vs_options or {})}) or {})}
     presets_a: dict[str, Any] = {"hardware": hardware, "model": model}
-    presets_b: dict[str, Any] = {"hardware": vs_hardware or hardware, "model": vs_model or model}
+    presets_b: dict[str, Any] = {"hardware": vs_hardware or changes.hardware or hardware,
+                                 "model": vs_model or changes.model or model}
 
     differences, same = _differences(lib, (given_a, options_a, presets_a), (given_b, options_b, presets_b))
     if not differences:
