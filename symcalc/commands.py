@@ -16,7 +16,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -141,6 +141,47 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
     return run
 
 
+def _output_flags(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The file-output flags of a record kind, as click options, from the format registry
+    (symcalc.render.formats.OUTPUT_FLAGS): a format gets its flag there, not here."""
+    from symcalc.render.formats import OUTPUT_FLAGS  # on use: at import of the commands, no renderer loaded
+
+    def add(command: Callable[..., Any]) -> Callable[..., Any]:
+        for out in reversed(OUTPUT_FLAGS[kind]):
+            command = click.option(out.flag, out.dest, metavar="FILE", help=out.help)(command)
+        return command
+    return add
+
+
+def _outputs_to_stdout(kind: str, files: dict[str, str | None], as_json: bool) -> list[str]:
+    """The flags of ``kind`` (and --json) that would write to standard output."""
+    from symcalc.render.formats import OUTPUT_FLAGS  # on use: the command line starts without it (start-up, Ctrl-C)
+    return (["--json"] if as_json else []) + [o.flag for o in OUTPUT_FLAGS[kind] if o.text and files.get(o.dest) == "-"]
+
+
+def _check_outputs(kind: str, files: dict[str, str | None]) -> None:
+    """Refuse an output file that cannot be written, before any work (--csv, --plot ...)."""
+    from symcalc.render.formats import OUTPUT_FLAGS  # on use: the command line starts without it (start-up, Ctrl-C)
+    _targets(**{o.flag.lstrip("-"): files.get(o.dest) for o in OUTPUT_FLAGS[kind]})
+
+
+def _write_outputs(kind: str, record: Any, files: dict[str, str | None]) -> list[str]:
+    """Write ``record`` in each format whose flag was given; returns the files written."""
+    from symcalc.render.formats import OUTPUT_FLAGS, render  # on use: the command line starts without it
+    written = []
+    for out in OUTPUT_FLAGS[kind]:
+        path = files.get(out.dest)
+        if path is None:
+            continue
+        if out.text:
+            _write(path, render(out.format, record, **dict(out.options)), out.flag)
+        else:
+            render(out.format, record, path, **dict(out.options))
+        if path != "-":
+            written.append(path)
+    return written
+
+
 # shell completion (click's: eval "$(_SYMCALC_COMPLETE=bash_source symcalc)", zsh_source, fish_source):
 # names read from the built-in library and presets, nothing evaluated
 def _complete(names: list[str], incomplete: str) -> list[str]:
@@ -225,8 +266,7 @@ def cli() -> None:
               help="An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--latex", "latex_file", metavar="FILE", help="Write the derivation as a LaTeX document ('-' for stdout).")
-@click.option("--markdown", "markdown_file", metavar="FILE", help="Write the derivation as Markdown ('-' for stdout).")
+@_output_flags("result")
 @click.option("--brief", is_flag=True, help="Print only the answer line.")
 @click.option("--round", "rounding", type=click.Choice(["up", "down", "nearest"]),
               help="How to round a whole-number answer (default: the way that keeps the given limits, "
@@ -250,26 +290,22 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
     from symcalc.query.solve import (
         solve as api_solve,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
-    to_stdout = [name for name, dest, on in (("--json", None, as_json), ("--latex", latex_file, latex_file is not None),
-                                              ("--markdown", markdown_file, markdown_file is not None))
-                 if on and (dest is None or dest == "-")]
+    files = {"latex_file": latex_file, "markdown_file": markdown_file}
+    to_stdout = _outputs_to_stdout("result", files, as_json)
     if len(to_stdout) > 1:
         raise CliError(f"{' and '.join(to_stdout)} would both write to standard output; "
                        "give --latex/--markdown a file name")
-    _targets(latex=latex_file, markdown=markdown_file)
+    _check_outputs("result", files)
     lib = _library(formula_files)
     with _working(f"solving {target}"):
         result = api_solve(target, _pairs(values, "a value"), options=_options(lib, options, stack),
                            to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
                            conflicts="warn" if allow_conflicts else True, sensitivity=sensitivity)
-    if latex_file is not None:
-        _write(latex_file, result.latex(standalone=True), "--latex")
-    if markdown_file is not None:
-        _write(markdown_file, result.markdown(), "--markdown")
+    _write_outputs("result", result, files)
     if as_json:
         click.echo(result.json())
         return
-    if latex_file == "-" or markdown_file == "-":
+    if "-" in files.values():
         return
     from symcalc.render.text import (
         headline,  # on use: the command line starts without it (start-up, Ctrl-C)
@@ -287,8 +323,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
               help="A quantity to vary (also NAME=V1,V2,...); several make a grid.")
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=_complete_option, help="An assumption, e.g. zero_stage=3.")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or day.", callback=_given)
-@click.option("--csv", "csv_file", metavar="FILE", help="Write every point as CSV (one row per point).")
-@click.option("--plot", "plot_file", metavar="FILE", help="Draw the sweep to FILE (.png, .svg or .pdf).")
+@_output_flags("sweep")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every point.")
 @_HARDWARE
 @_MODEL
@@ -309,16 +344,14 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     )
     if not varies:
         raise CliError("give at least one --vary NAME=START:STOP[:COUNT][:log]")
-    _targets(csv=csv_file, plot=plot_file)
+    files = {"csv_file": csv_file, "plot_file": plot_file}
+    _check_outputs("sweep", files)
     lib = _library(formula_files)
     with _working(f"sweeping {target}"):
         result = api_sweep(target, _pairs(values, "a value"), vary=_pairs(varies, "--vary"),
                            options=_options(lib, options, stack), to=to_unit, library=lib,
                            hardware=hardware, model=model)
-    if csv_file is not None:
-        result.to_csv(csv_file)
-    if plot_file is not None:
-        result.plot(plot_file)
+    written = _write_outputs("sweep", result, files)
     if as_json:
         click.echo(result.json())
         return
@@ -326,9 +359,8 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
         sweep_text,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
     click.echo(sweep_text(result))
-    for f in (csv_file, plot_file):
-        if f:
-            click.echo(f"wrote {f}")
+    for f in written:
+        click.echo(f"wrote {f}")
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
 
@@ -552,8 +584,7 @@ def show(name, as_json, formula_files):
               "or hardware=NAME / model=NAME.")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of both answers and the difference, e.g. GiB.", callback=_given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (both derivations included).")
-@click.option("--plot", "plot_file", metavar="FILE",
-              help="Draw both sides as bars, split by the target's parts when it has a breakdown (.png/.svg/.pdf).")
+@_output_flags("comparison")
 @click.option("--hardware", metavar="NAME|profile.toml", help="A GPU preset for both sides (see `symcalc list hardware`).",
               callback=_given, shell_complete=_complete_preset("hardware"))
 @click.option("--model", metavar="NAME|config.json", help="A model preset for both sides (see `symcalc list models`).",
@@ -575,21 +606,21 @@ def compare(target, values, options, vs_items, to_unit, as_json, plot_file, hard
     if not vs_items:
         raise CliError("say what side B changes with at least one --vs NAME=VALUE "
                        "(e.g. --vs zero_stage=3, --vs \"mfu=45%\", --vs hardware=h100)")
-    _targets(plot=plot_file)
+    files = {"plot_file": plot_file}
+    _check_outputs("comparison", files)
     lib = _library(formula_files)
     vs = split_vs(lib, _pairs(vs_items, "--vs"))
     with _working(f"comparing {target}"):
         result = api_compare(target, _pairs(values, "a value"), options=_options(lib, options, stack), vs=vs.given,
                              vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
                              vs_model=vs.model, to=to_unit, library=lib)
-    if plot_file is not None:
-        result.plot(plot_file)
+    written = _write_outputs("comparison", result, files)
     if as_json:
         click.echo(result.json())
         return
     click.echo(result.text())
-    if plot_file is not None:
-        click.echo(f"wrote {plot_file}")
+    for f in written:
+        click.echo(f"wrote {f}")
     for side, w in result.warnings:
         click.echo(f"warning ({side}): {w}", err=True)
 

@@ -281,3 +281,15 @@ def test_long_questions_show_a_progress_line_on_a_terminal(monkeypatch):
     with commands._working("quiet"):
         pass
     assert seen == []
+
+
+def test_file_output_flags_come_from_the_format_registry():
+    """solve, sweep and compare take their file-output flags from OUTPUT_FLAGS: each flag there
+    is an option of its command with the registry's help, and names a registered format."""
+    from symcalc.commands import cli as group
+    from symcalc.render.formats import FORMATS, OUTPUT_FLAGS
+    for kind, name in (("result", "solve"), ("sweep", "sweep"), ("comparison", "compare")):
+        params = {opt: p for p in group.commands[name].params for opt in getattr(p, "opts", [])}
+        for out in OUTPUT_FLAGS[kind]:
+            assert out.format in FORMATS
+            assert out.flag in params and params[out.flag].help == out.help and params[out.flag].name == out.dest

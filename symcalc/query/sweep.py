@@ -21,8 +21,6 @@ spaced values rounded and deduplicated.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections.abc import Mapping
@@ -35,7 +33,6 @@ from symcalc.errors import QueryError, SymcalcError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
-from symcalc.outfile import write_file
 from symcalc.query.results import Result, sentences
 from symcalc.query.findings import out_of_bounds, over_capacity
 from symcalc.query.solve import solve
@@ -115,18 +112,7 @@ class Sweep:
     def to_csv(self, path) -> None:
         """Long format: one row per grid point; units in the header. Written atomically
         (symcalc.outfile): an existing file is replaced only by a complete one."""
-        head = [_column(a.name, a.unit) for a in self.axes] + [_column(self.target, self.unit), "feasible"]
-
-        def rows(fh) -> None:
-            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
-            w = csv.writer(text)
-            w.writerow(head)
-            for *xs, y, ok in self.rows():
-                w.writerow([repr(x) if not x.is_integer() else int(x) for x in xs]
-                           + ["" if not math.isfinite(y) else repr(y), int(ok)])
-            text.flush()
-            text.detach()
-        write_file(path, rows, "--csv")
+        render("sweep_csv", self, path)
 
     def as_dict(self) -> dict:
         def clean(a):
@@ -381,10 +367,6 @@ def _whole(q: QuantitySpec, base: np.ndarray) -> np.ndarray:
         bad = out[~q.domain.contains(out)][0]
         raise QueryError(f"the axis {q.name} reaches {bad:g}, outside {q.domain}")
     return out
-
-
-def _column(name: str, unit: str) -> str:
-    return f"{name} [{unit}]" if unit else name
 
 
 def _nulls(x):

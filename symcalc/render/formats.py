@@ -8,6 +8,8 @@ format, never a renderer module, and a renderer is imported only when its format
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import importlib
 import json
 from collections.abc import Callable
@@ -24,6 +26,7 @@ FORMATS = {
     "comparison_json": "symcalc.render.compare:comparison_dict",
     "comparison_headline": "symcalc.render.compare:headline",
     "sweep_plot": "symcalc.render.plot:plot_sweep",
+    "sweep_csv": "symcalc.render.sweep_text:sweep_csv",
     "result_html": "symcalc.render.html:result_html",
     "sweep_html": "symcalc.render.html:sweep_html",
     "comparison_html": "symcalc.render.html:comparison_html",
@@ -37,6 +40,37 @@ FORMATS = {
     "plan_plot": "symcalc.render.plan:plan_plot",
     "calibration_text": "symcalc.render.calibration:calibration_text",
     "calibration_json": "symcalc.render.calibration:calibration_dict",
+}
+
+
+@dataclass(frozen=True)
+class OutputFlag:
+    """A command-line flag that writes a record in one registered format to FILE: the commands
+    read their file-output flags from OUTPUT_FLAGS, so a format gets its flag here, once."""
+
+    flag: str                    # --latex
+    dest: str                    # the command's parameter: latex_file
+    format: str                  # a key of FORMATS
+    help: str
+    text: bool = True            # the format returns text the command writes ('-': stdout); else it writes FILE
+    options: tuple[tuple[str, Any], ...] = ()     # keyword arguments of the format
+
+
+# record kind -> its file outputs, in the order a command writes them
+OUTPUT_FLAGS: dict[str, tuple[OutputFlag, ...]] = {
+    "result": (
+        OutputFlag("--latex", "latex_file", "latex", "Write the derivation as a LaTeX document ('-' for stdout).",
+                   options=(("standalone", True),)),
+        OutputFlag("--markdown", "markdown_file", "markdown", "Write the derivation as Markdown ('-' for stdout)."),
+    ),
+    "sweep": (
+        OutputFlag("--csv", "csv_file", "sweep_csv", "Write every point as CSV (one row per point).", text=False),
+        OutputFlag("--plot", "plot_file", "sweep_plot", "Draw the sweep to FILE (.png, .svg or .pdf).", text=False),
+    ),
+    "comparison": (
+        OutputFlag("--plot", "plot_file", "comparison_plot", "Draw both sides as bars, split by the target's parts "
+                   "when it has a breakdown (.png/.svg/.pdf).", text=False),
+    ),
 }
 
 

@@ -6,13 +6,19 @@ changes); the whole grid goes to --csv or --json.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import csv
+import io
+import math
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
+from symcalc.outfile import write_file
 from symcalc.units.format import fmt
 
 if TYPE_CHECKING:
+    from os import PathLike
+
     from symcalc.query.sweep import Sweep
 
 MAX_ROWS = 25
@@ -89,3 +95,22 @@ def _matrix(sweep: Sweep) -> list[str]:
     if units:
         out.append("(" + "; ".join(units) + ")")
     return out
+
+
+def sweep_csv(sweep: Sweep, path: str | PathLike[str]) -> None:
+    """``sweep`` in long format, one row per grid point, units in the header, written
+    atomically (symcalc.outfile): an existing file is replaced only by a complete one."""
+    def column(name: str, unit: str) -> str:
+        return f"{name} [{unit}]" if unit else name
+    head = [column(a.name, a.unit) for a in sweep.axes] + [column(sweep.target, sweep.unit), "feasible"]
+
+    def rows(fh: BinaryIO) -> None:
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        w = csv.writer(text)
+        w.writerow(head)
+        for *xs, y, ok in sweep.rows():
+            w.writerow([repr(x) if not x.is_integer() else int(x) for x in xs]
+                       + ["" if not math.isfinite(y) else repr(y), int(ok)])
+        text.flush()
+        text.detach()
+    write_file(path, rows, "--csv")
