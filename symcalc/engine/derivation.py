@@ -23,6 +23,8 @@ is singular (e.g. an inverse with a latency term of 0), instead of NaN in a swee
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -253,6 +255,21 @@ class Derivation:
         if steps == self.route.steps:
             self.route = replace(self.route, steps=steps)
         return self
+
+    def upstream(self, names: Iterable[str]) -> set[str]:
+        """``names`` and every quantity they are computed from through the steps (the knowns they
+        rest on included). O(steps + quantities)."""
+        producer = {u: s for s in self.steps for u in s.unknowns}
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            q = todo.pop()
+            if q in seen:
+                continue
+            seen.add(q)
+            if q in producer:
+                todo.extend(producer[q].inputs)
+        return seen
 
     def usual_choices(self) -> dict[int, int]:
         """The root choices of an evaluation that takes every step's first candidate."""

@@ -243,18 +243,8 @@ def _violations(lib, derivation: Derivation, values: dict) -> list[Finding]:
 
 def _given_ancestors(derivation: Derivation, step) -> list[str]:
     """The known quantities (given or defaults) a step's result depends on, through the plan."""
-    producer = {u: s for s in derivation.steps for u in s.unknowns}
-    seen, out, todo = set(), set(), list(step.inputs)
-    while todo:
-        q = todo.pop()
-        if q in seen:
-            continue
-        seen.add(q)
-        if q in producer:
-            todo.extend(producer[q].inputs)
-        else:
-            out.add(q)
-    return sorted(out)
+    produced = {u for s in derivation.steps for u in s.unknowns}
+    return sorted(q for q in derivation.upstream(step.inputs) if q not in produced)
 
 
 def _bounds(q) -> dict:

@@ -52,7 +52,7 @@ def elasticities(derivation: Derivation, knowns: Mapping[str, GivenValue], env: 
     if isinstance(y, str) or np.ndim(y) != 0 or any(np.ndim(env[k]) for k in env if not isinstance(env[k], str)):
         raise QueryError("sensitivity needs one answer: give single values, not arrays")
     inputs = [k for k, g in knowns.items() if not g.origin]
-    used = _upstream(derivation, {target})
+    used = derivation.upstream({target})
     found = []
     symbolic = _symbolic(derivation, [k for k in inputs if k in used], values, choices)
     for name in inputs:
@@ -64,20 +64,6 @@ def elasticities(derivation: Derivation, knowns: Mapping[str, GivenValue], env: 
             e, how = _numeric(derivation, dict(env), name, float(y)), "numeric"
         found.append(Elasticity(name=name, given=knowns[name].text, elasticity=e, method=how))
     return sorted(found, key=lambda x: (not math.isfinite(x.elasticity), -abs(x.elasticity)))
-
-
-def _upstream(derivation: Derivation, names: set[str]) -> set[str]:
-    """Every quantity ``names`` are computed from, through the derivation's steps, with ``names``."""
-    producer = {u: s for s in derivation.steps for u in s.unknowns}
-    seen, todo = set(), list(names)
-    while todo:
-        q = todo.pop()
-        if q in seen:
-            continue
-        seen.add(q)
-        if q in producer:
-            todo.extend(producer[q].inputs)
-    return seen
 
 
 def _symbolic(derivation: Derivation, names: list[str], values: Mapping[str, Any],
@@ -96,11 +82,11 @@ def _symbolic(derivation: Derivation, names: list[str], values: Mapping[str, Any
         return {}
     if expired:
         return {}
-    by_symbol = {lib.quantities[n].symbol: n for n in _upstream(derivation, {derivation.target})}
+    by_symbol = {lib.quantities[n].symbol: n for n in derivation.upstream({derivation.target})}
     free = {by_symbol[s] for s in expr.free_symbols if s in by_symbol}
     computed = {u for s in derivation.steps for u in s.unknowns}
     kept = free & computed      # intermediates (or the target itself) the closed form did not substitute
-    through_kept = _upstream(derivation, kept)
+    through_kept = derivation.upstream(kept)
     at = {lib.quantities[n].symbol: float(values[n]) for n in free if not isinstance(values[n], str)}
     out: dict[str, float] = {}
     with budget.bounded(budget.DEFAULT_SYMBOLIC_LIMIT):
