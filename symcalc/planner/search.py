@@ -679,7 +679,7 @@ def _evidence_summary(s: _Search, rows: list[PlanRow], ev: Evidence | None) -> d
     return {"validated": sum(1 for r in rows if r.verdict.get("validated")), "shown": len(rows),
             "published_runs": len(ev.runs), "stack": ev.stack, "hardware": ev.hardware, "precision": ev.precision,
             "frontier_mfu": ev.frontier, "frontier_run": ev.frontier_run, "frontier_class": ev.frontier_class,
-            "capped": sum(1 for r in rows if r.planned_time > r.step_time * (1 + 1e-12)),
+            "capped": sum(1 for r in rows if r.capped),
             "frontier_applied": s.frontier_time is not None}
 
 

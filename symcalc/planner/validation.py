@@ -35,7 +35,7 @@ MAX_REGIME_ERROR = 0.15   # a regime whose runs the model misses by more (mean |
 SCALE_FACTOR = 2          # data-parallel ranks up to this many times the most a regime's runs had
 COMM_SLACK = (1.25, 0.05)  # network / compute up to 1.25 x the most a regime's runs had, + 0.05
 SIZE_FACTOR = 3           # the size class: parameters within this factor either way
-ZERO_CLASS = {0: "ZeRO-0/1", 1: "ZeRO-0/1", 2: "ZeRO-2", 3: "ZeRO-3"}
+ZERO_LABEL = {1: "ZeRO-0/1", 2: "ZeRO-2", 3: "ZeRO-3"}     # ZeRO class (0 and 1 keep whole weights) -> words
 DIMS = ("tp", "pp", "cp", "ep")
 
 
@@ -104,12 +104,12 @@ def family(hardware_key: str) -> str:
 
 
 def regime_shape(zero: int, tp: int, pp: int, cp: int, ep: int) -> tuple:
-    return (ZERO_CLASS.get(int(zero), f"ZeRO-{zero}"), tp > 1, pp > 1, cp > 1, ep > 1)
+    return (max(int(zero), 1), tp > 1, pp > 1, cp > 1, ep > 1)
 
 
 def describe_shape(shape: tuple) -> str:
     used = [d for d, on in zip(DIMS, shape[1:]) if on]
-    return f"{shape[0]}" + (f" with {', '.join(used)}" if used else " (data parallel only)")
+    return ZERO_LABEL.get(shape[0], f"ZeRO-{shape[0]}") + (f" with {', '.join(used)}" if used else " (data parallel only)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -170,9 +170,7 @@ def regime_ok(ev: Evidence, columns: dict) -> np.ndarray:
     for shape, runs in ev.groups().items():
         if np.mean([abs(r.error) for r in runs]) > MAX_REGIME_ERROR:
             continue
-        z = {v: k for k, v in ZERO_CLASS.items()}[shape[0]]
-        z = 1 if z <= 1 else z
-        match = (zclass == z)
+        match = (zclass == shape[0])
         for d, on in zip(DIMS, shape[1:]):
             col = ep if d == "ep" else np.asarray(columns[d])
             match &= (col > 1) == on
