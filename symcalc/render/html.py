@@ -46,19 +46,31 @@ def result_html(result: Result) -> str:
     the defaults and options assumed, and the warnings."""
     d: dict[str, Any] = result.as_dict()
     out = [f"<p><b>{_e(d['target'])} = {_num(d['value'])} {_e(d['unit'])}</b></p>"]
+    out.append(_list("Warnings", list(d.get("warnings") or [])))
+    # the derivation folded under the answer: a step-time derivation is 60 steps long
+    body = []
     if d.get("expression"):
-        out.append(f"<p>closed form: <code>{_e(d['target'])} = {_e(d['expression'])}</code></p>")
+        body.append(f"<p>closed form: <code>{_e(d['target'])} = {_e(d['expression'])}</code></p>")
     rows = []
     for i, s in enumerate(d.get("steps") or [], 1):
         values = ", ".join(f"{_e(k)} = {_num(v['value'])} {_e(v['unit'])}" for k, v in (s.get("values") or {}).items())
         rows.append([str(i), _e(s.get("title", "")), f"<code>{_e(s.get('equation', ''))}</code>", values])
     if rows:
-        out.append(_table(["step", "formula", "as cited", "gives"], rows, "Derivation"))
+        body.append(_table(["step", "formula", "as cited", "gives"], rows, "Derivation"))
     assumed = [f"{k} = {v['value']} ({v.get('source', '')})" for k, v in (d.get("defaults_used") or {}).items()]
-    assumed += list(d.get("assumptions") or [])
-    out.append(_list("Assumed", assumed))
-    out.append(_list("Warnings", list(d.get("warnings") or [])))
+    assumed += [_assumption(a) for a in d.get("assumptions") or []]
+    body.append(_list("Assumed", assumed))
+    if rows or assumed:
+        out.append(f"<details><summary>derivation ({len(rows)} steps) and what it assumes "
+                   f"({len(assumed)})</summary>{''.join(body)}</details>")
     return "".join(out)
+
+
+def _assumption(a: object) -> str:
+    """An assumed option as words: ``precision = mixed_fp16_adam (the default of option ...)``."""
+    if isinstance(a, dict) and "name" in a:
+        return f"{a['name']} = {a.get('value', '')} ({a.get('source', '')})"
+    return str(a)
 
 
 def sweep_html(sweep: Sweep) -> str:
