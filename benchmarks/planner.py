@@ -2,8 +2,8 @@
 
 * Evaluation rate: the step time and memory of every valid layout of GPT-3 175B on 1024
   A100s (one option combination: ZeRO-1, full recompute, sequence parallel, 1F1B), through the
-  planner's vectorised path (Result.points over the arrays of layouts), against a per-layout
-  Python loop of the same compiled derivations (Result.points of one layout at a time: the
+  planner's vectorised path (one call of the evaluator over the arrays of layouts, query.reuse.together), against a per-layout
+  Python loop of the same compiled derivations (the same call on one layout at a time: the
   formulas evaluated one layout after another, as a per-layout planner would). Target: the
   vectorised path >= 1e6 layouts/s... over arrays as large as the planner's (tiled to 1e6).
 * End to end (issue 22, item 7): ``symcalc plan --model llama3-405b --hardware h100 --gpus
@@ -37,6 +37,7 @@ from common import Row, fmt_time, median  # noqa: E402
 from startup import symcalc_command  # noqa: E402
 from symcalc.planner.evaluate import Question, evaluate
 from symcalc.planner.space import Shape, enumerate_space
+from symcalc.query.reuse import together
 
 TARGET_RATE = 1e6
 TARGET_COLD = 3.0        # s, a new process with an empty cache directory
@@ -65,13 +66,15 @@ def run(quick: bool = False) -> list[Row]:
     x = _arrays(space, n)
 
     def vectorised():
-        return t_res.points(**x).value, m_res.points(**x).value
+        got, _ = together((t_res, m_res), x)      # the planner's one call per option combination
+        return got[t_res.target], got[m_res.target]
 
     def loop(k):
         out = []
         for i in range(k):
             one = {name: v[i:i + 1] for name, v in x.items()}
-            out.append((t_res.points(**one).value[0], m_res.points(**one).value[0]))
+            got, _ = together((t_res, m_res), one)
+            out.append((got[t_res.target][0], got[m_res.target][0]))
         return out
 
     vec_t = [0.0] * (3 if quick else 5)
@@ -90,7 +93,7 @@ def run(quick: bool = False) -> list[Row]:
                 f"{rate / 1e6:.2f}M vs {loop_rate:,.0f} layouts/s", f"{rate / loop_rate:,.0f}x",
                 f">= {TARGET_RATE:.0e} layouts/s", rate >= TARGET_RATE,
                 f"GPT-3 175B on 1024 A100s, ZeRO-1, full recompute, SP, 1F1B: {space.size} valid layouts tiled to "
-                f"{n:,}; both derivations (step_time 60+ steps, total_memory_per_gpu) through Result.points, over "
+                f"{n:,}; both derivations (step_time 60+ steps, total_memory_per_gpu) in one evaluator call (reuse.together), over "
                 f"the arrays (best of {len(vec_t)}: {fmt_time(min(vec_t))}) vs one layout at a time ({k} layouts)")]
     rows += end_to_end(quick)
     return rows

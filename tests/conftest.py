@@ -39,7 +39,7 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True, scope="session")
 def _exports_bound():
     """symcalc's public names are bound on first use (PEP 562); bind them all before any test
-    patches the module one comes from (test_fastpath patches symcalc.query.solve.solve), so that
+    patches the module one comes from (test_evaluate patches symcalc.query.solve.solve), so that
     a patch never becomes what ``symcalc.solve`` is for the rest of the session."""
     import symcalc
     for name in symcalc.__all__:

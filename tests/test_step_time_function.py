@@ -24,7 +24,8 @@ import pytest
 import symcalc
 import symcalc.query.solve
 from symcalc import units
-from symcalc.engine import fastpath
+from symcalc.engine import chunked
+from symcalc.engine.evaluate import MIN_SIZE
 from symcalc.library.presets import find_preset
 
 QUESTION = dict(d_model=12288, n_layers=96, n_heads=96, vocab_size=51200, seq_len="2048 token", tp=8, pp=8,
@@ -197,9 +198,9 @@ def test_function_over_a_thousand_layouts_is_the_hand_model(result, monkeypatch)
     np.testing.assert_allclose(general, expected, rtol=1e-9)
     # small arrays go to the general path; 33 copies (33,000 layouts) take the sweep path,
     # which must answer without falling back to solve()
-    assert not fastpath.program(result.derivation).fused_expr      # steps that subtract: step by step
+    assert not chunked.program(result.derivation).fused_expr      # steps that subtract: step by step
     many = {k: np.tile(v, 33) for k, v in x.items()}
-    assert many["tp"].size >= fastpath.MIN_SIZE
+    assert many["tp"].size >= MIN_SIZE
 
     def refuse(*args, **kwargs):
         raise AssertionError("the sweep path declined")

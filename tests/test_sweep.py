@@ -204,10 +204,10 @@ def test_a_large_grid_takes_the_compiled_sweep_path_with_the_same_answers(monkey
     # 1000 x 1000 points: the values come from the compiled sweep path (every bound checked
     # at once, chunk by chunk); they equal the hand formula, and a grid with infeasible points
     # takes the same path (masked, never refused) and still marks them
-    from symcalc.engine import fastpath
+    from symcalc.engine import chunked
     taken = []
-    real = fastpath.sweep_masked
-    monkeypatch.setattr(fastpath, "sweep_masked", lambda *a: taken.append((out := real(*a)) is not None) or out)
+    real = chunked.run
+    monkeypatch.setattr(chunked, "run", lambda *a: taken.append((out := real(*a)) is not None) or out)
     s = sweep("train_time", n_params=70e9, n_tokens="2e12 token", peak_flops="989 TFLOP/s",
               vary={"n_gpus": "64:4096:1000", "mfu": "20%:70%:1000"})
     n, m = s.axes[0].values[:, None], s.axes[1].values[None, :] / 100

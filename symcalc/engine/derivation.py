@@ -50,12 +50,6 @@ if TYPE_CHECKING:   # pragma: no cover
 
 __all__ = ["Derivation", "Evaluation", "SingularBlock", "SolvedStep", "ceil_tol", "floor_tol"]
 
-# From this many points a grid takes the sweep path (symcalc.engine.fastpath); below it the
-# evaluator here costs about the same. Kept here, not there: the sweep path's module imports
-# sympy (a quarter of a warm plan), and whether a grid is large enough is asked of every
-# evaluation over arrays (a plan's ~100 groups of layouts, most far smaller).
-SWEEP_MIN_SIZE = 1 << 15
-
 
 class SingularBlock(Exception):
     """A block of equations that are not independent: ``formula`` is implied by the others."""
@@ -281,10 +275,13 @@ class Derivation:
         return self.closed.get(closed_key(self, choices))
 
     # -- evaluation -----------------------------------------------------------------------
-    def evaluate(self, values: dict[str, Any]) -> Evaluation:
+    def evaluate(self, values: dict[str, Any], memo: dict | None = None) -> Evaluation:
         """Run the steps on base-unit magnitudes (floats or arrays, broadcast together).
 
         ``values`` holds the knowns (given and defaults). Returns every quantity's value.
+        ``memo`` (a dict the caller keeps across derivations that share knowns: the planner's
+        step time and memory) holds each step's outputs by the step and its inputs, so a step
+        two derivations share is evaluated once.
         Raises NoSolutionError when a step has no admissible value anywhere.
         """
         # numpy scalars, not Python floats: 1/0 must give inf (and a clear message later),
@@ -300,13 +297,19 @@ class Derivation:
                 # numpy scalars here too: Python's own 2.0 ** 1e5 raises OverflowError where
                 # numpy gives inf, which the checks after evaluation then word
                 args = [np.float64(env[q]) if type(env[q]) is float else env[q] for q in s.inputs]
-                try:
-                    out, choice, used_numeric = self._evaluate_step(s, args, findings, undetermined)
-                except (OverflowError, ZeroDivisionError) as e:
-                    raise NoSolutionError(f"{', '.join(s.unknowns)} cannot be computed "
-                                          f"({', '.join(f.id for f in s.formulas)}): the values are beyond the "
-                                          f"range of floating point ({e.__class__.__name__}); check their units "
-                                          "and exponents") from None
+                key = _memo_key(s, args) if memo is not None else None
+                hit = memo.get(key) if memo is not None else None
+                if hit is None:
+                    try:
+                        hit = self._evaluate_step(s, args, findings, undetermined)
+                    except (OverflowError, ZeroDivisionError) as e:
+                        raise NoSolutionError(f"{', '.join(s.unknowns)} cannot be computed "
+                                              f"({', '.join(f.id for f in s.formulas)}): the values are beyond the "
+                                              f"range of floating point ({e.__class__.__name__}); check their units "
+                                              "and exponents") from None
+                    if memo is not None:
+                        memo[key] = hit
+                out, choice, used_numeric = hit
                 env.update(out)
                 choices[i] = choice
                 if used_numeric:
@@ -445,6 +448,12 @@ class Derivation:
             found[name] = _real(fn(*[found[x] for x in later], *args))
         return [found[u] for u in s.unknowns], flat, several
 
+
+
+def _memo_key(s: SolvedStep, args: list) -> tuple:
+    """A step with these inputs: the step's formulas, unknowns and inputs, and each input's
+    value (a scalar) or array (by identity: the arrays live as long as the evaluation)."""
+    return (s.step, tuple(float(a) if np.ndim(a) == 0 else id(a) for a in args))
 
 
 def closed_key(derivation: Derivation, choices: dict[int, int] | None) -> tuple:

@@ -4,13 +4,14 @@ For each combination of the discrete options a layout sets (ZeRO stage, recomput
 sequence parallelism, pipeline schedule) the planner asks :func:`symcalc.solve` for
 ``step_time`` and for ``total_memory_per_gpu`` once, for one layout of that combination, with
 the layout's quantities (tp, pp, cp, dp, n_gpus, micro_batch_size, global_batch_size,
-seq_len, virtual_stages, ep) given; ``Result.points`` then evaluates the same compiled
-derivations over the arrays of every layout of the combination at once, with the masks of
-where each layout's values stay inside their bounds. No Python loop runs per layout.
+seq_len, virtual_stages, ep) given; one call of the evaluator
+(:func:`symcalc.query.reuse.together`) then runs both compiled derivations over the arrays of
+every layout of the combination at once, steps they share once, with one mask of where every
+value stays inside its bounds. No Python loop runs per layout.
 
 The metrics that follow from the step time (tokens_per_second, mfu, train_time, gpu_hours,
-total_cost) are the library's formulas too: each is solved once with step_time given and
-evaluated over the arrays of the layouts that fit.
+total_cost) are the library's formulas too: each is solved once with step_time given, and
+all of them are evaluated in one call over the arrays of the layouts shown.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from symcalc import cache
 from symcalc.planner.space import Space, searched_options, space_data
+from symcalc.query.reuse import together
 from symcalc.query.solve import solve_unshown
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
@@ -134,12 +136,10 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
             rows = np.flatnonzero(key == k)
             t, m = templates[int(k)] = _templates(c, int(rows[0]), q, global_batch_size, seq_len)
             arrays = _layout_arrays(c, rows, q.moe, global_batch_size, seq_len)
-            extra = {name: q.values[name] for name in q.values}
-            pt = t.points(**extra, **arrays)
-            pm = m.points(**extra, **arrays)
-            step[rows] = np.asarray(pt.value, dtype=float) * t.factor
-            mem[rows] = np.asarray(pm.value, dtype=float) * m.factor
-            inside[rows] = pt.inside & pm.inside
+            got, ok = together((t, m), {**q.values, **arrays})
+            step[rows] = got[t.target] * t.factor
+            mem[rows] = got[m.target] * m.factor
+            inside[rows] = ok
     return Evaluation(step_time=step, memory=mem, inside=inside, combos=len(templates), templates=templates)
 
 
@@ -175,19 +175,17 @@ def metrics(q: Question, step_time: np.ndarray, n_gpus: np.ndarray, global_batch
     out: dict[str, np.ndarray] = {}
     if len(step_time) == 0:
         return out
-    for target, needs in METRICS.items():
-        if any(extra.get(x) is None for x in needs):
-            continue
-        scalar = {STEP_TIME: f"{float(step_time[0])} s", "n_gpus": int(n_gpus[0]),
-                  "global_batch_size": global_batch_size, "seq_len": f"{seq_len} token",
-                  **{x: extra[x] for x in needs}}
-        r = q.solve(target, scalar, {}, on_bounds="flag")
-        arrays = {STEP_TIME: (np.asarray(step_time, dtype=float), "s"),
-                  "n_gpus": np.asarray(n_gpus, dtype=np.int64),
-                  "global_batch_size": np.full(len(step_time), global_batch_size, dtype=np.int64),
-                  "seq_len": np.full(len(step_time), seq_len, dtype=np.int64),
-                  **{x: extra[x] for x in needs}}
-        p = r.points(**{k: v for k, v in arrays.items()}, **{k: q.values[k] for k in q.values
-                                                             if k in r.given and k not in arrays})
-        out[target] = np.asarray(p.value, dtype=float) * r.factor
-    return out
+    asked = [(target, needs) for target, needs in METRICS.items() if all(extra.get(x) is not None for x in needs)]
+    if not asked:
+        return out
+    scalar = {STEP_TIME: f"{float(step_time[0])} s", "n_gpus": int(n_gpus[0]),
+              "global_batch_size": global_batch_size, "seq_len": f"{seq_len} token"}
+    results = [q.solve(target, {**scalar, **{x: extra[x] for x in needs}}, {}, on_bounds="flag")
+               for target, needs in asked]
+    arrays = {**q.values, **{x: extra[x] for _, needs in asked for x in needs},
+              STEP_TIME: (np.asarray(step_time, dtype=float), "s"),
+              "n_gpus": np.asarray(n_gpus, dtype=np.int64),
+              "global_batch_size": np.full(len(step_time), global_batch_size, dtype=np.int64),
+              "seq_len": np.full(len(step_time), seq_len, dtype=np.int64)}
+    got, _ = together(results, arrays)
+    return {r.target: got[r.target] * r.factor for r in results}

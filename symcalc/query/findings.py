@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from symcalc.engine.bounds import outside_of
 from symcalc.engine.derivation import Derivation
 from symcalc.errors import NoSolutionError, NotDeterminedError
 from symcalc.findings import Finding
@@ -214,19 +215,13 @@ def _origin(lib, derivation: Derivation, name: str, values: dict) -> str:
 
 def out_of_bounds(lib, steps: list, values: dict):
     """(step, name, quantity, a bad value, how many are bad, of how many, where) for every
-    numeric value the steps computed outside its quantity's bounds, in step order."""
+    numeric value the steps computed outside its quantity's bounds (or not finite), in step
+    order: the evaluator's bounds test (symcalc.engine.bounds)."""
     for s in steps:
-        for name in s.unknowns:
+        for name, v, bad in outside_of(lib.quantities, s.unknowns, values):
             q = lib.quantities[name]
-            if q.kind == "text" or (isinstance(values[name], float) and q.domain.holds(values[name])):
-                continue
-            v = np.asarray(values[name], dtype=float)
-            if q.domain.holds_all(v):
-                continue
-            bad = ~q.domain.contains(v)
-            if np.any(bad):
-                sample = float(v[bad].flat[0]) if v.ndim else float(v)
-                yield s, name, q, sample, int(bad.sum()), (v.size if v.ndim else 0), bad
+            sample = float(v[bad].flat[0]) if v.ndim else float(v)
+            yield s, name, q, sample, int(bad.sum()), (v.size if v.ndim else 0), bad
 
 
 def _violations(lib, derivation: Derivation, values: dict) -> list[Finding]:

@@ -208,9 +208,9 @@ class Result(Rendered):
 
         Values are read like :func:`symcalc.solve`'s (units, arrays). It goes through the
         same checks (bounds, no-solution, rounding) and reuses the cached compiled derivation,
-        so nothing is re-planned or re-solved. Large arrays take the sweep path
-        (:mod:`symcalc.engine.fastpath`): the same values and checks at about the speed of the formula
-        written in numpy by hand. The work is :func:`symcalc.query.reuse.function`'s, handed to
+        so nothing is re-planned or re-solved. Large arrays take the evaluator's chunked kernel
+        (:mod:`symcalc.engine.evaluate`): the same values and checks at about the speed of the
+        formula written in numpy by hand. The work is :func:`symcalc.query.reuse.function`'s, handed to
         this record by the solver that made it (``again``): the record itself never imports
         the solver.
         """

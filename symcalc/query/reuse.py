@@ -1,38 +1,39 @@
-"""A finished result evaluated again for new values of its knowns (``Result.function``).
+"""A finished result evaluated again for new values of its knowns (``Result.function``,
+``Result.points``), and several results on the same knowns at once (:func:`together`).
 
-The solver hands each :class:`~symcalc.query.results.Result` this module's :func:`function`,
-bound to :func:`symcalc.query.solve.solve` (``Result.again``), so the record never imports the
-solver: large arrays take the sweep path (:mod:`symcalc.engine.fastpath`), anything else asks
-the question again through the solver, which reuses the cached derivation.
+The solver hands each :class:`~symcalc.query.results.Result` this module's functions, bound
+to :func:`symcalc.query.solve.solve` (``Result.again``), so the record never imports the
+solver. The values come from the one evaluator (:func:`symcalc.engine.evaluate.evaluate`);
+``function`` asks the question again through the solver whenever the evaluator's strict mode
+declines (small arrays, a point out of the ordinary), which reuses the cached derivation and
+words any refusal exactly as a first answer would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pint
 
 from symcalc import units
-from symcalc.engine.rounding import round_whole
-from symcalc.engine.derivation import SWEEP_MIN_SIZE as MIN_SIZE
+from symcalc.engine.evaluate import MIN_SIZE, Target, evaluate
 from symcalc.errors import QueryError
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
 
 
 def function(result, values: dict, solve: Callable) -> pint.Quantity:
-    """``result``'s derivation for new ``values`` of the same knowns, in ``result.unit``.
+    """``result``'s derivation for new ``values`` of the same knowns, in ``result.unit``: from
+    the one evaluator in its strict mode (large grids, every point ordinary), else asked of
+    ``solve`` again (which reuses the cached derivation and words any refusal).
 
     Raises TypeError when the values are not exactly the ones given to ``result``; anything
     else ``solve`` raises for these values."""
-    typed = {n for n, g in result.given.items() if not g.origin}
-    names = [result.library.quantity(n).name for n in values]
-    if set(names) != typed:
-        raise TypeError(f"function() takes exactly the values given to this result: {sorted(typed)}")
-    if len(names) == len(typed) and result.quantity.kind != "text":
-        fast = sweep_path(result, values)
+    _check_names(result, values, "function")
+    if result.quantity.kind != "text":
+        fast = _strict(result, values)
         if fast is not None:
             return units.Q(fast, result.unit) if result.unit else units.Q(fast)
     r = solve(result.target, values, options=result.all_options, to=result.unit or None, library=result.library,
@@ -42,8 +43,8 @@ def function(result, values: dict, solve: Callable) -> pint.Quantity:
     return r.quantity_value
 
 
-def sweep_path(result, values: dict):
-    """The answer from the sweep path, or None when it leaves the question to solve()."""
+def _strict(result, values: dict):
+    """The answer from the evaluator's strict mode, or None when it leaves the question to solve()."""
     arrays = {n: _array_of(v) for n, v in values.items()}
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
@@ -51,12 +52,24 @@ def sweep_path(result, values: dict):
         return None
     if np.prod(shape) < MIN_SIZE:
         return None
-    from symcalc.engine.fastpath import sweep  # start-up: a single answer never sweeps (it fuses with sympy)
     read = _magnitudes(result, values, arrays)
     if read is None:
         return None
     check_new_values(result, read[0])       # what solve() checks of given values, a stack's conditions
-    return sweep(result.derivation, read[0], result.rounding, result.factor, read[1])
+    got = evaluate(result.derivation, read[0], (_target(result),), integral=read[1], strict=True)
+    return None if got is None else got.values[result.target]
+
+
+def _target(result) -> Target:
+    """The answer of ``result`` as the evaluator's target: its unit, rounded as it was."""
+    return Target(result.target, result.factor, result.rounding if result.quantity.whole else None)
+
+
+def _check_names(result, values: dict, what: str) -> None:
+    typed = {n for n, g in result.given.items() if not g.origin}
+    names = [result.library.quantity(n).name for n in values]
+    if set(names) != typed:
+        raise TypeError(f"{what}() takes exactly the values given to this result: {sorted(typed)}")
 
 
 @dataclass(frozen=True)
@@ -98,115 +111,91 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
     result : the Result whose derivation runs (its knowns are the names of ``values``).
     values : name -> array (or scalar, or (array, unit)), broadcasting to one grid.
     also : other quantities of the derivation to return over the grid (several targets of one
-        question in one pass); the target itself gives its exact value.
-    outside : also say which quantities leave their bounds where (Points.outside); on the
-        sweep path that runs the general evaluator again on the failing points.
+        question in one pass); the target itself gives its exact (unrounded) value.
+    outside : also say which quantities leave their bounds where (Points.outside).
 
     Returns
     -------
-    Points. One pass of the compiled steps: the sweep path (fused, chunked, memory flat) for
-    large grids, the general evaluator (every step's values) for small ones and for ``also``;
-    the per-quantity ``outside`` masks are computed for the failing points only.
+    Points, from one call of the evaluator (:func:`symcalc.engine.evaluate.evaluate`).
 
     Raises
     ------
     TypeError when the values are not the ones given to ``result``; QueryError when they do not
     broadcast or ``also`` names a quantity the derivation does not compute; DimensionError and
     the like for values that cannot be read at all."""
-    typed = {n for n, g in result.given.items() if not g.origin}
-    names = [result.library.quantity(n).name for n in values]
-    if set(names) != typed:
-        raise TypeError(f"points() takes exactly the values given to this result: {sorted(typed)}")
+    _check_names(result, values, "points")
+    magnitudes, integral = _read_grid(result, values)
+    lib = result.library
+    computed = {n for s in result.derivation.steps for n in s.unknowns}
+    unknown = [n for n in also if lib.quantity(n).name not in computed]
+    if unknown:
+        raise QueryError(f"{', '.join(unknown)}: not computed by this derivation (it computes "
+                         f"{', '.join(sorted(computed))})")
+    also = tuple(lib.quantity(n).name for n in also)
+    targets = [_target(result)]
+    for name in also:
+        if name != result.target:
+            q = lib.quantities[name]
+            targets.append(Target(name, q.factor))
+    got = evaluate(result.derivation, magnitudes, targets, integral=integral, outside=outside)
+    assert got is not None      # only the strict mode declines
+    value = got.values[result.target]
+    extra = {}
+    for name in also:
+        if name == result.target:
+            extra[name] = (got.exact.get(name, value), result.unit)
+        else:
+            extra[name] = (got.values[name], lib.quantities[name].display_unit)
+    capacity, fits = _capacity(result, magnitudes, value)
+    return Points(value=value, unit=result.unit, inside=got.inside, fits=fits, outside=got.outside,
+                  capacity=capacity, also=extra)
+
+
+def together(results: Sequence, values: dict) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Several questions asked on the same knowns, over arrays, in one call of the evaluator
+    (the planner's step time and memory of every layout; its metrics): each result's answer
+    in its unit, and one mask of the points where every value of every question is inside its
+    bounds. Steps the derivations share are evaluated once.
+
+    ``values`` holds the knowns of all of them (each result reads the ones it was given);
+    the same conventions as :func:`points`. Raises TypeError when a result was given a value
+    ``values`` lacks."""
+    magnitudes: dict = {}
+    integral: set[str] = set()
+    for r in results:
+        mine = {n: v for n, v in values.items() if r.library.quantity(n).name in r.given
+                and not r.given[r.library.quantity(n).name].origin}
+        _check_names(r, mine, "together")
+        got, whole = _read_grid(r, mine)
+        magnitudes.update(got)
+        integral |= whole
+    evaluated = evaluate([r.derivation for r in results], magnitudes, [_target(r) for r in results],
+                         integral=frozenset(integral))
+    assert evaluated is not None
+    return {r.target: evaluated.values[r.target] for r in results}, evaluated.inside
+
+
+def _read_grid(result, values: dict) -> tuple[dict, set[str]]:
+    """(base-unit magnitudes, names that came as integer arrays) of values meant for one grid."""
     arrays = {n: _array_of(v) for n, v in values.items()}
     try:
-        shape = np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
+        np.broadcast_shapes(*(a.shape for a in arrays.values() if a is not None))
     except ValueError:
         shapes = ", ".join(f"{n} {a.shape}" for n, a in arrays.items() if a is not None)
         raise QueryError(f"the arrays do not broadcast to one grid: {shapes}") from None
     read = _magnitudes(result, values, arrays, strict=True)
-    magnitudes, integral = read
-    # below MIN_SIZE points the general evaluator costs about the same as the sweep path, and
-    # it needs no sweep program (whose first build for a derivation, ~1 s for the step time,
-    # would dominate a planner's many small groups of layouts), nor sympy, as in function()
-    computed = {n for s in result.derivation.steps for n in s.unknowns}
-    unknown = [n for n in also if result.library.quantity(n).name not in computed]
-    if unknown:
-        raise QueryError(f"{', '.join(unknown)}: not computed by this derivation (it computes "
-                         f"{', '.join(sorted(computed))})")
-    also = tuple(result.library.quantity(n).name for n in also)
-    swept = None if also or np.prod(shape) < MIN_SIZE else \
-        _sweep_masked(result.derivation, magnitudes, result.rounding, result.factor, integral)
-    extra: dict[str, tuple[np.ndarray, str]] = {}
-    if swept is None:
-        value, inside, where, extra = _general_masked(result, magnitudes, also, outside)
-    else:
-        value, inside = swept
-        where = {}
-        if outside and not np.all(inside):     # which quantities fail, for the failing points only
-            where = _outside_at(result, magnitudes, ~np.broadcast_to(inside, value.shape))
-    inside = np.broadcast_to(inside, value.shape)
-    fits = np.ones(value.shape, dtype=bool)
-    capacity = None
+    assert read is not None     # strict: raises instead
+    return read
+
+
+def _capacity(result, magnitudes: dict, value: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the capacity the answer must fit in, in its unit, or None; where it fits)."""
     cap_name = result.quantity.fits_in
-    if cap_name and cap_name in magnitudes:
-        capacity = np.broadcast_to(np.asarray(magnitudes[cap_name], dtype=float) / result.factor, value.shape)
-        with np.errstate(invalid="ignore"):
-            fits = value <= capacity * (1 + 1e-12)
-    return Points(value=value, unit=result.unit, inside=inside, fits=fits, outside=where if outside else None,
-                  capacity=capacity, also=extra)
-
-
-def _sweep_masked(*args):
-    """symcalc.engine.fastpath.sweep_masked, imported when a grid is large enough for it (sympy)."""
-    from symcalc.engine.fastpath import sweep_masked  # start-up: see MIN_SIZE
-    return sweep_masked(*args)
-
-
-def _general_masked(result, magnitudes: dict, also: tuple[str, ...] = (), want_outside: bool = True):
-    """The general evaluator (every step's compiled functions, numeric steps included), with
-    the same mask as the sweep path: every computed value inside its bounds. Returns (value,
-    inside, {quantity: where it is finite but outside its bounds} (``want_outside``, else empty),
-    {also name: (values, unit)})."""
-    derivation = result.derivation
-    env = {**{k: d["magnitude"] for k, d in result.defaults_used.items() if "magnitude" in d}, **magnitudes}
-    with np.errstate(all="ignore"):
-        ev = derivation.evaluate(env)
-        exact = np.asarray(ev.values[result.target], dtype=float)
-        value = np.asarray(round_whole(exact, result.rounding), dtype=float) if result.quantity.whole else exact
-        inside = np.ones(value.shape, dtype=bool)
-        where: dict[str, np.ndarray] = {}
-        for s in derivation.steps:
-            for name in s.unknowns:
-                q = result.library.quantities[name]
-                if q.kind != "text":
-                    v = np.asarray(ev.values[name], dtype=float)
-                    within = q.domain.contains(v)
-                    finite = np.isfinite(v)
-                    inside = inside & np.broadcast_to(within & finite, value.shape)
-                    if want_outside:
-                        bad = np.broadcast_to(finite & ~within, value.shape)
-                        if bad.any():
-                            where[name] = bad
-    extra = {}
-    for name in also:
-        q = result.library.quantities[name]
-        factor, unit = (result.factor, result.unit) if name == result.target else (q.factor, q.display_unit)
-        extra[name] = (np.broadcast_to(np.asarray(ev.values[name], dtype=float), value.shape) / factor, unit)
-    return value / result.factor, inside, where, extra
-
-
-def _outside_at(result, magnitudes: dict, where: np.ndarray) -> dict[str, np.ndarray]:
-    """The per-quantity ``outside`` masks, by the general evaluator run on the points
-    ``where`` selects only (a mixed grid's failing points: usually few)."""
-    shape = where.shape
-    sub = {n: (np.broadcast_to(np.asarray(m), shape)[where] if np.ndim(m) else m) for n, m in magnitudes.items()}
-    _, _, outside_sub, _ = _general_masked(result, sub)
-    out = {}
-    for name, bad in outside_sub.items():
-        full = np.zeros(shape, dtype=bool)
-        full[where] = bad
-        out[name] = full
-    return out
+    if not (cap_name and cap_name in magnitudes):
+        return None, np.ones(value.shape, dtype=bool)
+    capacity = np.broadcast_to(np.asarray(magnitudes[cap_name], dtype=float) / result.factor, value.shape)
+    with np.errstate(invalid="ignore"):
+        return capacity, value <= capacity * (1 + 1e-12)
 
 
 def _magnitudes(result, values: dict, arrays: dict, strict: bool = False):

@@ -1,34 +1,29 @@
-"""``Result.function`` over large arrays: the general path's answer and checks at numpy speed.
+"""The evaluator's path for large grids: a derivation run chunk by chunk at numpy speed.
 
-Why a second path: :func:`symcalc.solve` evaluates a derivation step by step over whole
-arrays, then scans every computed array several times (finite? inside its bounds? whole?).
-For a 1e6-point sweep each scan is a pass over memory, and together with the steps'
-temporaries they cost 5-10x the formula written in numpy by hand. This path answers the
-same questions with the same checks at about the hand-written formula's cost:
+Used only by :func:`symcalc.engine.evaluate.evaluate` (the one evaluator), for grids of at
+least its ``MIN_SIZE`` points. Why a second kernel beside the step walker
+(:meth:`Derivation.evaluate`): walking the steps over whole arrays, then scanning every
+computed array for its bounds, costs 5-10x the formula written in numpy by hand on a 1e6-point
+grid (each scan is a pass over memory). Here the same values and checks cost about the hand
+formula's:
 
 * Inputs are checked in chunks of ``CHUNK`` elements (a minimum and a maximum per chunk, and
-  floor(x) == x for whole numbers), and the formula runs on the chunk while it is still in
-  the CPU cache.
-* numpy's floating-point error reporting is on. From finite inputs, an infinite or NaN value
-  can only come from an overflow, a division by zero or an invalid operation, all of which
-  numpy reports: when none is, every value is finite and nothing is scanned for it.
-* A step whose bounds follow from its formula's structure (:func:`symcalc.engine.signs.sign`: a sum,
-  product or quotient of positive values is positive) is not scanned for them.
+  floor(x) == x for whole numbers: :func:`symcalc.engine.bounds.within`), and the formula
+  runs on the chunk while it is still in the CPU cache.
+* numpy's floating-point error reporting is on in the strict mode. From finite inputs, an
+  infinite or NaN value can only come from an overflow, a division by zero or an invalid
+  operation, all of which numpy reports: when none is, every value is finite.
+* A step whose bounds follow from its formula's structure (:func:`symcalc.engine.signs.sign`:
+  a sum, product or quotient of positive values is positive) is not scanned for them.
 
-When every step is of that kind the derivation runs *fused*: one compiled expression of the
-knowns, with common subexpressions shared and the defaults folded in, which does the work of
-the hand-written formula and no more. It then equals the general path's answer to within
-rounding (no step subtracts, so the two orders of evaluation differ by a few units in the
-last place), and :func:`symcalc.engine.signs.interval` shows over the inputs' actual ranges that no
-step of the general path would overflow or underflow either; an answer within 1e-12 of a
-finite bound goes to the general path. Otherwise (or for a whole-number answer, whose
-rounding must match exactly) it runs the general path's own step functions, bitwise the
-same numbers, scanning the steps not proven.
-
-Whenever anything is out of the ordinary (an input outside its bounds or not exactly whole, a
-computed value outside its bounds, a floating-point error, a step with several roots or
-found numerically, small arrays) it returns None and the general path answers, with its
-exact messages.
+When every step is of that kind and only the target is asked for, the derivation runs
+*fused*: one compiled expression of the knowns, with common subexpressions shared and the
+defaults folded in, which does the work of the hand-written formula and no more. It equals
+the step walker's answer to within rounding (no step subtracts), and
+:func:`symcalc.engine.signs.interval` shows over the inputs' actual ranges that no step would
+overflow or underflow either; an answer within 1e-12 of a finite bound is left to the walker.
+Otherwise (several outputs, a whole-number answer, a step that subtracts) it runs the step
+walker's own compiled functions, bitwise the same numbers, scanning the steps not proven.
 """
 
 from __future__ import annotations
@@ -44,7 +39,9 @@ import sympy
 
 from symcalc import budget
 from symcalc.budget import bounded
-from symcalc.engine.derivation import SWEEP_MIN_SIZE, Derivation
+from symcalc.engine.bounds import both as _and
+from symcalc.engine.bounds import within as _inside
+from symcalc.engine.derivation import Derivation
 from symcalc.library.compiling import compile_expr, unit_factors
 from symcalc.engine.method import Method
 from symcalc.engine.rounding import round_whole
@@ -52,7 +49,6 @@ from symcalc.engine.signs import NONNEG, POS, domain_sign, interval, sign
 from symcalc.library.records import Interval
 
 CHUNK = 1 << 14          # elements per chunk: a chunk's inputs and temporaries stay in L2 cache
-MIN_SIZE = SWEEP_MIN_SIZE   # below this many points the general path costs about the same
 EDGE = 1e-12             # a fused answer this close (relatively) to a finite bound is left to solve()
 
 
@@ -159,83 +155,56 @@ def _bounds_follow(d: Interval, got: str) -> bool:
     return need is not None and (got == POS or need == NONNEG)
 
 
-class _FloatingPointErrors:
-    """numpy's error callback: counts overflows, underflows, divisions by zero and invalid
-    operations while a sweep runs."""
-
-    def __init__(self):
-        self.count = 0
-
-    def __call__(self, kind: str, flag: int) -> None:
-        self.count += 1
+# one output of a run: (quantity, base units per display unit, how a whole number rounds or None)
+Output = tuple[str, float, "str | None"]
 
 
-def sweep(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
-          factor: float, integral: frozenset[str] | set[str] = frozenset()) -> np.ndarray | None:
-    """The target of ``derivation`` in its display unit (``factor`` base units each) for the
-    known ``values`` (base-unit magnitudes: arrays or floats), or None to leave the question
-    to the general path (see the module docstring for when). ``integral`` names values that
-    came as integer arrays: whole numbers without testing each element. The strict mode of
-    :func:`evaluate`: the first point out of the ordinary ends it."""
-    got = evaluate(derivation, values, target_whole, factor, integral, strict=True)
-    return None if got is None else got[0]
+def run(derivation: Derivation, values: Mapping[str, object], outputs: tuple[Output, ...],
+        integral: frozenset[str] | set[str] = frozenset(), strict: bool = False
+        ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray] | None:
+    """``outputs`` of ``derivation`` over the broadcast grid of ``values`` (base-unit
+    magnitudes of its knowns: arrays or floats), chunk by chunk.
 
+    Returns (values per output in its display unit, rounded where asked; the unrounded values
+    of the rounded outputs; the ``inside`` mask), or None when the derivation cannot run here
+    (no steps, a numeric or algorithmic step, several roots, a text quantity, a known missing,
+    an output it does not compute).
 
-def sweep_masked(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
-                 factor: float, integral: frozenset[str] | set[str] = frozenset()
-                 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The target over a grid where some points leave their bounds: (values in the display
-    unit, ``inside`` mask), or None when the derivation cannot be swept here. The masked mode
-    of :func:`evaluate`."""
-    return evaluate(derivation, values, target_whole, factor, integral, strict=False)
+    A point is inside when every known lies in its quantity's bounds (exactly whole where the
+    quantity is whole, unless it came as an integer array: ``integral``), every step whose
+    bounds are not proven from its formula's structure does too, and the target (rounded when
+    asked) is finite and inside its bounds; the values at the other points are what the
+    formulas give there (NaN where undefined).
 
+    ``strict`` (Result.function): None as soon as anything is out of the ordinary, so that the
+    step walker answers with its exact messages: a point outside, a floating-point error, a
+    float array that is not float64, a given value the steps do not read outside its bounds, a
+    fused answer within EDGE of a finite bound or inputs whose ranges could overflow a step
+    (signs.interval), an answer that would not broadcast like the walker's.
 
-def evaluate(derivation: Derivation, values: Mapping[str, object], target_whole: str | None,
-             factor: float, integral: frozenset[str] | set[str] = frozenset(), strict: bool = False
-             ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The one chunked evaluator of the sweep path: (the target in the display unit over the
-    broadcast grid of ``values``, the ``inside`` mask), or None when the derivation cannot be
-    swept here (no steps, a numeric or algorithmic step, several roots).
-
-    A point is inside when every known of it lies in its quantity's bounds (exactly whole
-    where the quantity is whole, or it came as an integer array), every step whose bounds are
-    not proven from its formula's structure does too, and the answer (rounded when whole) is
-    finite and inside its bounds; the values at the other points are what the formulas give
-    there (NaN where undefined). When every step's bounds follow from its formula, the fused
-    expression runs (the general path's numbers to rounding) and only the knowns and the
-    answer are checked; else the general path's own step functions run, bitwise its numbers.
-    Chunk by chunk: a chunk whose values all pass costs two reductions per checked array (a
-    minimum and a maximum), and only a chunk with points outside pays for elementwise masks.
-
-    ``strict`` (Result.function): None as soon as anything is out of the ordinary, so that
-    the general path answers with its exact messages: a point outside, a floating-point error
-    (numpy reports every overflow, division by zero and invalid operation, so without one
-    every value is finite), fewer than MIN_SIZE points, a known the steps do not read outside
-    its bounds, a fused answer within EDGE of a finite bound or inputs whose ranges could
-    overflow a step of the general path (signs.interval), an answer that would not broadcast
-    like the general path's.
-
-    O(points x steps), memory flat in the number of points beyond the two outputs.
+    O(points x steps); memory flat in the number of points beyond the outputs.
     """
     prog = program(derivation)
     if prog is None or any(name not in values for name in prog.knowns):
+        return None
+    computed = {name for _, _, name in prog.steps}
+    if any(name not in computed for name, _, _ in outputs):
         return None
     quantities = derivation.library.quantities
     arrays = [np.asarray(values[n]) for n in prog.knowns]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     if not shape:
         return None
-    size = math.prod(shape)
-    if strict and not _ordinary_inputs(prog, values, arrays, size, quantities):
+    if strict and not _ordinary_inputs(prog, values, arrays, quantities):
         return None
-    return _Chunks(prog, quantities, arrays, shape, size, factor, target_whole, integral, strict).run()
+    return _Chunks(prog, quantities, arrays, shape, outputs, integral, strict).run()
 
 
-def _ordinary_inputs(prog: Program, values: Mapping[str, object], arrays: list[np.ndarray], size: int,
+def _ordinary_inputs(prog: Program, values: Mapping[str, object], arrays: list[np.ndarray],
                      quantities: Mapping) -> bool:
-    """The strict mode's checks before any chunk: enough points, float64 or integer arrays, and
-    the given values the steps do not read inside their bounds (else the general path answers)."""
-    if size < MIN_SIZE or any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
+    """The strict mode's checks before any chunk: float64 or integer arrays, and the given
+    values the steps do not read inside their bounds (else the step walker answers)."""
+    if any(a.dtype != np.float64 and a.dtype.kind not in "iu" for a in arrays):
         return False
     for name, v in values.items():     # given but not used by the steps: checked all the same
         q = quantities[name]
@@ -244,25 +213,40 @@ def _ordinary_inputs(prog: Program, values: Mapping[str, object], arrays: list[n
     return True
 
 
+class _FloatingPointErrors:
+    """numpy's error callback: counts overflows, underflows, divisions by zero and invalid
+    operations while a strict run goes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, kind: str, flag: int) -> None:
+        self.count += 1
+
+
 class _Chunks:
-    """One :func:`evaluate`, chunk by chunk: what every chunk reads (the knowns and their
-    checks, the fused expression or the steps, the answer's bounds) is worked out once here,
-    and each chunk's values are written into the two outputs."""
+    """One :func:`run`, chunk by chunk: what every chunk reads (the knowns and their checks,
+    the fused expression or the steps, the answer's bounds) is worked out once here, and each
+    chunk's values are written into the outputs."""
 
     def __init__(self, prog: Program, quantities: Mapping, arrays: list[np.ndarray], shape: tuple,
-                 size: int, factor: float, target_whole: str | None, integral: frozenset[str] | set[str],
-                 strict: bool):
-        self.prog, self.shape, self.factor, self.target_whole, self.strict = prog, shape, factor, target_whole, strict
+                 outputs: tuple[Output, ...], integral: frozenset[str] | set[str], strict: bool):
+        self.prog, self.shape, self.outputs, self.strict = prog, shape, outputs, strict
+        size = math.prod(shape)
         self.rows = max(1, CHUNK // max(1, size // shape[0]))
         self.knowns = [(name, a, quantities[name].domain,
                         quantities[name].whole is not None and name not in integral,
                         a.ndim == len(shape) and a.shape[0] == shape[0] > 1)
                        for name, a in zip(prog.knowns, arrays)]
         self.checked = [(name, quantities[name].domain) for name in prog.checked if name != prog.target]
+        self.domains = {name: quantities[name].domain for name, _, _ in outputs}
         target_domain = quantities[prog.target].domain
-        # every step proven from its formula's structure: one fused expression (in the display
-        # unit), and only the knowns and the answer are checked
-        self.fused = fused = prog.fused(factor) if prog.fused_expr is not None and not target_whole else None
+        # every step proven from its formula's structure and the target alone asked for, not
+        # rounded: one fused expression (in the display unit); only the knowns and the answer
+        # are checked
+        only = outputs[0] if len(outputs) == 1 and outputs[0][0] == prog.target and not outputs[0][2] else None
+        factor = outputs[0][1]
+        self.fused = fused = prog.fused(factor) if only is not None and prog.fused_expr is not None else None
         if fused is not None:
             target_domain = Interval(target_domain.lo / factor, target_domain.hi / factor,
                                      target_domain.lo_open, target_domain.hi_open)
@@ -272,13 +256,14 @@ class _Chunks:
         self.edge = EDGE if strict and fused is not None else 0.0
         self.scan_target = not (strict and fused is not None) or prog.target in prog.checked
         self.ranges: dict[str, list[float]] = {name: [math.inf, -math.inf] for name in prog.knowns}
-        self.out = np.empty(shape)
+        self.out = {name: np.empty(shape) for name, _, _ in outputs}
+        self.exact = {name: np.empty(shape) for name, _, how in outputs if how}
         self.mask = np.empty(shape, dtype=bool)
 
-    def run(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Every chunk in turn: (values, ``inside`` mask), or None in the strict mode at the
-        first thing out of the ordinary."""
-        shape, strict, fused, out, mask = self.shape, self.strict, self.fused, self.out, self.mask
+    def run(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray] | None:
+        """Every chunk in turn: (values, unrounded values, ``inside`` mask), or None in the
+        strict mode at the first thing out of the ordinary."""
+        shape, strict, fused, mask = self.shape, self.strict, self.fused, self.mask
         errors = _FloatingPointErrors()
         with np.errstate(all="call", call=errors) if strict else np.errstate(all="ignore"):
             for start in range(0, shape[0], self.rows):
@@ -289,9 +274,9 @@ class _Chunks:
                     return None
                 ok, args = got
                 if fused is not None:
-                    ok = self._fused_chunk(fused, args, piece, ok, out[start:stop])
+                    ok = self._fused_chunk(fused, args, piece, ok, self.out[self.prog.target][start:stop])
                 else:
-                    ok = self._stepwise_chunk(args, piece, ok, out[start:stop])
+                    ok = self._stepwise_chunk(args, piece, ok, start, stop)
                 if ok is None:
                     return None
                 if strict:
@@ -301,7 +286,7 @@ class _Chunks:
                     mask[start:stop] = ok
         if strict and (errors.count or (fused is not None and not _in_range(self.prog, self.ranges))):
             return None
-        return out, mask
+        return self.out, self.exact, mask
 
     def _inputs(self, start: int, stop: int) -> tuple[Any, list[np.ndarray]] | None:
         """The chunk's knowns as float64, and where they are inside their bounds (True for
@@ -321,7 +306,7 @@ class _Chunks:
                      out: np.ndarray) -> Any:
         """The fused expression over the chunk, into ``out``: ``ok`` with the answer's bounds
         (when scanned), or None in the strict mode when it would not broadcast like the
-        general path's."""
+        walker's."""
         value = fused(*args)
         if not _full(value, piece):
             if self.strict:
@@ -332,27 +317,29 @@ class _Chunks:
         out[...] = value
         return ok
 
-    def _stepwise_chunk(self, args: list[np.ndarray], piece: tuple, ok: Any, out: np.ndarray) -> Any:
-        """The general path's steps over the chunk, into ``out`` (in the display unit, rounded
-        when whole): ``ok`` with the scanned steps' and the answer's bounds, or None in the
-        strict mode when the answer would not broadcast like the general path's."""
-        prog, strict, target_domain = self.prog, self.strict, self.target_domain
+    def _stepwise_chunk(self, args: list[np.ndarray], piece: tuple, ok: Any, start: int, stop: int) -> Any:
+        """The walker's steps over the chunk, each output into its array (in its display unit,
+        rounded where asked): ``ok`` with the scanned steps' and the target's bounds (the
+        target's rounded value too, when it is rounded), or None in the strict mode when the
+        target would not broadcast like the walker's."""
+        prog, strict = self.prog, self.strict
         env: dict[str, Any] = dict(prog.constants)
         env.update(zip(prog.knowns, args))
         for fn, inputs, name in prog.steps:
             env[name] = fn(*[env[x] for x in inputs])
         for name, domain in self.checked:
             ok = _and(ok, _inside(env[name], domain, False))
-        value = env[prog.target]
-        if strict:
-            if not _full(value, piece):
-                return None
-            ok = _and(ok, _inside(value, target_domain, False))     # unrounded, too
-        value = np.broadcast_to(np.asarray(value, dtype=float), piece)
-        if self.target_whole:
-            value = _rounded(value, self.target_whole)
-        ok = _and(ok, _inside(value, target_domain, False))
-        np.divide(value, self.factor, out=out)
+        target = env[prog.target]
+        if strict and not _full(target, piece):
+            return None
+        ok = _and(ok, _inside(target, self.target_domain, False))     # unrounded
+        for name, factor, how in self.outputs:
+            value = np.broadcast_to(np.asarray(env[name], dtype=float), piece)
+            if how:
+                np.divide(value, factor, out=self.exact[name][start:stop])
+                value = _rounded(value, how)
+                ok = _and(ok, _inside(value, self.domains[name], False))
+            np.divide(value, factor, out=self.out[name][start:stop])
         return ok
 
 
@@ -375,48 +362,7 @@ def _in_range(prog: Program, ranges: dict[str, list[float]]) -> bool:
     return True
 
 
-_MIN, _MAX, _NOT_EQUAL, _FLOOR = np.minimum.reduce, np.maximum.reduce, np.not_equal, np.floor
-_INF, _NEG_INF = math.inf, -math.inf
 
 
 def _rounded(value: np.ndarray, how: str) -> np.ndarray:
     return np.asarray(round_whole(value, how), dtype=float)
-
-
-def _and(ok, more):
-    """``ok & more`` where either may be True (all of the chunk) or a mask."""
-    if more is True:
-        return ok
-    if ok is True:
-        return more
-    return np.logical_and(ok, more, out=ok) if np.shape(ok) == np.shape(more) else ok & more
-
-
-def _inside(a, domain: Interval, whole: bool, seen: list[float] | None = None, edge: float = 0.0):
-    """Where ``a`` is finite, inside ``domain`` and (``whole``) a whole number: True for all
-    of it when one minimum and one maximum say so, else an elementwise mask. ``seen`` (a
-    [min, max] pair) is widened to the values' range; ``edge`` also refuses, all of ``a``,
-    when its values come that close (relatively) to a finite bound (the strict mode's test)."""
-    if type(a) is not np.ndarray or a.dtype != np.float64:
-        a = np.asarray(a, dtype=float)
-    if a.size:
-        lo, hi = _MIN(a, axis=None), _MAX(a, axis=None)
-        if seen is not None:
-            if lo < seen[0]:
-                seen[0] = lo
-            if hi > seen[1]:
-                seen[1] = hi
-        if ((lo > domain.lo if domain.lo_open else lo >= domain.lo)
-                and (hi < domain.hi if domain.hi_open else hi <= domain.hi)
-                and _NEG_INF < lo and hi < _INF and not (whole and _NOT_EQUAL(_FLOOR(a), a).any())):
-            if edge and ((domain.lo != 0 and abs(lo - domain.lo) <= edge * abs(domain.lo))
-                         or (math.isfinite(domain.hi) and abs(domain.hi - hi) <= edge * abs(domain.hi))):
-                return np.zeros(a.shape, dtype=bool)
-            return True
-    # two comparisons (NaN fails both; an infinite bound is compared strictly, so inf fails)
-    lower = a > domain.lo if domain.lo_open or not math.isfinite(domain.lo) else a >= domain.lo
-    upper = a < domain.hi if domain.hi_open or not math.isfinite(domain.hi) else a <= domain.hi
-    ok = np.logical_and(lower, upper, out=lower)
-    if whole:
-        ok &= _FLOOR(a) == a
-    return ok
