@@ -1,7 +1,21 @@
 """Writes docs/tutorial.ipynb (outputs empty: tests/test_notebook.py executes it and checks the numbers its text states).
 
 Run from the repository root: python docs/make_tutorial.py. Edit the cells here, not in the notebook."""
+import pathlib
+
 import nbformat as nbf
+
+try:
+    import tomllib
+except ImportError:     # Python 3.10
+    import tomli as tomllib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+RAW = REPOSITORY.replace("https://github.com/", "https://raw.githubusercontent.com/") + "/main"
+COLAB = REPOSITORY.replace("https://github.com/", "https://colab.research.google.com/github/") + \
+    "/blob/main/docs/tutorial.ipynb"
+
 nb = nbf.v4.new_notebook()
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
@@ -12,8 +26,14 @@ needs, what the curve looks like, which layout is best, and how to calibrate to 
 once it exists. Every number comes from the formula library, with units and a derivation you can
 print. (Run it top to bottom; about half a minute the first time, as derivations are built and
 cached.)"""),
-code("""# in a checkout: pip install -e . (or pip install ".[test]") from the repository's root first
-import symcalc"""),
+code(f"""# in a checkout, pip install -e . from the repository's root first; elsewhere (Colab, a fresh
+# kernel) this cell installs symcalc from its repository
+try:
+    import symcalc
+except ImportError:
+    import subprocess, sys
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "symcalc @ git+{REPOSITORY}"], check=True)
+    import symcalc"""),
 md("""## 1. Will it fit?
 
 Llama 3 8B on 64 H100s with PyTorch FSDP (ZeRO-3), 8,192-token sequences, a micro-batch of 2 and
@@ -72,22 +92,26 @@ Measured steps of your own runs fit the model's few physical coefficients (the s
 the communication contention, the stack's overheads) into a hardware profile, which every
 question then takes as `hardware=`. The example runs file holds llm-foundry's H100 FSDP
 measurements."""),
-code("""import pathlib, subprocess, sys
-# the example runs file comes with a checkout of the repository (here, or one folder up from docs/)
+code("""import pathlib, subprocess, sys, urllib.request
+# the example runs file comes with a checkout of the repository (here, or one folder up from
+# docs/); elsewhere (Colab) it is downloaded from the repository
 runs = next((p for p in (pathlib.Path("calibration/examples/h100_fsdp_runs.toml"),
                          pathlib.Path("../calibration/examples/h100_fsdp_runs.toml")) if p.exists()), None)
 if runs is None:
-    print("calibration/examples/h100_fsdp_runs.toml is not here: clone the repository to run this step")
-else:
+    try:
+        runs, _ = urllib.request.urlretrieve("RAW/calibration/examples/h100_fsdp_runs.toml", "h100_fsdp_runs.toml")
+    except OSError as e:
+        print(f"calibration/examples/h100_fsdp_runs.toml is not here and could not be downloaded ({e})")
+if runs is not None:
     done = subprocess.run([sys.executable, "-m", "symcalc", "calibrate", str(runs), "-o", "h100_fsdp.toml"],
                           capture_output=True, text=True, check=True)
     print(done.stdout.splitlines()[0])
     calibrated = symcalc.solve("step_time", layout, model="llama3-8b", hardware="h100_fsdp.toml",
                                options={**fsdp, "recompute": "full"})
-    print(f"step_time with the calibrated profile = {calibrated.value:.4g} {calibrated.unit}")"""),
+    print(f"step_time with the calibrated profile = {calibrated.value:.4g} {calibrated.unit}")""".replace("RAW", RAW)),
 md("""That is the loop: ask forwards, solve backwards, sweep, plan, and calibrate once real steps
 exist. `symcalc --help` has the same questions on the command line."""),
 ]
 nb["cells"] = cells
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nbf.write(nb, str(__import__("pathlib").Path(__file__).resolve().parent / "tutorial.ipynb"))
+nbf.write(nb, str(ROOT / "docs" / "tutorial.ipynb"))

@@ -53,3 +53,31 @@ def test_the_tutorial_notebook_runs_and_prints_what_it_says(tmp_path):
     assert any("image/png" in kinds for kinds in shown)       # .plot()'s Figure, inline
     assert sum("text/html" in kinds for kinds in shown) >= 3  # the Result, the Sweep, the plan
     assert (tmp_path / "h100_fsdp.toml").exists()
+
+
+def test_the_colab_badge_and_the_install_cell_follow_the_repository_url():
+    # Colab opens a notebook from its GitHub path, and a Colab kernel has no symcalc: the badge
+    # must name this notebook under the repository pyproject.toml declares, and the notebook's
+    # first code cell must install symcalc from that same repository when it is not importable
+    import re
+    try:
+        import tomllib
+    except ImportError:     # Python 3.10
+        import tomli as tomllib
+    repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository)
+    owner_repo = repository.removeprefix("https://github.com/")
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\(https://colab\.research\.google\.com/github/([^)]+)\)", readme)
+    assert links == [f"{owner_repo}/blob/main/{NOTEBOOK.relative_to(ROOT).as_posix()}"]
+    assert "colab-badge.svg" in readme
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code").source
+    assert "except ImportError" in first and f"symcalc @ git+{repository}" in first
+    downloads = re.findall(r"https://raw\.githubusercontent\.com/([^\"]+)", _sources(nb))
+    assert downloads == [f"{owner_repo}/main/calibration/examples/h100_fsdp_runs.toml"]
+    assert (ROOT / "calibration" / "examples" / "h100_fsdp_runs.toml").exists()
+
+
+def _sources(nb) -> str:
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
