@@ -162,6 +162,21 @@ def test_a_sweep_plot_says_what_it_holds_fixed_and_labels_gpu_counts(tmp_path):
     assert img.shape[:2] == (576, 900)
 
 
+def test_a_title_writes_a_long_number_to_four_figures():
+    # an MFU carried over from another answer (f"{mfu.value} %": 36.500116100837694 %) reads
+    # 36.5 % in the title; values typed short stay as typed (15e12 token)
+    import symcalc
+    s = symcalc.sweep("train_time", {"n_tokens": "15e12 token", "mfu": "36.500116100837694 %"},
+                      vary={"n_gpus": "256:1024:3:log"}, model="llama3-8b", hardware="h100")
+    title = _sweep_title(s)
+    assert "mfu = 36.5 %" in title and "n_tokens = 15e12 token" in title and "36.50011" not in title
+
+
+def _sweep_title(s) -> str:
+    from symcalc.render.plot import sweep_figure
+    return " ".join(sweep_figure(s).axes[0].get_title().split())     # the title wraps at 80 columns
+
+
 def test_a_comparison_plot_splits_both_sides_by_part(tmp_path):
     """ZeRO-1 against ZeRO-3 for Llama 2 7B on 8 H100s: each side one bar split into the memory's
     parts (model states shrink from 16 to 4 + 12/8 bytes a parameter under ZeRO-3's sharding),

@@ -8,6 +8,7 @@ border drawn. Labels are the quantities' symbols and units.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -134,10 +135,20 @@ def _title(sweep: Sweep) -> str:
     options = ", ".join(f"{k}={v}" for k, v in sweep.result.options.items()
                         if k in lib.options and lib.options[k].default != v)
     varied = {a.name for a in sweep.axes}
-    own = [f"{k} = {g.text.strip()}" for k, g in sweep.result.given.items() if not g.origin and k not in varied]
+    own = [f"{k} = {_short_numbers(g.text.strip())}" for k, g in sweep.result.given.items()
+           if not g.origin and k not in varied]
     fixed = ", ".join(own[:TITLE_GIVEN]) + (f", +{len(own) - TITLE_GIVEN} more" if len(own) > TITLE_GIVEN else "")
     context = "; ".join(x for x in (presets, options, fixed) if x)
     return textwrap.fill(f"{sweep.target} over {names}" + (f" ({context})" if context else ""), 80)
+
+
+_LONG_NUMBER = re.compile(r"(?<![\w.])\d+\.\d{5,}(?:[eE][+-]?\d+)?")
+
+
+def _short_numbers(text: str) -> str:
+    """A given value as a title shows it: a number typed (or computed) with many digits,
+    36.500116100837694 %, written to 4 significant figures, 36.5 %; the rest as typed."""
+    return _LONG_NUMBER.sub(lambda m: f"{float(m.group()):.4g}", text)
 
 
 def _whole_ticks(axis: Axis, x: np.ndarray, set_ticks: Callable[[np.ndarray], object],
