@@ -112,6 +112,8 @@ if runs is not None:
 md("""That is the loop: ask forwards, solve backwards, sweep, plan, and calibrate once real steps
 exist. `symcalc --help` has the same questions on the command line."""),
 ]
+for i, cell in enumerate(cells):
+    cell["id"] = f"cell-{i:02d}"     # stable ids: writing the notebook again changes only what was edited
 nb["cells"] = cells
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 nbf.write(nb, str(ROOT / "docs" / "tutorial.ipynb"))
