@@ -27,6 +27,16 @@ def test_a_count_off_by_float_noise_is_whole():
     assert days == pytest.approx(6 * 7e9 * 1e12 / (0.4 * 989e12 * 3) / 86400, rel=1e-12)
 
 
+@pytest.mark.parametrize("array, message", [
+    (np.array([True, True]), "an array of booleans"),          # True would have counted as 1 GPU
+    (np.array([64 + 1j, 128]), "an array of complex numbers"),  # the imaginary part was dropped with a warning
+    (np.array(["64", "128"]), "an array of text"),
+])
+def test_an_array_that_is_not_of_numbers_is_refused_naming_what_it_is(array, message):
+    with pytest.raises(MalformedValueError, match=f"n_gpus: expected numbers, got {message}"):
+        symcalc.solve("train_time", n_gpus=array, **TRAIN)
+
+
 def test_an_array_with_one_count_below_one_is_refused():
     with pytest.raises(DomainError, match=r"n_gpus is a whole number \(got 1e-12\)"):
         symcalc.solve("train_time", n_gpus=np.array([64.0, 1e-12]), **TRAIN)

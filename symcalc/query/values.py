@@ -152,7 +152,13 @@ def _numbers(q: QuantitySpec, raw):
     if isinstance(raw, (str, bytes, bool)) or raw is None:
         raise MalformedValueError(f"{q.name}: expected a number or an array of numbers, got {raw!r:.40}")
     try:
-        arr = np.asarray(raw, dtype=float)
+        arr = np.asarray(raw)
+        kind = arr.dtype.kind
+        if kind in "bcUSV":      # booleans, complex numbers, text, raw bytes: not a magnitude
+            what = {"b": "booleans", "c": "complex numbers"}.get(kind, "text")
+            raise MalformedValueError(f"{q.name}: expected numbers, got an array of {what}"
+                                      + (" (give numbers, and the unit as a pair: (array, 'GB'))" if what == "text" else ""))
+        arr = arr.astype(float, copy=False)
     except (TypeError, ValueError):
         raise MalformedValueError(f"{q.name}: cannot read {type(raw).__name__} as numbers") from None
     if arr.size == 0:
