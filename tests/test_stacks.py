@@ -362,3 +362,19 @@ def test_the_planner_searches_only_what_the_stack_runs():
                      options={"runtime": "data-parallel-only", "pipeline_schedule": "interleaved"})
     assert e.value.message == ("option pipeline_schedule=interleaved is not supported by runtime=data-parallel-only "
                                "(it runs: 1f1b)")
+
+
+def test_the_attention_kernel_an_answer_assumes_is_said_first_and_once():
+    # In the real library: memory asked without a stack keeps the seeds' eager attention, whose
+    # s x s scores are most of it at 8k tokens (Llama 3 8B, 32 heads: 2 x 32 x 8192^2 bytes =
+    # 4.295 GB a layer), so the answer says so in its first lines; a step time, under the default
+    # stack, runs cuDNN attention, said once, as set by the stack (not as the option's default)
+    layout = dict(tp=1, pp=1, dp=8, n_gpus=8, global_batch_size=64, micro_batch_size=1, seq_len="8192 token")
+    mem = symcalc.solve("activation_memory_per_layer", layout, model="llama3-8b", hardware="h100")
+    said = {a["name"]: a for a in mem.assumptions}
+    assert said["attention_kernel"]["value"] == "eager" and said["attention_kernel"]["kind"] == "option"
+    assert mem.values["attention_score_memory_per_layer"] == pytest.approx(2 * 32 * 8192 ** 2, rel=1e-12)
+    step = symcalc.solve("step_time", layout, model="llama3-8b", hardware="h100")
+    kernel = [a for a in step.assumptions if a["name"] == "attention_kernel"]
+    assert kernel == [{"name": "attention_kernel", "value": "cudnn", "source": "set by stack=megatron-core",
+                       "kind": "set_by_option", "option": "stack", "option_value": "megatron-core"}]

@@ -357,7 +357,7 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
             out.append(entry)
     for name, value in relevant.items():
         opt = lib.options[name]
-        if name not in posed.settled and (opt.main_input or name in posed.in_force):
+        if name not in posed.settled and name not in posed.resolved.set_by and (opt.main_input or name in posed.in_force):
             out.append({"name": name, "value": value, "source": f"the default of option {name}: {opt.values[value]}",
                         "kind": "option"})
     for name, value in relevant.items():
