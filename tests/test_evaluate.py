@@ -32,12 +32,12 @@ def arch_arrays(n: int = N, counts=float) -> dict:
 def no_general_path(monkeypatch):
     """Fail if Result.function falls back to symcalc.solve."""
     def refuse(*args, **kwargs):
-        raise AssertionError("the sweep path declined")
+        raise AssertionError("the chunked kernel declined")
     monkeypatch.setattr(symcalc.query.solve, "solve", refuse)
 
 
 def general(result, values: dict, **kwargs):
-    """The general path's answer for the same values (what function() must equal)."""
+    """solve()'s answer for the same values (what function() must equal)."""
     return symcalc.solve(result.target, values, options=result.all_options, to=result.unit or None,
                          library=result.library, **kwargs)
 
@@ -64,7 +64,7 @@ def test_a_whole_number_answer_is_bitwise_the_general_paths(no_general_path):
 
 
 def _general_value(r, values):
-    """The general path's evaluation, called without symcalc.query.solve.solve (patched away)."""
+    """The step walker's evaluation, called without symcalc.query.solve.solve (patched away)."""
     from symcalc.engine.rounding import round_whole as _round
     from symcalc.query.derivations import derivation_for
     from symcalc.query.question import read_given
@@ -124,7 +124,7 @@ def test_a_value_the_derivation_does_not_use_is_still_checked():
 
 
 def assert_same_refusal(r, values):
-    """The sweep path refuses the values with solve()'s own words."""
+    """The chunked kernel refuses the values with solve()'s own words."""
     with pytest.raises(DomainError) as swept:
         r.function(**values)
     with pytest.raises(DomainError) as solved:

@@ -89,7 +89,7 @@ def test_several_quantities_of_one_question_come_from_one_pass():
 
 @pytest.mark.parametrize("size", [10, 200_000])
 def test_each_quantity_leaving_its_bounds_is_named_where_it_does(size):
-    # the same grid through the general evaluator (small) and the sweep path (large): mfu above
+    # the same grid through the step walker (small) and the chunked kernel (large): mfu above
     # 100 % at the points where 6 N R > n x peak, i.e. R > 64 x 1979e12 / 4.2e10 = 3.0156e6 token/s
     r = symcalc.solve("mfu", n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64,
                       peak_flops="1979 TFLOP/s")

@@ -187,7 +187,7 @@ def test_sweeps_and_new_values_meet_the_stacks_requirements():
     with pytest.raises(BadOptionValueError) as e:
         symcalc.sweep("stack_activation_memory", GIVEN, vary={"tp": "1,2"}, options={"stack": "fsdp"}, library=LIB)
     assert "requires tp == 1" in e.value.message and "at 1 of 2 points" in e.value.message
-    # the compiled derivation for new values (its sweep path for large arrays) checks them too
+    # the compiled derivation for new values (its chunked kernel for large arrays) checks them too
     r = solve("stack_activation_memory", {"stack": "fsdp"}, tp=1)
     values = {**GIVEN, "tp": np.ones(1 << 15, dtype=np.int64)}
     assert np.allclose(r.function(**values).magnitude * 1e9, FLASH)

@@ -196,14 +196,14 @@ def test_function_over_a_thousand_layouts_is_the_hand_model(result, monkeypatch)
     expected = hand(**x)["step"]
     general = symcalc.solve("step_time", {**QUESTION, **x}, **PRESETS).value
     np.testing.assert_allclose(general, expected, rtol=1e-9)
-    # small arrays go to the general path; 33 copies (33,000 layouts) take the sweep path,
+    # small arrays go to the step walker; 33 copies (33,000 layouts) take the chunked kernel,
     # which must answer without falling back to solve()
     assert not chunked.program(result.derivation).fused_expr      # steps that subtract: step by step
     many = {k: np.tile(v, 33) for k, v in x.items()}
     assert many["tp"].size >= MIN_SIZE
 
     def refuse(*args, **kwargs):
-        raise AssertionError("the sweep path declined")
+        raise AssertionError("the chunked kernel declined")
     monkeypatch.setattr(symcalc.query.solve, "solve", refuse)
     got = result.function(**QUESTION | many)
     assert got.units == symcalc.Q(1, "s").units

@@ -201,7 +201,7 @@ def test_cli_sweep_text_of_a_large_grid_is_sampled(cli):
 
 
 def test_a_large_grid_takes_the_compiled_sweep_path_with_the_same_answers(monkeypatch):
-    # 1000 x 1000 points: the values come from the compiled sweep path (every bound checked
+    # 1000 x 1000 points: the values come from the chunked kernel (every bound checked
     # at once, chunk by chunk); they equal the hand formula, and a grid with infeasible points
     # takes the same path (masked, never refused) and still marks them
     from symcalc.engine import chunked

@@ -1,7 +1,7 @@
 """The bounds test: where values are finite and inside their quantity's bounds.
 
 One function answers it for every evaluation over arrays (the chunked path's knowns, steps
-and answer, the general path's computed values, a solve's violations, a sweep's infeasible
+and answer, the step walker's computed values, a solve's violations, a sweep's infeasible
 points), so a point is feasible by the same rule wherever it is asked.
 """
 

@@ -90,7 +90,7 @@ def program(derivation: Derivation) -> Program | None:
     or a text quantity."""
     if derivation not in _programs:
         built = None
-        with bounded(budget.DEFAULT_SYMBOLIC_LIMIT):    # too large to prepare in time: the general path
+        with bounded(budget.DEFAULT_SYMBOLIC_LIMIT):    # too large to prepare in time: the step walker
             built = _build(derivation)
         _programs[derivation] = built
     return _programs[derivation]
@@ -345,12 +345,12 @@ class _Chunks:
 
 def _full(value, piece: tuple) -> bool:
     """A float64 array of the chunk's full shape (else the answer would not broadcast like
-    the general path's)."""
+    the walker's)."""
     return isinstance(value, np.ndarray) and value.dtype == np.float64 and value.shape == piece
 
 
 def _in_range(prog: Program, ranges: dict[str, list[float]]) -> bool:
-    """Whether, over the inputs' actual ranges, every step of the general path stays inside
+    """Whether, over the inputs' actual ranges, every step of the walker stays inside
     floating point's normal range (what the fused evaluation cannot see for itself)."""
     assert prog.exprs is not None      # set with fused_expr, which the caller checked
     box = {prog.symbols[k]: (float(lo), float(hi)) for k, (lo, hi) in ranges.items()}

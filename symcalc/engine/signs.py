@@ -1,6 +1,6 @@
 """What the structure of an expression guarantees about its value in floating point.
 
-The sweep path (sweep.py) skips scanning a computed array for bounds its formula already
+The evaluator's chunked kernel (chunked.py) skips scanning a computed array for bounds its formula already
 guarantees, and evaluates a derivation as one fused expression when every step is of that
 kind. Both rest on two facts proven here from the expression tree alone:
 

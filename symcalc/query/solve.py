@@ -304,7 +304,7 @@ def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: 
 
 def _again(result: Result, values: dict, masked: bool = False, also: tuple[str, ...] = (), outside: bool = False):
     """Result.function (and, ``masked``, Result.points): the record's derivation for new values
-    (symcalc.query.reuse), with this module's solve() for what the sweep path leaves to it."""
+    (symcalc.query.reuse), with this module's solve() for what the evaluator's strict mode leaves to it."""
     from symcalc.query import reuse  # start-up: only a record evaluated again needs it
     if masked:
         return reuse.points(result, values, also, outside)

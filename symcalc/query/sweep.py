@@ -222,8 +222,8 @@ def _evaluated(lib: Library, tq, fixed: dict, axes: list[Axis], shape: tuple, kw
         grid[a.name] = (a.values.reshape(dims), a.unit)
     template = _template(tq.name, fixed, axes, kw)
     if template is not None and template.quantity.kind != "text":
-        # the first point's derivation over the whole grid, masked (Result.points: the sweep
-        # path for large grids, the general evaluator for small ones; never refused)
+        # the first point's derivation over the whole grid, masked (Result.points: the
+        # evaluator's chunked kernel for large grids, its step walker for small ones; never refused)
         r = template
         check_new_values(r, {a.name: a.base.reshape([-1 if j == i else 1 for j in range(len(axes))])
                              for i, a in enumerate(axes)})

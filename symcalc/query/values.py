@@ -55,7 +55,7 @@ def read_value(q: QuantitySpec, raw: object, check_bounds: bool = True) -> Given
     unit cannot be misread: counts, tokens, FLOP, USD), numpy arrays and lists of numbers,
     ``(value, "unit")`` pairs and quantities made with :func:`symcalc.Q`. An array already in
     base units is not copied. ``check_bounds=False`` leaves the bounds, finiteness and
-    whole-number checks to the caller (the sweep path checks them chunk by chunk); units and
+    whole-number checks to the caller (the evaluator's chunked kernel checks them chunk by chunk); units and
     dimensions are always checked.
 
     Returns
