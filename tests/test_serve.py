@@ -135,3 +135,41 @@ def test_the_page_and_its_assets_are_served_from_the_package(client):
     presets = client.get("/api/presets").json()
     assert "llama3_8b" in [m["name"] for m in presets["models"]]
     assert "h100_sxm" in [h["name"] for h in presets["hardware"]]
+
+
+def test_deeply_nested_json_is_refused_and_loses_no_worker(client):
+    # 500 nested arrays in a 1 kB body once made pickling it for a worker fail, which took that
+    # worker out of the pool for good; json.loads itself overflows near 1,000 levels
+    for depth in (500, 5_000, 17):
+        r = client.post("/api/plan", content=b"[" * depth + b"]" * depth, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "nests arrays and objects more than 16 deep" in r.json()["error"]["message"]
+    for _ in range(3):
+        assert post(client, "/api/solve", MFU).status_code == 200
+
+
+def test_a_preset_name_is_never_read_as_a_file(client):
+    # README.md exists where the tests run (the server's working directory): a name, not a path,
+    # once reached find_preset's file branch; only built-in names are taken
+    for body in ({**MFU, "hardware": "README.md"}, {"target": "n_params", "model": "README.md"}):
+        r = post(client, "/api/solve", body)
+        assert r.status_code == 400 and r.json()["error"]["kind"] == "unknown_name", r.text
+        assert "path" not in r.json()["error"]["message"]          # no hint at files the API refuses
+
+
+def test_routes_and_methods_that_do_not_exist_answer_json_and_never_redirect(client):
+    cases = [("GET", "/api/solve", 405), ("PUT", "/api/plan", 405), ("GET", "/api/nosuch", 404),
+             ("POST", "/api/solve/", 404), ("POST", "/", 405)]
+    for method, path, status in cases:
+        r = client.request(method, path, content=json.dumps(MFU), headers={"Content-Type": "application/json"},
+                           follow_redirects=False)
+        assert r.status_code == status and r.headers["content-type"] == "application/json", (method, path, r.text)
+        assert r.json()["error"]["message"]
+    # the Host check covers the page's files too, not only the API
+    assert client.get("/static/app.js", headers={"Host": "attacker.example"}).status_code == 403
+
+
+def test_a_pasted_config_json_is_called_model_config_not_a_server_path(client):
+    r = post(client, "/api/plan", {"model_config": "not json at all", "hardware": "h100", "gpus": 8})
+    assert r.status_code == 400
+    message = r.json()["error"]["message"]
+    assert "model_config" in message and "/tmp" not in message and "symcalc-serve-" not in message

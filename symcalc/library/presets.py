@@ -186,6 +186,13 @@ def find_preset(kind: str, name: str) -> Preset:
         return model_from_hf_config(name)
     if kind == "hardware" and (name.endswith(".toml") or _is_file(name)):
         return hardware_from_file(name)
+    return builtin_preset(kind, name, files=True)
+
+
+def builtin_preset(kind: str, name: str, files: bool = False) -> Preset:
+    """A built-in preset by key or alias (case-insensitive), never a file (what a server takes
+    from its clients). Raises UnknownNameError with the closest names; ``files``: the message
+    also says a file may be given."""
     found = _lookup(kind, name)
     if found is not None:
         return found
@@ -194,7 +201,8 @@ def find_preset(kind: str, name: str) -> Preset:
     hint = f" Did you mean: {', '.join(near)}?" if near else ""
     file = " (or give the path of a Hugging Face config.json)" if kind == "model" else \
         " (or give the path of a hardware profile, a .toml file)"
-    raise UnknownNameError(f"unknown {kind} '{name}'.{hint} See `symcalc list {KINDS[kind]}`{file}", near)
+    raise UnknownNameError(f"unknown {kind} '{name}'.{hint} See `symcalc list {KINDS[kind]}`{file if files else ''}",
+                           near)
 
 
 def _lookup(kind: str, name: str) -> Preset | None:

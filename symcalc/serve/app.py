@@ -21,6 +21,8 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
@@ -61,21 +63,11 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
     own = WorkerPool(workers, time_limit=time_limit) if pool is None else pool
     allowed = LOCAL_HOSTS | (hosts or set())
 
-    def refused(request: Request) -> Response | None:
-        host = _host_name(request.headers.get("host") or "")
-        if "*" not in allowed and host not in allowed:
-            return _json(403, error_json("forbidden", f"this server answers requests to {', '.join(sorted(allowed))} "
-                                         f"only, not to '{host}'"))
-        return None
-
     async def question(request: Request, kind: str) -> Response:
-        bad = refused(request)
-        if bad is not None:
-            return bad
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             return _json(415, error_json("usage", "send the request as Content-Type: application/json"))
-        body = await request.body()
-        if len(body) > MAX_BODY:
+        body = await _body(request)
+        if body is None:
             return _json(413, error_json("usage", f"the request is over {MAX_BODY // 1024} kB"))
         try:
             payload: Any = parse_request(body)
@@ -90,17 +82,17 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
     async def plan(request: Request) -> Response:
         return await question(request, "plan")
 
+    known: list[str] = []      # the presets' answer once a worker gave it: fixed data, kept here
+
     async def presets(request: Request) -> Response:
-        bad = refused(request)
-        if bad is not None:
-            return bad
+        if known:
+            return _json(200, known[0])
         status, text = await run_in_threadpool(own.ask, "presets", {})
+        if status == 200:
+            known.append(text)
         return _json(status, text)
 
     async def page(request: Request) -> Response:
-        bad = refused(request)
-        if bad is not None:
-            return bad
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     routes = [Route("/", page), Route("/api/solve", solve, methods=["POST"]),
@@ -123,9 +115,52 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
             if pool is None:        # the workers this app started end with it
                 own.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        what = {404: ("not_found", f"no such page or API: {request.url.path}"),
+                405: ("usage", f"{request.url.path} does not answer {request.method}"
+                               + ("; send the question as POST" if request.url.path.startswith("/api/") else ""))}
+        kind, message = what.get(status, ("usage", getattr(exc, "detail", "") or "bad request"))
+        return _json(status, error_json(kind, message))
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: http_error, 405: http_error},
+                    middleware=[Middleware(_HostCheck, allowed=allowed)])
+    app.router.redirect_slashes = False     # /api/solve/ is not found, not redirected to a Host-made URL
     app.state.pool = own
     return app
+
+
+class _HostCheck:
+    """Every request, the page's files and the errors included, is refused (403, JSON) unless its
+    Host header names this server: a page elsewhere cannot reach it through a DNS name it controls."""
+
+    def __init__(self, app, allowed: set[str]) -> None:
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            host = _host_name(Headers(scope=scope).get("host") or "")
+            if "*" not in self.allowed and host not in self.allowed:
+                response = _json(403, error_json("forbidden", f"this server answers requests to "
+                                                 f"{', '.join(sorted(self.allowed))} only, not to '{host}'"))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or None once it is over MAX_BODY: refused by its Content-Length when
+    that says so, else read no further than the limit (a client cannot make the server hold more)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def run(host: str = "127.0.0.1", port: int = 8765, workers: int = 2, time_limit: float | None = None,

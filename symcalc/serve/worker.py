@@ -61,22 +61,31 @@ def answer(kind: str, request: Any, limit: float) -> str:
     seconds (symcalc's own limit: a TimeLimitError's JSON when it runs out)."""
     from symcalc.library.loading import default_library  # on use: a worker builds it once, outside the limit
     lib = default_library()
+    with tempfile.TemporaryDirectory(prefix="symcalc-serve-") as tmp:
+        # a pasted config.json is written as tmp/config.json; answers and errors call it model_config
+        return _answered(kind, request, lib, tmp, limit).replace(json.dumps(_config_path(tmp))[1:-1], "model_config")
+
+
+def _answered(kind: str, request: Any, lib, tmp: str, limit: float) -> str:
     try:
-        with tempfile.TemporaryDirectory(prefix="symcalc-serve-") as tmp:
-            with question(limit):
-                if kind == "solve":
-                    return _solve(request, lib, tmp)
-                if kind == "plan":
-                    return _plan(request, lib, tmp)
-                if kind == "presets":
-                    return _presets()
-                raise RequestError(f"no such question '{kind}'")
+        with question(limit):
+            if kind == "solve":
+                return _solve(request, lib, tmp)
+            if kind == "plan":
+                return _plan(request, lib, tmp)
+            if kind == "presets":
+                return _presets()
+            raise RequestError(f"no such question '{kind}'")
     except SymcalcError as e:
         return json.dumps({"error": e.to_dict()})
     except BudgetExceeded:
         return error_json("time_limit", "no answer within the time limit")
     except Exception as e:  # a bug: still one line, and say so
         return error_json("internal", one_line(f"internal error ({type(e).__name__}: {e}); please report it"))
+
+
+def _config_path(tmp: str) -> str:
+    return os.path.join(tmp, "config.json")
 
 
 def _solve(request: Any, lib, tmp: str) -> str:
@@ -185,13 +194,18 @@ def _options(req: dict) -> dict[str, str]:
 
 
 def _preset(req: dict, key: str) -> str | None:
-    """A built-in preset's name: no path (a file on the server's disk is not the client's to name)."""
+    """A built-in preset's name: no path, and no name that is not a built-in one (a file on the
+    server's disk is not the client's to name; the workers also run in an empty directory)."""
+    from symcalc.library.presets import builtin_preset  # on use: in the worker process only
     name = _text(req, key)
-    if name is not None and ("/" in name or "\\" in name or name.lower().endswith((".json", ".toml"))):
+    if name is None:
+        return None
+    if "/" in name or "\\" in name or name.lower().endswith((".json", ".toml")):
         raise RequestError(f'"{key}" is the name of a built-in preset (see `symcalc list '
                            f'{"models" if key == "model" else "hardware"}`), not a file'
                            + ('; give a config.json\'s text as "model_config"' if key == "model" else ""))
-    return name
+    builtin_preset(key, name)       # an unknown name is refused here, with the closest ones
+    return name                     # as given: the answer echoes it as the command line's does
 
 
 def _model(req: dict, tmp: str) -> str | None:
@@ -207,7 +221,7 @@ def _model(req: dict, tmp: str) -> str | None:
         config = json.dumps(config)
     if not isinstance(config, str) or not config.strip():
         raise RequestError('"model_config" is the text of a Hugging Face config.json (or its object)')
-    path = os.path.join(tmp, "config.json")
+    path = _config_path(tmp)
     with open(path, "w", encoding="utf-8") as f:
         f.write(config)
     return path
@@ -219,6 +233,8 @@ def _serve(conn, runner: Callable[[str, Any, float], str]) -> None:
     try:
         from symcalc.library.loading import default_library  # on use: in the worker process only
         default_library()
+        # an empty working directory: no name a client gives can be read as a file relative to it
+        os.chdir(tempfile.mkdtemp(prefix="symcalc-worker-"))
         conn.send("ready")
         while True:
             try:
@@ -298,6 +314,9 @@ class WorkerPool:
         except (EOFError, OSError, BrokenPipeError):
             self._replace(worker)
             return 500, error_json("internal", "the worker answering the question ended; please report it")
+        except Exception as e:     # the request could not even be sent (parse_request bounds it): never lose a worker
+            self._replace(worker)
+            return 500, error_json("internal", one_line(f"internal error ({type(e).__name__}); please report it"))
 
     def _replace(self, worker: Worker) -> None:
         worker.kill()
@@ -328,9 +347,33 @@ def status_of(text: str) -> int:
     return {"time_limit": 504, "internal": 500}.get(kind, 400)
 
 
+MAX_DEPTH = 16      # arrays and objects inside one another: a question needs 3 (a config.json 4 or 5)
+
+
 def parse_request(body: bytes) -> Any:
-    """The request's JSON (never evaluated: json.loads only)."""
+    """The request's JSON (never evaluated: json.loads only), refused when arrays and objects
+    nest in it deeper than MAX_DEPTH (such a request could not even be handed to a worker)."""
     try:
-        return json.loads(body.decode("utf-8"))
+        parsed = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise QueryError(f"the request is not JSON ({one_line(str(e))})") from None
+    except RecursionError:
+        parsed = None
+    if parsed is None and body.strip() != b"null" or _depth(parsed) > MAX_DEPTH:
+        raise QueryError(f"the request nests arrays and objects more than {MAX_DEPTH} deep")
+    return parsed
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in parsed JSON (walked without recursion). O(size)."""
+    deepest = 0
+    todo = [(value, 1)]
+    while todo:
+        v, depth = todo.pop()
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if items is None:
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_DEPTH:
+            todo.extend((x, depth + 1) for x in items)
+    return deepest

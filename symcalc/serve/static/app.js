@@ -62,6 +62,15 @@ function intOf(id) {
   return v === "" ? null : Number(v);
 }
 
+function layoutValues() {
+  // the degrees as typed (an error quotes them), 1 when left empty, as the GPU count reads them;
+  // an empty micro-batch is searched
+  const typed = (id) => $(id).value.trim();
+  const v = {tp: typed("tp") || "1", pp: typed("pp") || "1", dp: typed("dp") || "1"};
+  if (typed("micro_batch_size")) v.micro_batch_size = typed("micro_batch_size");
+  return v;
+}
+
 function run() {
   const cfg = $("model_config").value.trim();
   return {
@@ -95,8 +104,7 @@ function bars(parts, scale, unit) {
 async function updateLayout() {
   const r = run();
   const body = {...r, gpus: gpus(), top: 1, seq_len: intOf("seq_len"), global_batch_size: intOf("global_batch_size"),
-                values: {tp: String(intOf("tp")), pp: String(intOf("pp")), dp: String(intOf("dp")),
-                         micro_batch_size: String(intOf("micro_batch_size"))}};
+                values: layoutValues()};
   const data = await ask("layout", "/api/plan", body);
   if (data === null) return;
   if (showError("layout", data)) { $("layout-out").innerHTML = ""; return; }
