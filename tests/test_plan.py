@@ -424,6 +424,16 @@ def test_a_gpu_count_below_one_is_refused_before_any_search(gpus):
     (["--gpus", "1e30"], "at most 10,000,000"),
     (["--headroom", "1000GB"], "leaves nothing of the GPU's 80 GB"),
     (["tp=2.5"], "tp (or each of a list of them) is a whole number"),   # not 2
+    # a value the plan would not use is still read: a price without --tokens once passed silently
+    (["--price", "abc"], "gpu_hour_price: 'abc' does not start with a number"),
+    (["--price", "2 USD"], "gpu_hour_price expects a value in USD/s"),
+    (["--price=-2 USD/hour"], "gpu_hour_price must lie in (0, inf)"),
+    # sizes no plan could search were an internal OverflowError or two minutes until the time limit
+    (["--seq-len", "1e30"], "seq_len = 1e+30 token is beyond what a plan searches (at most 100,000,000)"),
+    (["--global-batch-size", "1e30"], "global_batch_size = 1e+30 is beyond what a plan searches"),
+    (["--top", "5000"], "at most 1,000"),
+    # a misspelt option is named, not lost behind "cannot plan without n_heads (--model) ..."
+    (["--option", "zero_stag=3"], "unknown option 'zero_stag'. Did you mean: zero_stage?"),
 ])
 def test_hostile_plan_input_is_one_clear_line(cli, extra, says):
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--global-batch-size", "64", *extra]
@@ -534,3 +544,15 @@ def test_the_table_fits_a_narrow_terminal_and_says_what_it_left_out(small_plan):
     assert all(len(line) <= 100 for line in table[:-1])
     assert table[-1].startswith("(left out to fit 100 columns: largest_step_part, largest_part")
     assert "left out to fit" not in small_plan.text() and "largest_part" in small_plan.text()
+
+
+def test_a_plan_takes_the_training_tokens_the_model_was_published_with():
+    # Llama 3 70B's preset: 15e12 tokens (the Llama 3 paper). Without --tokens a deadline was
+    # refused ("the model preset gives none"); now the plan uses them, says so, and its days follow
+    # by hand: 15e12 tokens / the best layout's tokens per second
+    r = symcalc.plan("llama3-70b", "h100", 1024, global_batch_size=2048, deadline="400 day", top=1)
+    assert any(n.startswith("n_tokens = 15e12 token from model llama3_70b") for n in r.notes), r.notes
+    best = r.rows[0]
+    assert best.metrics["train_time"] == pytest.approx(15e12 / best.metrics["tokens_per_second"], rel=1e-9)
+    with pytest.raises(QueryError, match="max_virtual_stages is a whole number of at least 1 and at most 128"):
+        symcalc.plan("llama3-8b", "h100", 8, max_virtual_stages=10**6)      # 6 GB of layouts once

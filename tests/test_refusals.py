@@ -31,10 +31,22 @@ def test_a_count_off_by_float_noise_is_whole():
     (np.array([True, True]), "an array of booleans"),          # True would have counted as 1 GPU
     (np.array([64 + 1j, 128]), "an array of complex numbers"),  # the imaginary part was dropped with a warning
     (np.array(["64", "128"]), "an array of text"),
+    (np.array(["2020-01-01"], dtype="datetime64[D]"), "an array of numpy dates"),    # read as 18,262 once
 ])
 def test_an_array_that_is_not_of_numbers_is_refused_naming_what_it_is(array, message):
     with pytest.raises(MalformedValueError, match=f"n_gpus: expected numbers, got {message}"):
         symcalc.solve("train_time", n_gpus=array, **TRAIN)
+
+
+@pytest.mark.parametrize("value, message", [
+    (10 ** 400, "a number of 401 digits is beyond floating point's range"),    # an internal OverflowError once
+    ([10 ** 400, 64], "a number beyond floating point's range"),
+    (np.timedelta64(30, "D"), "a numpy date or duration is not a value"),       # a timedelta64 is an np.integer
+    (np.datetime64("2020-01-01"), "a numpy date or duration is not a value"),
+])
+def test_numbers_python_or_numpy_cannot_hold_as_floats_are_refused(value, message):
+    with pytest.raises(MalformedValueError, match=message):
+        symcalc.solve("train_time", n_gpus=value, **TRAIN)
 
 
 def test_an_array_with_one_count_below_one_is_refused():

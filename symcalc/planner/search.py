@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from symcalc.errors import QueryError, SymcalcError
+from symcalc.errors import QueryError, SymcalcError, UnderdeterminedError
 from symcalc.library.loading import default_library
 from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import MEMORY, STEP_TIME, Evaluation, Question, evaluate, metrics
@@ -122,6 +122,7 @@ class _Search:
 
 #: the largest GPU count a plan reads: beyond any cluster built (a typo of exponent, or inf)
 MAX_GPUS = 10_000_000
+LIMITS: dict[str, int] = space_data()["limits"]     # formulas/planner/space.toml
 
 
 def whole_number(raw: RawValue, what: str, least: int = 1, most: int | None = None) -> int:
@@ -129,12 +130,13 @@ def whole_number(raw: RawValue, what: str, least: int = 1, most: int | None = No
     integral float or its text. True/False, 8.5, inf, NaN and text that is not a number are
     refused with a QueryError naming ``what``, never truncated (8.5 GPUs is not 8)."""
     bad = QueryError(f"{what} is a whole number of at least {least}"
-                     + (f" and at most {most:,}" if most is not None else "") + f"; got '{raw}'")
+                     + (f" and at most {most:,}" if most is not None else "")
+                     + f"; got '{str(raw)[:40]}{'...' if len(str(raw)) > 40 else ''}'")
     if isinstance(raw, (bool, np.bool_)):
         raise bad
     try:
         x = float(raw.strip() if isinstance(raw, str) else raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):        # OverflowError: an int of 400 digits
         raise bad from None
     if not math.isfinite(x) or x != int(x) or x < least or (most is not None and x > most):
         raise bad
@@ -224,8 +226,15 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
     requires = narrow(lib, options, fixed, searched_opts, max_virtual_stages)
     find_preset("hardware", hardware)     # unknown names first, with the closest names
 
+    tokens_note = None
     if model is not None:
-        find_preset("model", model)
+        preset = find_preset("model", model)
+        if values.get("n_tokens") is None and "n_tokens" in preset.values:
+            # the training tokens the model was published with (days, GPU-hours, cost and a
+            # deadline are then known), said in the plan's notes
+            values["n_tokens"], source = preset.values["n_tokens"]
+            tokens_note = (f"n_tokens = {values['n_tokens']} from model {preset.key} ({source}); "
+                           "--tokens to change")
     q0 = Question(model=model, hardware=hardware, values={}, options=options, library=lib)
     facts = _facts(q0, values, lib)
     moe = bool(facts.n_experts and facts.n_experts > 1)
@@ -247,6 +256,8 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
     else:
         res = _result(_search(counts[0], common), values, top, t0, model, hardware, options, common)
     res.stack, res.stack_given = options.get("stack", ""), stack_given
+    if tokens_note:
+        res.notes.append(tokens_note)
     return res
 
 
@@ -255,9 +266,9 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
 def _checked_arguments(hardware: str | None, by: object, options: object, values: object, top: RawValue,
                        max_micro_batch: RawValue, max_virtual_stages: RawValue) -> tuple[int, int, int]:
     """The whole-number arguments as ints, after refusing what cannot be planned at all."""
-    top = whole_number(top, "top (the layouts to show)")
-    max_micro_batch = whole_number(max_micro_batch, "max_micro_batch")
-    max_virtual_stages = whole_number(max_virtual_stages, "max_virtual_stages")
+    top = whole_number(top, "top (the layouts to show)", most=LIMITS["max_top"])
+    max_micro_batch = whole_number(max_micro_batch, "max_micro_batch", most=LIMITS["max_micro_batch"])
+    max_virtual_stages = whole_number(max_virtual_stages, "max_virtual_stages", most=LIMITS["max_virtual_stages"])
     if not isinstance(by, str) or by not in BY:
         raise QueryError(f"--by must be one of {', '.join(BY)}; got '{by}'")
     if hardware is None:
@@ -298,7 +309,13 @@ def _given_values(lib: Library, values: Mapping | None, named: Mapping[str, obje
                 raise QueryError(f"{key} is given twice")
             out[key] = val
     # aliases; UnknownNameError with suggestions
-    return {lib.quantity(raw).name: val for raw, val in out.items()}
+    named_values = {lib.quantity(raw).name: val for raw, val in out.items()}
+    for name, val in named_values.items():
+        # units and bounds, even of a value the plan may not use (a layout dimension is read as
+        # whole numbers, or lists of them, by _fixed_dims)
+        if name not in space_data()["dimensions"]:
+            read_value(lib.quantities[name], val)
+    return named_values
 
 
 def _counts(gpus: GpuCounts | None, values: dict, facts: _Facts, goal: dict, by: str) -> list[int]:
@@ -313,7 +330,7 @@ def _counts(gpus: GpuCounts | None, values: dict, facts: _Facts, goal: dict, by:
     if by == "cost" and values.get("gpu_hour_price") is None:
         raise QueryError("--by cost needs a GPU-hour price: gpu_hour_price=\"2 USD/hour\"")
     if by in ("days", "gpu_hours") and values.get("n_tokens") is None:
-        raise QueryError(f"--by {by} needs the training tokens: --tokens (the model preset gives none)")
+        raise QueryError(f"--by {by} needs the training tokens: --tokens (the model has none published)")
     return counts
 
 
@@ -360,7 +377,7 @@ def _facts(q: Question, values: dict, lib: Library) -> _Facts:
         try:
             r = q.solve(name, {}, {})
             found[name] = float(r.value) * r.factor
-        except SymcalcError:
+        except UnderdeterminedError:       # the presets do not give it (any other error is the user's to see)
             found[name] = None
     seq_len = found["seq_len"]
     if "global_batch_tokens" in values and found["global_batch_size"] is None and seq_len:
@@ -380,6 +397,11 @@ def _facts(q: Question, values: dict, lib: Library) -> _Facts:
     missing = [f"{k} ({v})" for k, v in need.items() if found.get(k) is None]
     if missing:
         raise QueryError(f"cannot plan without {', '.join(missing)}")
+    for name in ("seq_len", "global_batch_size"):
+        if found[name] is not None and found[name] > LIMITS[name]:
+            q = lib.quantities[name]
+            raise QueryError(f"{name} = {found[name] / q.factor:g}{' ' + q.display_unit if q.display_unit else ''} is "
+                             f"beyond what a plan searches (at most {LIMITS[name]:,})")
     whole = {k: int(round(v)) for k, v in found.items() if v is not None and k != "gpu_memory"}
     return _Facts(n_heads=whole["n_heads"], n_kv_heads=whole["n_kv_heads"], n_layers=whole["n_layers"],
                   seq_len=whole["seq_len"], gpus_per_node=whole["gpus_per_node"],
@@ -412,7 +434,7 @@ def _headroom(values: dict, facts: _Facts, lib: Library) -> float:
 def _goal(values: dict, lib: Library) -> dict:
     if values.get("train_time") is not None:
         if values.get("n_tokens") is None:
-            raise QueryError("--deadline needs the training tokens: --tokens (the model preset gives none)")
+            raise QueryError("--deadline needs the training tokens: --tokens (the model has none published)")
         return {"kind": "deadline", "value": _read(lib, "train_time", values["train_time"]), "raw": str(values["train_time"])}
     if values.get("total_cost") is not None:
         if values.get("gpu_hour_price") is None or values.get("n_tokens") is None:

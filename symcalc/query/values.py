@@ -88,7 +88,13 @@ def read_value(q: QuantitySpec, raw: object, check_bounds: bool = True) -> Given
         if check_bounds:
             _check_domain(q, magnitude, text)
         return GivenValue(q.name, text, magnitude)
+    if isinstance(raw, (np.datetime64, np.timedelta64)):      # a timedelta64 is also an np.integer
+        raise MalformedValueError(f"{q.name}: a numpy date or duration is not a value; write it with its unit, "
+                                  "e.g. '30 day'")
     if isinstance(raw, (int, float, np.integer, np.floating)) and not isinstance(raw, bool):
+        if isinstance(raw, int) and not -1e308 < raw < 1e308:       # a Python int has no upper limit
+            raise MalformedValueError(f"{q.name}: a number of {len(str(abs(raw)))} digits is beyond floating "
+                                      "point's range (about 1e308)")
         text = _text_of(raw)
         _require_unit_if_ambiguous(q, text)
         magnitude = float(raw) * units.to_base_factor(q.unit)
@@ -154,11 +160,13 @@ def _numbers(q: QuantitySpec, raw):
     try:
         arr = np.asarray(raw)
         kind = arr.dtype.kind
-        if kind in "bcUSV":      # booleans, complex numbers, text, raw bytes: not a magnitude
-            what = {"b": "booleans", "c": "complex numbers"}.get(kind, "text")
+        if kind in "bcUSVmM":    # booleans, complex numbers, text, bytes, durations, dates: not a magnitude
+            what = {"b": "booleans", "c": "complex numbers", "m": "numpy durations", "M": "numpy dates"}.get(kind, "text")
             raise MalformedValueError(f"{q.name}: expected numbers, got an array of {what}"
                                       + (" (give numbers, and the unit as a pair: (array, 'GB'))" if what == "text" else ""))
         arr = arr.astype(float, copy=False)
+    except OverflowError:
+        raise MalformedValueError(f"{q.name}: a number beyond floating point's range (about 1e308)") from None
     except (TypeError, ValueError):
         raise MalformedValueError(f"{q.name}: cannot read {type(raw).__name__} as numbers") from None
     if arr.size == 0:
