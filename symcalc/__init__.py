@@ -11,7 +11,7 @@ See README.md for the command line.
 The names below are imported on first use, not with the package: ``import symcalc.cli`` (what
 the ``symcalc`` command runs first) then costs nothing, so that the command can answer Ctrl-C
 during its own start-up (a second of sympy, numpy and pint) with one line instead of a
-traceback. ``solve``, ``sweep`` and ``compare`` are whole questions: they take a
+traceback. ``solve``, ``sweep``, ``compare`` and ``check`` are whole questions: they take a
 ``time_limit`` keyword (seconds, None for none; default SYMCALC_TIME_LIMIT or
 symcalc.budget.DEFAULT_QUESTION_LIMIT, 30 s) and raise TimeLimitError when it runs out;
 ``plan`` too, with symcalc.budget.DEFAULT_PLAN_LIMIT (120 s: a first plan solves up to 48
@@ -32,6 +32,7 @@ _QUESTION = "DEFAULT_QUESTION_LIMIT"
 _EXPORTS = {
     "solve": ("query.solve", "solve", _QUESTION), "sweep": ("query.sweep", "sweep", _QUESTION),
     "Sweep": ("query.sweep", "Sweep", None), "compare": ("query.compare", "compare", _QUESTION),
+    "check": ("query.check", "check", _QUESTION), "Check": ("query.check", "Check", None),
     "plan": ("planner.search", "plan", "DEFAULT_PLAN_LIMIT"),
     "PlanResult": ("planner.result", "PlanResult", None), "Comparison": ("query.compare", "Comparison", None),
     "Result": ("query.results", "Result", None), "Library": ("library.loading", "Library", None),
@@ -60,6 +61,7 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
     from symcalc.library.loading import Library, default_library, load_library
     from symcalc.planner.result import PlanResult
     from symcalc.planner.search import plan
+    from symcalc.query.check import Check, check
     from symcalc.query.compare import Comparison, compare
     from symcalc.query.results import Result
     from symcalc.query.solve import solve

@@ -162,7 +162,7 @@ def closest_names(word: str, candidates: Iterable[str], n: int = 3) -> list[str]
     """
     pool = list(dict.fromkeys(candidates))
     lowered = {c.lower(): c for c in pool}
-    w = word.lower()
+    w = str(word).lower()           # a key of the wrong type (options={5: 2}) is still named
     hits = difflib.get_close_matches(w, list(lowered), n=n, cutoff=0.6)
     result = [lowered[h] for h in hits]
     if len(result) < n and len(w) >= 3:
@@ -172,7 +172,14 @@ def closest_names(word: str, candidates: Iterable[str], n: int = 3) -> list[str]
                 result.append(c)
             if len(result) >= n:
                 break
-    return result[:n]
+    # one spelling of a name, not each of them (MFU and mfu, a100-80gb and a100_80gb): the one in
+    # lower case, the way names are written, where there is one
+    chosen: dict[str, str] = {}
+    for c in result:
+        key = c.lower().replace("-", "_")
+        if key not in chosen or (c == c.lower() and chosen[key] != chosen[key].lower()):
+            chosen[key] = c
+    return list(chosen.values())[:n]
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

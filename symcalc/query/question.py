@@ -45,7 +45,25 @@ def read_given(library: Library, values) -> dict[str, GivenValue]:
             raise QueryError(f"{q.name} is given twice (as {out[q.name].name!r} and {raw_name!r})"
                              if raw_name != q.name else f"{q.name} is given twice")
         out[q.name] = read_value(q, raw)
+    _one_grid(out)
     return out
+
+
+MAX_DIMS = 32       # numpy's own limit on an array's dimensions
+
+
+def _one_grid(given: dict[str, GivenValue]) -> None:
+    """The given arrays broadcast to one grid of at most MAX_DIMS dimensions, or the QueryError
+    that names their shapes (else numpy's own error would come out of the first formula)."""
+    shapes = {name: np.shape(g.magnitude) for name, g in given.items() if np.ndim(g.magnitude)}
+    deep = [name for name, shape in shapes.items() if len(shape) > MAX_DIMS]
+    if deep:
+        raise QueryError(f"{deep[0]}: an array of {len(shapes[deep[0]])} dimensions (at most {MAX_DIMS})")
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise QueryError(f"the arrays do not broadcast to one grid: {listed}") from None
 
 
 def option_mapping(options) -> Mapping | None:
@@ -63,7 +81,7 @@ def output_unit(q, to: str | None) -> tuple[str, float]:
         return q.display_unit, q.factor
     unit = units.parse_unit(to, "--to")
     dim = units.registry().get_dimensionality(unit)
-    if to.strip() in ("%", "percent") and q.display_unit != "%" and q.domain.hi > 1:
+    if to.strip() in ("%", "percent") and q.display_unit != "%" and q.domain.hi > 1 and dim == q.dim:
         raise DimensionError(f"cannot show {q.name} in %: it is a count, not a fraction")
     if dim != q.dim:
         raise DimensionError(f"cannot show {q.name} in {to}: {q.name} is measured in {show(q.dim)}, "
@@ -174,23 +192,34 @@ def _derive(lib: Library, tq, posed: Posed, diagnose: bool) -> Posed:
 def _check_orders(lib: Library, knowns: Mapping[str, GivenValue]) -> None:
     """Known values that cannot stand together: one above a quantity it can never exceed
     (``not_above`` in the data: more KV heads than heads, a TP degree above the GPUs)."""
-    for name, gv in knowns.items():
-        q = lib.quantities[name]
-        for other in q.not_above:
-            if other in knowns and not isinstance(gv.magnitude, str):
-                a, b = np.asarray(gv.magnitude, dtype=float), np.asarray(knowns[other].magnitude, dtype=float)
+    magnitudes = {name: gv.magnitude for name, gv in knowns.items()}
+    for name, other, over in order_breaks(lib, magnitudes):
+        gv = knowns[name]
+        # arrays: the first point where it happens, both values taken there (the largest of
+        # each could come from different points: tp = 8 above 24576 GPUs)
+        first = np.unravel_index(np.argmax(over), over.shape) if over.ndim else ()
+        a, b = (np.broadcast_to(np.asarray(x, dtype=float), over.shape)[first]
+                for x in (gv.magnitude, knowns[other].magnitude))
+        shown = [with_unit(float(x) / lib.quantities[n].factor, lib.quantities[n].display_unit)
+                 for x, n in ((a, name), (b, other))]
+        where = " (from a preset)" if gv.origin or knowns[other].origin else ""
+        points = f" at {int(over.sum())} of {over.size} points" if over.ndim else ""
+        raise DomainError(f"{name} = {shown[0]} is more than {other} = {shown[1]}{where}{points}: "
+                          f"{name} can never exceed {other}")
+
+
+def order_breaks(lib: Library, magnitudes: Mapping[str, object]):
+    """(name, the quantity it exceeds, where) for each pair of known values of which one is above
+    a quantity it can never exceed (``not_above``); ``where`` is a mask over the values' grid."""
+    for name, value in magnitudes.items():
+        if isinstance(value, str):
+            continue
+        for other in lib.quantities[name].not_above:
+            if other in magnitudes and not isinstance(magnitudes[other], str):
+                a, b = np.asarray(value, dtype=float), np.asarray(magnitudes[other], dtype=float)
                 over = a > b * (1 + 1e-12)
                 if np.any(over):
-                    # arrays: the first point where it happens, both values taken there (the
-                    # largest of each could come from different points: tp = 8 above 24576 GPUs)
-                    first = np.unravel_index(np.argmax(over), over.shape) if over.ndim else ()
-                    a, b = (np.broadcast_to(x, over.shape)[first] for x in (a, b))
-                    shown = [with_unit(float(x) / lib.quantities[n].factor, lib.quantities[n].display_unit)
-                             for x, n in ((a, name), (b, other))]
-                    where = " (from a preset)" if gv.origin or knowns[other].origin else ""
-                    points = f" at {int(over.sum())} of {over.size} points" if over.ndim else ""
-                    raise DomainError(f"{name} = {shown[0]} is more than {other} = {shown[1]}{where}{points}: "
-                                      f"{name} can never exceed {other}")
+                    yield name, other, over
 
 
 def check_hardware_dtypes(lib: Library, opts: Mapping[str, str], presets) -> None:

@@ -227,7 +227,8 @@ class Result(Rendered):
         nothing is refused for the points outside."""
         if self.again is None:
             raise TypeError("this result was not made by solve(): it cannot be evaluated again")
-        return self.again(self, values, masked=True, also=tuple(also), outside=outside)
+        also = (also,) if isinstance(also, str) else tuple(also)     # one name, or several
+        return self.again(self, values, masked=True, also=also, outside=outside)
 
     @property
     def breakdown(self) -> dict | None:

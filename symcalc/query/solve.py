@@ -115,7 +115,7 @@ def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,
 def _solve(target, given, values: Mapping[str, object], *, options, to, library, on_bounds: str, hardware, model,
            diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Result:
     """:func:`solve`'s work; ``brief``: :func:`solve_unshown`'s (the findings for a reader left out)."""
-    lib, tq, on_conflict = _checked_arguments(target, given, library, on_bounds, conflicts, rounding)
+    lib, tq, on_conflict = _checked_arguments(target, given, library, on_bounds, conflicts, rounding, rtol)
     typed = read_given(lib, [*(given or {}).items(), *values.items()])
     explicit_options = dict(option_mapping(options) or {})
     presets = presets_of(hardware, model)
@@ -165,17 +165,24 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
     return result
 
 
-def _checked_arguments(target, given, library: Library | None, on_bounds: str, conflicts, rounding):
+def _checked_arguments(target, given, library: Library | None, on_bounds: str, conflicts, rounding, rtol):
     """(library, target quantity, what to do on a conflict: raise | warn | off) for solve's
     arguments, or the error that says which one is wrong."""
     if on_bounds not in ("raise", "flag"):
         raise QueryError(f"on_bounds must be 'raise' or 'flag'; got {on_bounds!r}")
-    on_conflict = {True: "raise", False: "off", "raise": "raise", "warn": "warn", "off": "off"}.get(conflicts)
+    on_conflict = {True: "raise", False: "off", "raise": "raise", "warn": "warn", "off": "off"}.get(conflicts) \
+        if isinstance(conflicts, (bool, str)) else None
     if on_conflict is None:
-        raise ValueError("conflicts must be True ('raise'), 'warn' or False ('off')")
+        raise QueryError(f"conflicts must be True ('raise'), 'warn' or False ('off'); got {conflicts!r}")
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 < rtol < 1:
+        raise QueryError(f"rtol is a relative tolerance between 0 and 1 (0.02 is 2 %); got {rtol!r}")
     lib = library or default_library()
     if not isinstance(target, str):
         raise QueryError(f"the target is a quantity name, got {target!r}")
+    if target.strip() in lib.options and target.strip() not in lib.quantities:
+        opt = lib.options[target.strip()]
+        raise QueryError(f"{target.strip()} is an option, not a quantity to solve for: set it (--option "
+                         f"{target.strip()}=..., one of {', '.join(opt.values)}) and ask for a quantity")
     tq = lib.quantity(target)
     if rounding is not None and rounding not in ("up", "down", "nearest"):
         raise QueryError(f"rounding is up, down or nearest, got {rounding!r}")

@@ -244,6 +244,11 @@ def _check_domain(q: QuantitySpec, magnitude, text: str) -> None:
                 (q.whole is None or not np.not_equal(np.floor(arr), arr).any()):
             return      # a valid array, decided by its min and max (and exact whole numbers)
     if not np.all(np.isfinite(arr)):
+        if arr.ndim:
+            where = np.unravel_index(np.argmin(np.isfinite(arr)), arr.shape)
+            at = where[0] if len(where) == 1 else tuple(int(i) for i in where)
+            raise MalformedValueError(f"{q.name}: element {at} of the array is {arr[where]} ("
+                                      f"{int((~np.isfinite(arr)).sum())} of {arr.size} are not finite numbers)")
         raise MalformedValueError(f"{q.name}: '{text}' is not a finite number")
     inside = q.domain.contains(arr)
     if not np.all(inside):

@@ -188,6 +188,9 @@ def _read_unit(raw: str, what: str, value_text: str | None) -> pint.Unit:
         raise MalformedValueError(f"{what}: '{shown[:40]}' is not a unit")
     norm = _normalise(raw)
     if not _UNIT_GRAMMAR.match(norm):
+        if value_text is None:      # a unit alone was asked for (--to, a pair's unit)
+            raise MalformedValueError(f"{what}: '{shown}' is not a unit: give a unit alone, e.g. 'GB', 'day' "
+                                      "or 'TFLOP/s'")
         raise MalformedValueError(f"{what}: '{shown}' must be a number followed by a unit, without arithmetic "
                                   "(write e.g. '48 hour', not '24h*2')")
     if norm.startswith("1"):  # "1/s"
