@@ -38,7 +38,8 @@ KINDS = {
               "'dense_layers' with layers)",
     "implausible": "a given value far outside real hardware and models (value, unit, side: 'above' or "
                    "'below', limit; slips: [[written, value], ...], the likely meant value, written as "
-                   "given with bits and bytes swapped, or None for a unit prefix off by 1000)",
+                   "given with bits and bytes swapped, or None for a unit prefix off by 1000; answer: True "
+                   "when it is the answer that is, from given values each plausible)",
     "limits_clash": "given limits pull a whole-number answer both ways (rounded: how it rounded instead)",
     "reported": "a quantity the derivation's data asks to be stated beside the answer (value, unit, "
                 "description): which pipeline stage a memory figure is that of",
@@ -51,8 +52,9 @@ KINDS = {
     "unmeasured": "a preset value the answer uses was derived or assumed, not measured (value: as written, "
                   "preset: e.g. 'hardware h100_sxm', basis: 'derived' or 'assumed', source)",
     "infeasible_points": "points of a sweep that are not feasible, and why (why: 'no_solution', "
-                         "'out_of_bounds', 'rounds_outside' or 'over_capacity'; points: how many; domain: the "
-                         "quantity's bounds as text; capacity, value, unit: what it must fit in)",
+                         "'out_of_bounds', 'rounds_outside', 'over_capacity' or 'above'; points: how many; "
+                         "domain: the quantity's bounds as text; capacity, value, unit: what it must fit in; "
+                         "other: the quantity a given value exceeds though it never can)",
     # violations (result.violations; on_bounds="raise" raises the first)
     "out_of_bounds": "a computed value outside its quantity's bounds (value or None for NaN, unit, "
                      "points and of for arrays, bounds; related: the given values it follows from; "

@@ -19,7 +19,7 @@ from symcalc.library.loading import Library
 from symcalc.query import unused
 from symcalc.query.parts import parts_of, sum_parts
 from symcalc.query.results import Result
-from symcalc.query.values import GivenValue
+from symcalc.query.values import GivenValue, implausible
 from symcalc.units.format import with_unit
 
 
@@ -44,6 +44,12 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
     # and rounding it settles them too; otherwise a count the chain makes fractional is said
     if not (tq.whole and _far_from_whole(exact)):
         findings += _whole_number_notes(lib, derivation, ev.values)
+    # an answer far outside real hardware from given values each plausible (one that is not, or a
+    # value outside its bounds, already says what is wrong)
+    odd = None if any(f.violation for f in findings) or any(
+        implausible(lib.quantities[k], g) for k, g in given.items() if not g.origin) else _implausible_answer(tq, exact)
+    if odd is not None:
+        findings.append(odd)
     if how == "nearest" and _far_from_whole(exact):
         findings.append(Finding("rounded_nearest", tq.name, {"value": np.min(exact) / tq.factor}))
     capacity = over_capacity(lib, tq, exact, given)
@@ -80,6 +86,25 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
             findings.append(Finding("found_numerically", s.unknowns[0], {"torn": False},
                                     related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
     return findings
+
+
+def _implausible_answer(tq, exact) -> Finding | None:
+    """The answer far outside what real hardware and models have (``plausible`` in its data, as
+    for a given value): 2.4e17 GPUs from a deadline of a nanosecond. None when it is plausible."""
+    if tq.plausible is None or isinstance(exact, str):
+        return None
+    arr = np.asarray(exact, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        return None
+    lo, hi = tq.plausible
+    value = float(np.max(arr)) if float(np.max(arr)) > hi else float(np.min(arr))
+    if lo <= value <= hi:
+        return None
+    return Finding("implausible", tq.name, {"value": value / tq.factor, "unit": tq.display_unit,
+                                            "side": "above" if value > hi else "below",
+                                            "limit": (hi if value > hi else lo) / tq.factor, "slips": [],
+                                            "answer": True})
 
 
 def _check_solvable(lib, derivation: Derivation, ev) -> None:

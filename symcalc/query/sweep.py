@@ -35,6 +35,7 @@ from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.query.results import Result, sentences
 from symcalc.query.findings import out_of_bounds, over_capacity
+from symcalc.query.question import order_breaks
 from symcalc.query.solve import solve
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
@@ -179,6 +180,7 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
     r, vals, exact, outside, capacity_values, over = _evaluated(lib, tq, fixed, axes, shape, kw)
     feasible, infeasible, capacity = _feasible(lib, tq, r, vals, outside, capacity_values, over)
+    feasible, infeasible = _ordered(lib, r, axes, feasible, infeasible)
     # the capacity mask and its reason say where the target does not fit: not also a warning
     # (a report, such as the busiest pipeline stage, is the first point's: it may differ across the grid)
     findings = [f for f in r.findings if not f.violation and f.kind != "reported"
@@ -279,6 +281,21 @@ def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values,
             infeasible(tq.name, "over_capacity", int(over.sum()), capacity=tq.fits_in, value=capacity[1], unit=r.unit)
             feasible &= ~over
     return feasible, found, capacity
+
+
+def _ordered(lib: Library, r: Result, axes: list[Axis], feasible: np.ndarray, found: list[Finding]
+             ) -> tuple[np.ndarray, list[Finding]]:
+    """The points where a known value exceeds one it never can (``not_above``: a micro-batch
+    above the global batch), which solve refuses, are not feasible either."""
+    knowns: dict[str, object] = {n: g.magnitude for n, g in r.given.items()}
+    for i, a in enumerate(axes):
+        knowns[a.name] = a.base.reshape([-1 if j == i else 1 for j in range(len(axes))])
+    for name, other, over in order_breaks(lib, knowns):
+        bad = feasible & np.broadcast_to(over, feasible.shape)
+        if bad.any():
+            found.append(Finding("infeasible_points", name, {"why": "above", "other": other, "points": int(bad.sum())}))
+            feasible = feasible & ~bad
+    return feasible, found
 
 
 def _template(target: str, fixed: dict, axes: list[Axis], kw: dict) -> Result | None:

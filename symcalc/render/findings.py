@@ -132,7 +132,8 @@ def _implausible(f: Finding, v: dict[str, Any]) -> str:
     u = v["unit"]
     slips = [f"{with_unit(x, u)} (a unit prefix off by 1000)" if written is None else f"{written} ({with_unit(x, u)})"
              for written, x in v["slips"]]
-    hint = f": did you mean {' or '.join(slips)}?" if slips else ": check the unit and the exponent"
+    hint = f": did you mean {' or '.join(slips)}?" if slips else \
+        ": check the units and exponents of the values given" if v.get("answer") else ": check the unit and the exponent"
     return (f"{f.quantity} = {with_unit(v['value'], u)} is far {v['side']} {with_unit(v['limit'], u)}, the range "
             f"of real hardware and models{hint}")
 
@@ -186,12 +187,15 @@ def _rounds_outside(f: Finding, v: dict[str, Any]) -> str:
 
 def _infeasible_points(f: Finding, v: dict[str, Any]) -> str:
     n = v["points"]
+    at = f"{n} point{'' if n == 1 else 's'}"
     if v["why"] == "no_solution":
-        return f"{n} points have no solution"
+        return f"{at} {'has' if n == 1 else 'have'} no solution"
+    if v["why"] == "above":
+        return f"{f.quantity} is more than {v['other']} at {at}: it can never exceed it"
     if v["why"] == "over_capacity":
-        return f"{f.quantity} exceeds {v['capacity']} = {with_unit(v['value'], v['unit'])} at {n} points"
+        return f"{f.quantity} exceeds {v['capacity']} = {with_unit(v['value'], v['unit'])} at {at}"
     verb = "leaves its bounds" if v["why"] == "out_of_bounds" else "rounds outside its bounds"
-    return f"{f.quantity} {verb} {v['domain']} at {n} points"
+    return f"{f.quantity} {verb} {v['domain']} at {at}"
 
 
 _SENTENCES: dict[str, Callable[[Finding, dict[str, Any]], str]] = {

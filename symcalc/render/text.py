@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from symcalc.render.common import (
     value_text,
     was_rounded,
 )
-from symcalc.units.format import with_unit
+from symcalc.units.format import fmt, with_unit
 
 if TYPE_CHECKING:   # pragma: no cover
     from symcalc.query.results import Result
@@ -144,7 +145,10 @@ def intermediates(result: Result) -> list[str]:
 def headline(result: Result) -> str:
     line = f"{result.target} = {with_unit(result.value, result.unit)}"
     if was_rounded(result):
-        line += f"  (exact {with_unit(result.exact, result.unit, digits=6)}, rounded {result.rounding}"
+        exact = float(np.min(result.exact)) if np.ndim(result.exact) else float(result.exact)
+        whole_digits = len(str(int(abs(exact)))) if math.isfinite(exact) else 1
+        # two decimals past the whole part (134816.4, not 134816: that is what it rounded from)
+        line += f"  (exact {with_unit(result.exact, result.unit, digits=max(6, whole_digits + 2))}, rounded {result.rounding}"
         why = rounding_why(result)
         line += f": {why})" if why else ")"
     if result.looked_up:
@@ -161,8 +165,10 @@ def rounding_why(result: Result) -> str:
     q = result.quantity
     other = with_unit(r["other"] * result.factor / q.factor, "")
     side = "above" if r["given_is"] == "at_most" else "below"
-    return (f"{other} would give {r['limit']} = {with_unit(r['value_there'], r['unit'])}, {side} the given "
-            f"{with_unit(r['given'], r['unit'])}")
+    # as many digits as it takes to show the two apart (30.0048 day above 30 day, not 30 above 30)
+    digits = next((d for d in range(4, 13) if fmt(r["value_there"], d) != fmt(r["given"], d)), 12)
+    return (f"{other} would give {r['limit']} = {with_unit(r['value_there'], r['unit'], digits)}, {side} the given "
+            f"{with_unit(r['given'], r['unit'], digits)}")
 
 
 def first_lines(result: Result) -> list[str]:

@@ -1,0 +1,116 @@
+"""What a new user tries in the first hour, each once a raw exception, a silent wrong number or a
+misleading line (a review of ~540 commands and calls): now one clear line, or the right answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symcalc
+from symcalc.errors import DimensionError, MalformedValueError, QueryError, UnknownNameError
+
+MFU = dict(n_params=7e9, n_gpus=64, tokens_per_second="1e5 token/s", peak_flops="989 TFLOP/s")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: symcalc.solve("model_state_memory", n_params=7e9, dp=64, options={5: 2}),
+    lambda: symcalc.solve("model_state_memory", n_params=7e9, dp=64, options={None: 2}),
+    lambda: symcalc.sweep("mfu", n_params=7e9, n_gpus=64, peak_flops="989 TFLOP/s", vary={5: "1:10"}),
+])
+def test_a_key_that_is_not_text_is_named_not_an_attribute_error(call):
+    # did_you_mean once called 5.lower()
+    with pytest.raises(UnknownNameError, match="'(5|None)'"):
+        call()
+
+
+def test_arrays_that_do_not_make_one_grid_are_named_by_solve_too():
+    with pytest.raises(QueryError, match=r"do not broadcast to one grid: n_params \(3,\), n_gpus \(4,\)"):
+        symcalc.solve("mfu", **{**MFU, "n_params": np.full(3, 7e9), "n_gpus": np.full(4, 64)})
+    with pytest.raises(QueryError, match="an array of 40 dimensions"):
+        symcalc.solve("mfu", **{**MFU, "n_params": np.full([1] * 40, 7e9)})
+
+
+def test_check_is_part_of_the_api():
+    # 6 x 7e9 x 1e12 FLOP / (0.4 x 989e12 FLOP/s) = 1.06e8 s = 29,489 GPU-hours, not the 10 claimed:
+    # peak_flops from the others is 989 x 2949 TFLOP/s
+    c = symcalc.check(n_params=7e9, n_tokens="1e12 token", gpu_hours="10 hour", mfu=0.4, peak_flops="989 TFLOP/s")
+    (rel,) = c.relations
+    assert rel.quantity == "peak_flops" and not rel.agrees
+    assert rel.computed == pytest.approx(6 * 7e9 * 1e12 / (0.4 * 10 * 3600), rel=1e-9)
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(conflicts="maybe"), "conflicts must be True"),
+    (dict(rtol="abc"), "rtol is a relative tolerance"),       # accepted silently once
+    (dict(rtol=2.0), "rtol is a relative tolerance"),
+])
+def test_solve_arguments_of_the_wrong_kind_are_query_errors(kw, says):
+    with pytest.raises(QueryError, match=says):
+        symcalc.solve("mfu", **MFU, **kw)
+
+
+def test_an_option_asked_for_as_a_target_says_it_is_an_option():
+    with pytest.raises(QueryError, match=r"zero_stage is an option, not a quantity to solve for: set it \(--option "
+                                         r"zero_stage=\.\.\., one of 0, 1, 2, 3\)"):
+        symcalc.solve("zero_stage", n_params=7e9)
+
+
+def test_one_other_quantity_may_be_named_as_text():
+    # also="achieved_flops_cluster" was read letter by letter ("unknown quantity 'a'")
+    r = symcalc.solve("mfu", **MFU)
+    rate = np.array([1e5, 2e5])
+    p = r.points(also="achieved_flops_cluster", n_params=7e9, n_gpus=64, tokens_per_second=(rate, "token/s"),
+                 peak_flops="989 TFLOP/s")
+    np.testing.assert_allclose(p.also["achieved_flops_cluster"][0], 6 * 7e9 * rate / 1e15, rtol=1e-12)
+
+
+def test_an_answer_far_outside_real_hardware_is_flagged():
+    # a deadline of a nanosecond: 6 x 30e9 x 600e9 / (0.45 x 989e12 x 1e-9 s) = 2.43e17 GPUs,
+    # above n_gpus' plausible 1e6: said, as it is for a given value
+    r = symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="1e-9 s", mfu=0.45,
+                      peak_flops="989 TFLOP/s")
+    assert r.value == pytest.approx(6 * 30e9 * 600e9 / (0.45 * 989e12 * 1e-9), rel=1e-9)
+    assert any("n_gpus = 2.427e17 is far above 1000000" in w and "units and exponents of the values given" in w
+               for w in r.warnings), r.warnings
+
+
+def test_a_sweep_point_solve_refuses_for_its_order_is_not_feasible():
+    # a micro-batch above the global batch: solve refuses it ("can never exceed"); the sweep
+    # marked it feasible
+    s = symcalc.sweep("step_time", {"tp": 8, "dp": 16, "n_gpus": 128, "global_batch_size": 2048},
+                      vary={"micro_batch_size": [1, 128, 4096]}, model="llama3-70b", hardware="h100")
+    assert s.feasible.tolist() == [True, True, False]
+    assert any("micro_batch_size is more than global_batch_size at 1 point: it can never exceed it" in x
+               for x in s.reasons), s.reasons
+    with pytest.raises(symcalc.DomainError, match="can never exceed global_batch_size"):
+        symcalc.solve("step_time", tp=8, dp=16, n_gpus=128, global_batch_size=2048, micro_batch_size=4096,
+                      model="llama3-70b", hardware="h100")
+
+
+def test_the_rounding_line_shows_enough_digits_to_tell_the_values_apart(cli):
+    # 30e9 x 600e9 x 6 / (0.45 x 989e12) = 2.427e11 GPU-seconds; over 30 days that is 93.62 GPUs.
+    # Llama 3 70B: 6190.07 GPUs for 30 days; 6190 would take 30 x 6190.07/6190 = 30.0003 days
+    run = cli("solve", "n_gpus", "--model", "llama3-70b", "--hardware", "h100", "train_time=30day", "mfu=40%")
+    first = run.out.splitlines()[0]
+    assert "6190 would give train_time = 30.0003 day, above the given 30 day" in first, first
+
+
+def test_a_value_in_an_array_that_is_not_finite_is_pointed_at():
+    with pytest.raises(MalformedValueError, match=r"n_params: element 1 of the array is nan \(1 of 3"):
+        symcalc.solve("mfu", **{**MFU, "n_params": np.array([7e9, np.nan, 8e9])})
+
+
+def test_a_unit_asked_for_is_a_unit_alone():
+    with pytest.raises(MalformedValueError, match=r"--to: '1 GB' is not a unit: give a unit alone"):
+        symcalc.solve("model_state_memory", n_params=7e9, dp=8, to="1 GB")
+    with pytest.raises(DimensionError, match="model_state_memory is measured in byte"):
+        symcalc.solve("model_state_memory", n_params=7e9, dp=8, to="%")      # not "it is a count"
+
+
+def test_show_explains_a_preset_too(cli):
+    run = cli("show", "h100", "--json")
+    info = run.json()
+    assert info["kind"] == "hardware" and info["name"] == "h100_sxm"
+    assert info["values"]["gpu_memory"].startswith("80 GB") and "[measured]" in info["values"]["bf16_gemm_efficiency"]
+    run = cli("show", "h10")
+    assert run.code == 2 and "Did you mean: h100" in run.err
