@@ -105,6 +105,7 @@ class _Setup:
     progress: Callable[[str], None] | None = None    # hears what the search is doing (a progress line)
     evidence: Evidence | None = None                 # the published runs layouts are judged by (planner.validation)
     frontier: bool = True                            # rank hypotheses no faster than the published frontier
+    given_dims: tuple[str, ...] = ()                 # the layout dimensions the user fixed (tp=8, ...)
 
 
 @dataclass
@@ -222,6 +223,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
         "n_tokens": tokens, "gpu_hour_price": gpu_hour_price, "memory_headroom": memory_headroom, "seq_len": seq_len,
         "global_batch_size": global_batch_size, "gpus_per_node": gpus_per_node, "train_time": deadline,
         "total_cost": budget, "tokens_per_second": throughput})
+    given_dims = tuple(k for k in LAYOUT_DIMS if k in values)
     fixed, searched_opts = _fixed_dims(values, options, searched_options(lib))
     requires = narrow(lib, options, fixed, searched_opts, max_virtual_stages)
     find_preset("hardware", hardware)     # unknown names first, with the closest names
@@ -249,7 +251,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
     common = _Setup(q=q, facts=facts, fixed=fixed, searched_opts=searched_opts, requires=requires, headroom=headroom,
                     tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
                     max_virtual_stages=max_virtual_stages, by=by, progress=progress,
-                    evidence=_evidence(q, lib, options, hardware), frontier=bool(frontier))
+                    evidence=_evidence(q, lib, options, hardware), frontier=bool(frontier), given_dims=given_dims)
     if goal:
         span = isinstance(gpus, str) and ":" in gpus
         res = _backwards(counts, goal, values, top, t0, model, hardware, options, common, span=span)
@@ -398,10 +400,11 @@ def _facts(q: Question, values: dict, lib: Library) -> _Facts:
     if missing:
         raise QueryError(f"cannot plan without {', '.join(missing)}")
     for name in ("seq_len", "global_batch_size"):
-        if found[name] is not None and found[name] > LIMITS[name]:
-            q = lib.quantities[name]
-            raise QueryError(f"{name} = {found[name] / q.factor:g}{' ' + q.display_unit if q.display_unit else ''} is "
-                             f"beyond what a plan searches (at most {LIMITS[name]:,})")
+        size = found[name]
+        if size is not None and size > LIMITS[name]:
+            spec = lib.quantities[name]
+            raise QueryError(f"{name} = {size / spec.factor:g}{' ' + spec.display_unit if spec.display_unit else ''} "
+                             f"is beyond what a plan searches (at most {LIMITS[name]:,})")
     whole = {k: int(round(v)) for k, v in found.items() if v is not None and k != "gpu_memory"}
     return _Facts(n_heads=whole["n_heads"], n_kv_heads=whole["n_kv_heads"], n_layers=whole["n_layers"],
                   seq_len=whole["seq_len"], gpus_per_node=whole["gpus_per_node"],
@@ -750,6 +753,10 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
     if s.space.size == 0:
         reasons = sorted(s.space.reasons().items(), key=lambda kv: -kv[1])[:3]
         why = "; ".join(f"{n:,} layouts: {r}" for r, n in reasons)
+        if not why:     # the fixed values left no candidate to count a layout against
+            given = ", ".join(f"{k}={'|'.join(map(str, common.fixed[k]))}" for k in common.given_dims)
+            why = (f"the values fixed ({given}) leave no candidate: each degree divides the GPU count "
+                   f"({s.shape.n_gpus:,}), a micro-batch the global batch ({s.shape.global_batch_size:,})")
         return [], (f"no valid layout of {s.shape.n_gpus} GPUs: {why}. Try another GPU count "
                     "(a multiple of the node size and of what the batch allows), or fix fewer dimensions")
     ok = np.flatnonzero(s.ev.inside)

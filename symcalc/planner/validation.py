@@ -200,7 +200,7 @@ def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float) -> Verdict:
     most_dp = max(r.dp for r in runs)
     if layout["dp"] > SCALE_FACTOR * most_dp:
         return verdict(False, f"hypothesis: {what} over {layout['dp']} data-parallel ranks: the published "
-                              f"{where} runs of it reach {most_dp}")
+                              f"{where} runs of it reach {most_dp} data-parallel ranks")
     most_comm = max(r.comm_ratio for r in runs)
     if comm > COMM_SLACK[0] * most_comm + COMM_SLACK[1]:
         return verdict(False, f"hypothesis: {what} with network time at {comm:.0%} of compute: the published "
