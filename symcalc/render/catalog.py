@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from symcalc.errors import UnknownNameError, closest_names
-from symcalc.library.presets import all_presets
+from symcalc.library.presets import Preset, all_presets, builtin_preset
 
 if TYPE_CHECKING:
     from symcalc.library.records import FormulaSpec, OptionSpec
@@ -57,7 +57,7 @@ def catalog(lib: Library, kind: str | None = None, term: str | None = None) -> d
 
 
 def describe(lib: Library, name: str) -> dict[str, Any]:
-    """Everything about one quantity (or alias), formula or option.
+    """Everything about one quantity (or alias), formula, option or built-in preset.
 
     Returns
     -------
@@ -114,10 +114,27 @@ def describe(lib: Library, name: str) -> dict[str, Any]:
         if set_by:
             info["defaults_by_option"] = set_by
         return info
-    pool = list(lib.quantities) + list(lib.aliases) + list(lib.formulas) + list(lib.options)
+    for kind in ("hardware", "model"):
+        try:
+            return _preset(builtin_preset(kind, name))
+        except UnknownNameError:
+            pass
+    presets = [n for k in ("hardware", "model") for p in all_presets()[k].values() for n in (p.key, *p.aliases)]
+    pool = list(lib.quantities) + list(lib.aliases) + list(lib.formulas) + list(lib.options) + presets
     near = closest_names(name, pool)
     hint = f" Did you mean: {', '.join(near)}?" if near else " Try `symcalc list`."
-    raise UnknownNameError(f"'{name}' is not a quantity, formula or option.{hint}", near)
+    raise UnknownNameError(f"'{name}' is not a quantity, formula, option or preset.{hint}", near)
+
+
+def _preset(p: Preset) -> dict[str, Any]:
+    """A hardware or model preset for ``symcalc show``: each value with how it is known
+    (measured, datasheet, derived, fitted) and its source."""
+    def entry(value: str, source: str, basis: str | None) -> str:
+        return f"{value}" + (f" [{basis}]" if basis else "") + (f" ({source})" if source else "")
+    values = {k: entry(v, src, p.basis.get(k)) for k, (v, src) in p.values.items()}
+    values.update({f"peak_flops_{k}": entry(v, src, p.peak_basis.get(k)) for k, (v, src) in p.peak_flops.items()})
+    return {"kind": p.kind, "name": p.key, "title": p.title, "aliases": list(p.aliases), "source": p.source,
+            "notes": p.notes, "values": values, "options": dict(p.options)}
 
 
 def _option_value(o: OptionSpec, value: str, description: str) -> dict[str, Any]:
