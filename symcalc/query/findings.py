@@ -47,7 +47,7 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
     # an answer far outside real hardware from given values each plausible (one that is not, or a
     # value outside its bounds, already says what is wrong)
     odd = None if any(f.violation for f in findings) or any(
-        implausible(lib.quantities[k], g) for k, g in given.items() if not g.origin) else _implausible_answer(tq, exact)
+        implausible(lib.quantities[k], g) for k, g in given.items() if not g.origin) else _implausible_answer(tq, rounded)
     if odd is not None:
         findings.append(odd)
     if how == "nearest" and _far_from_whole(exact):
