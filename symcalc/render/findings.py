@@ -173,8 +173,11 @@ def _unmeasured(f: Finding, v: dict[str, Any]) -> str:
 
 def _out_of_bounds(f: Finding, v: dict[str, Any]) -> str:
     shown = with_unit(v["value"], v["unit"]) if v["value"] is not None else "undefined (NaN)"
+    names = list(f.related)
+    # a total of many parts rests on dozens of values: the first few, and how many more
+    listed = ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])} and {len(names) - 5} more"
     return (f"{f.quantity} = {shown}{_where(v)} is outside its bounds {_bounds(v['bounds'])}: the values of "
-            f"{', '.join(f.related)} are inconsistent, or outside the range of {', '.join(f.formulas)}")
+            f"{listed} are inconsistent, or outside the range of {', '.join(f.formulas)}")
 
 
 def _rounds_outside(f: Finding, v: dict[str, Any]) -> str:
