@@ -114,3 +114,16 @@ def test_show_explains_a_preset_too(cli):
     assert info["values"]["gpu_memory"].startswith("80 GB") and "[measured]" in info["values"]["bf16_gemm_efficiency"]
     run = cli("show", "h10")
     assert run.code == 2 and "Did you mean: h100" in run.err
+
+
+def test_an_axis_written_with_its_unit_once_takes_it_for_every_value():
+    # '1e5,3e6,1e7 token/s' was refused ("a bare number (1e5) could mean several units"):
+    # mfu = 6 x 7e9 x R / (64 x 989e12), 6.635 % at 1e5 token/s; the bounds are said in %
+    s = symcalc.sweep("mfu", n_params=7e9, n_gpus=64, peak_flops="989 TFLOP/s",
+                      vary={"tokens_per_second": "1e5,3e6,1e7 token/s"})
+    rate = np.array([1e5, 3e6, 1e7])
+    np.testing.assert_allclose(s.values, 100 * 6 * 7e9 * rate / (64 * 989e12), rtol=1e-12)
+    assert any("mfu leaves its bounds (0 %, 100 %] at 2 points" in x for x in s.reasons), s.reasons
+    r = symcalc.sweep("mfu", n_params=7e9, n_gpus=64, peak_flops="989 TFLOP/s",
+                      vary={"tokens_per_second": "1e5:1e6 token/s:3"})
+    np.testing.assert_allclose(r.axes[0].base, [1e5, 5.5e5, 1e6], rtol=1e-12)

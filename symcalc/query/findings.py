@@ -186,7 +186,7 @@ def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str 
             return _exceeds(lib, derivation, split, others, sum(v for _, v in others), values,
                             f"leaving {name} = {shown}", others[0][0] if others else name)
         ids = ", ".join(f.id for f in earlier.formulas)
-        return f"it would need {name} = {shown} ({ids}), outside {_bounds_text(q)}"
+        return f"it would need {name} = {shown} ({ids}), outside {bounds_text(q)}"
     return _known_parts_overflow(lib, derivation, step, values)
 
 
@@ -274,7 +274,7 @@ def _bounds(q) -> dict:
     return {"lo": d.lo * scale, "hi": d.hi * scale, "lo_open": d.lo_open, "hi_open": d.hi_open, "percent": percent}
 
 
-def _bounds_text(q) -> str:
+def bounds_text(q) -> str:
     d = q.domain
     if q.display_unit == "%":
         return f"{'(' if d.lo_open else '['}{d.lo * 100:g} %, {d.hi * 100:g} %{')' if d.hi_open else ']'}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.query.results import Result, sentences
-from symcalc.query.findings import out_of_bounds, over_capacity
+from symcalc.query.findings import bounds_text, out_of_bounds, over_capacity
 from symcalc.query.question import order_breaks
 from symcalc.query.solve import solve
 from symcalc.query.stacks import check_new_values
@@ -264,7 +265,7 @@ def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values,
     for name, bad in outside.items():
         # points with no value at all are counted above, not as leaving a bound
         if bad.any():
-            infeasible(name, "out_of_bounds", int(bad.sum()), domain=str(lib.quantities[name].domain))
+            infeasible(name, "out_of_bounds", int(bad.sum()), domain=bounds_text(lib.quantities[name]))
             feasible &= ~bad
     if tq.whole:
         # a whole number rounded outside its bounds (a micro-batch of 0: the smallest already
@@ -272,7 +273,7 @@ def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values,
         with np.errstate(invalid="ignore"):
             rounded_out = feasible & ~np.asarray(tq.domain.contains(vals * r.factor), dtype=bool)
         if rounded_out.any():
-            infeasible(tq.name, "rounds_outside", int(rounded_out.sum()), domain=str(tq.domain))
+            infeasible(tq.name, "rounds_outside", int(rounded_out.sum()), domain=bounds_text(tq))
             feasible &= ~rounded_out
     capacity = None
     if capacity_values is not None and over is not None and tq.fits_in:
@@ -322,7 +323,7 @@ def read_axis(q: QuantitySpec, spec: object) -> Axis:
     if isinstance(spec, str) and ":" in spec:
         base, log = _range(q, spec)
     elif isinstance(spec, str) and "," in spec:
-        base = np.array([_one(q, part, spec) for part in spec.split(",")], dtype=float)
+        base = np.array([_one(q, part, spec) for part in _shared_unit(spec.split(","))], dtype=float)
         log = False
     elif isinstance(spec, str):
         raise QueryError(f"cannot read the axis {q.name}={spec!r}: write START:STOP[:COUNT][:log] or V1,V2,...")
@@ -338,6 +339,20 @@ def read_axis(q: QuantitySpec, spec: object) -> Axis:
     return Axis(name=q.name, base=base, unit=q.display_unit, factor=q.factor, log=log, whole=bool(q.whole))
 
 
+_NUMBER_THEN_UNIT = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*(\S.*)?$")
+
+
+def _shared_unit(parts: list[str]) -> list[str]:
+    """An axis written with its unit once ('1e5,3e6,1e7 token/s', '1e5:1e7 token/s'): when
+    exactly one value has a unit and the others are bare numbers, that unit is theirs too."""
+    units = [m.group(1) if m else None for m in (_NUMBER_THEN_UNIT.match(p) for p in parts)]
+    matched = [_NUMBER_THEN_UNIT.match(p) is not None for p in parts]
+    with_unit = [u for u in units if u]
+    if all(matched) and len(with_unit) == 1 and len(parts) > 1:
+        return [p if u else f"{p.strip()} {with_unit[0]}" for p, u in zip(parts, units)]
+    return parts
+
+
 def _range(q: QuantitySpec, spec: str) -> tuple[np.ndarray, bool]:
     parts = [p.strip() for p in spec.split(":")]
     log = bool(parts) and parts[-1].lower() in ("log", "lin")
@@ -345,7 +360,8 @@ def _range(q: QuantitySpec, spec: str) -> tuple[np.ndarray, bool]:
     log = scale == "log"
     if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
         raise QueryError(f"cannot read the axis {q.name}={spec!r}: write START:STOP[:COUNT][:log]")
-    start, stop = _one(q, parts[0], spec), _one(q, parts[1], spec)
+    first, last = _shared_unit(parts[:2])
+    start, stop = _one(q, first, spec), _one(q, last, spec)
     count = None
     if len(parts) == 3 and parts[2]:
         try:
