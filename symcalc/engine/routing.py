@@ -875,7 +875,8 @@ def underdetermined_error(target: str, given: set[str], sets: list[list[str]],
     """The error for a target the given names do not determine, and the sets that would;
     a slack in ``limits`` is shown with its value at the limit. ``complete=False``: the search
     for sets ran out of time (and says so rather than claim there is none)."""
-    known = (", ".join(sorted(given)) if len(given) <= 8 else f"the {len(given)} values given") or "nothing"
+    known = (", ".join(sorted(given)) if len(given) <= 8 else
+             f"the {len(given)} values known (given, or from the presets)") or "nothing"
     if not sets:
         if not complete:
             return UnderdeterminedError(f"cannot determine {target} from {known}; the search for what else to "
