@@ -215,9 +215,9 @@ def _bare(q: QuantitySpec, magnitude, text: str) -> pint.Quantity:
 
 
 def _dimension_message(q: QuantitySpec, text: str, got) -> str:
-    expected = f"a value in {show(q.dim)}" if q.dim else "a pure number (a count)"
+    expected = f"a value in {show(q.dim)}" if q.dim else "a pure number (a count, or a fraction such as '45 %')"
     data = dict(got) == {"[information]": 1}
-    which = "an amount of data" if data else show(got)
+    which = "an amount of data" if data else show(got) if got else "a pure number (a count or a fraction)"
     msg = f"{q.name} expects {expected}, e.g. {example_value(q)}; got '{text}', which is {which}"
     if not q.dim and data:
         letter = "b" if text.rstrip().endswith("b") else "B"
