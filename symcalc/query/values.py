@@ -215,7 +215,8 @@ def _bare(q: QuantitySpec, magnitude, text: str) -> pint.Quantity:
 
 
 def _dimension_message(q: QuantitySpec, text: str, got) -> str:
-    expected = f"a value in {show(q.dim)}" if q.dim else "a pure number (a count, or a fraction such as '45 %')"
+    expected = f"a value in {show(q.dim)}" if q.dim else \
+        "a pure number (a fraction)" if q.display_unit == "%" else "a pure number (a count)"
     data = dict(got) == {"[information]": 1}
     which = "an amount of data" if data else show(got) if got else "a pure number (a count or a fraction)"
     msg = f"{q.name} expects {expected}, e.g. {example_value(q)}; got '{text}', which is {which}"
