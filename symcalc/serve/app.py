@@ -4,7 +4,9 @@ Routes: ``GET /`` the page; ``GET /static/...`` its script and style (from this 
 ``GET /mathjax/...`` MathJax's files from the django-static-mathjax wheel (nothing is fetched
 from another host); ``GET /api/presets`` the model and hardware presets; ``POST /api/solve``
 and ``POST /api/plan`` the questions (:mod:`symcalc.serve.worker`), each answered with the JSON
-the command line's ``--json`` prints, status 400 for a bad request (504 when time ran out).
+the command line's ``--json`` prints, status 400 for a bad request (504 when time ran out, 503
+when every worker stayed busy with earlier requests for the request's whole time limit, 413 for
+a body over 1 MB, 415 for one not sent as JSON, 404 and 405 as JSON errors too).
 
 Requests that could come from another site are refused: an API request must be sent as
 ``application/json`` (which a page elsewhere cannot do without a preflight this server never
