@@ -184,3 +184,18 @@ def test_the_format_registry_names_real_renderers_in_the_render_layer():
         assert module in MODULES, f"format {key}: no module {module}"
         assert layer_of(module) == render, f"format {key}: {module} is not in the render layer"
         assert callable(getattr(importlib.import_module(module), function, None)), f"format {key}: no {spec}"
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_longer_than_80_lines():
+    # a function that long does several jobs (issue 24): split it where the logic allows
+    long = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{module}.{node.name}: {lines} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"

@@ -88,13 +88,8 @@ def read_value(q: QuantitySpec, raw: object, check_bounds: bool = True) -> Given
         if check_bounds:
             _check_domain(q, magnitude, text)
         return GivenValue(q.name, text, magnitude)
-    if isinstance(raw, (np.datetime64, np.timedelta64)):      # a timedelta64 is also an np.integer
-        raise MalformedValueError(f"{q.name}: a numpy date or duration is not a value; write it with its unit, "
-                                  "e.g. '30 day'")
+    _refuse_odd_number(q, raw)
     if isinstance(raw, (int, float, np.integer, np.floating)) and not isinstance(raw, bool):
-        if isinstance(raw, int) and not -1e308 < raw < 1e308:       # a Python int has no upper limit
-            raise MalformedValueError(f"{q.name}: a number of {len(str(abs(raw)))} digits is beyond floating "
-                                      "point's range (about 1e308)")
         text = _text_of(raw)
         _require_unit_if_ambiguous(q, text)
         magnitude = float(raw) * units.to_base_factor(q.unit)
@@ -151,6 +146,17 @@ def _unit_factor(unit) -> float | None:
     except Exception:
         return None
     return float(one.magnitude) if float(zero.magnitude) == 0.0 else None
+
+
+def _refuse_odd_number(q: QuantitySpec, raw) -> None:
+    """A number that is no magnitude: a numpy date or duration (a timedelta64 is also an
+    np.integer, once read as a count of days), or a Python int beyond floating point's range."""
+    if isinstance(raw, (np.datetime64, np.timedelta64)):
+        raise MalformedValueError(f"{q.name}: a numpy date or duration is not a value; write it with its unit, "
+                                  "e.g. '30 day'")
+    if isinstance(raw, int) and not isinstance(raw, bool) and not -1e308 < raw < 1e308:
+        raise MalformedValueError(f"{q.name}: a number of {len(str(abs(raw)))} digits is beyond floating "
+                                  "point's range (about 1e308)")
 
 
 def _numbers(q: QuantitySpec, raw):
