@@ -127,3 +127,11 @@ def test_an_axis_written_with_its_unit_once_takes_it_for_every_value():
     r = symcalc.sweep("mfu", n_params=7e9, n_gpus=64, peak_flops="989 TFLOP/s",
                       vary={"tokens_per_second": "1e5:1e6 token/s:3"})
     np.testing.assert_allclose(r.axes[0].base, [1e5, 5.5e5, 1e6], rtol=1e-12)
+
+
+@pytest.mark.parametrize("unit, hint", [("Day", "did you mean day?"), ("HOUR", "did you mean hour?"),
+                                        ("Tflop/s", "did you mean TFLOP?"), ("gib", "did you mean GiB?")])
+def test_a_unit_in_the_wrong_case_gets_the_right_spelling(unit, hint):
+    with pytest.raises(MalformedValueError, match=f"unknown unit .*; {hint}"):
+        symcalc.solve("train_time", n_params=7e9, n_tokens="1e12 token", n_gpus=64, mfu=0.4,
+                      peak_flops="989 TFLOP/s", to=unit)

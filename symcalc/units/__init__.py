@@ -223,11 +223,17 @@ def _unit_hint(name: str) -> str:
         "Gbps": "Gb/s", "GBps": "GB/s", "Mbps": "Mb/s", "tokens_per_second": "token/s",
         "hours": "hour", "days": "day", "gb": "GB (gigabyte) or Gb (gigabit)",
         "tflop": "TFLOP", "flop": "FLOP", "T": "e12 (write 7e12, not 7T)",
-        "K": "e3", "bn": "e9",
+        "K": "e3", "bn": "e9", "gib": "GiB", "mib": "MiB", "tib": "TiB",
     }
     if name in known:
         return f"; did you mean {known[name]}?"
-    return ""
+    try:        # the same letters in another case: Day, HOUR, Tflop
+        found = registry().parse_unit_name(name, case_sensitive=False)
+        symbols = list(dict.fromkeys(registry().get_symbol(prefix + unit) if prefix else unit
+                                     for prefix, unit, _ in found))
+    except Exception:
+        return ""
+    return f"; did you mean {' or '.join(symbols)}?" if symbols else ""
 
 
 @lru_cache(maxsize=None)
