@@ -135,3 +135,9 @@ def test_a_unit_in_the_wrong_case_gets_the_right_spelling(unit, hint):
     with pytest.raises(MalformedValueError, match=f"unknown unit .*; {hint}"):
         symcalc.solve("train_time", n_params=7e9, n_tokens="1e12 token", n_gpus=64, mfu=0.4,
                       peak_flops="989 TFLOP/s", to=unit)
+
+
+def test_a_tuple_that_is_not_a_value_and_its_unit_says_so():
+    with pytest.raises(MalformedValueError, match=r"peak_flops: a value with its unit is a pair \(value, 'unit'\); "
+                                                  "got a tuple of 3 items"):
+        symcalc.solve("mfu", **{**MFU, "peak_flops": (1, "TFLOP/s", 3)})

@@ -150,7 +150,11 @@ def _unit_factor(unit) -> float | None:
 
 def _refuse_odd_number(q: QuantitySpec, raw) -> None:
     """A number that is no magnitude: a numpy date or duration (a timedelta64 is also an
-    np.integer, once read as a count of days), or a Python int beyond floating point's range."""
+    np.integer, once read as a count of days), a Python int beyond floating point's range, or a
+    tuple that is not a (value, "unit") pair ((1, "TFLOP/s", 3) was read as an array of text)."""
+    if isinstance(raw, tuple) and len(raw) != 2 and any(isinstance(x, str) for x in raw):
+        raise MalformedValueError(f"{q.name}: a value with its unit is a pair (value, 'unit'); got a tuple of "
+                                  f"{len(raw)} items")
     if isinstance(raw, (np.datetime64, np.timedelta64)):
         raise MalformedValueError(f"{q.name}: a numpy date or duration is not a value; write it with its unit, "
                                   "e.g. '30 day'")
