@@ -7,14 +7,17 @@ import pytest
 
 import symcalc
 from symcalc.errors import UnderdeterminedError
-from symcalc.engine.routing import find_route
+from symcalc.engine.routing import DiagnosisHints, find_route
 
 
 def plan(target, given, options=None):
     lib = symcalc.default_library()
     opts = lib.option_values(options)
     defaults = {k for k in lib.coefficient_defaults(opts) if k not in given}
-    return find_route(lib.active_formulas(opts), target, set(given), defaults, {"link_latency"})
+    # the diagnosis's own 1 s budget would make a loaded machine name fewer sets: a minute here,
+    # so that what the search finds does not depend on the machine's speed
+    return find_route(lib.active_formulas(opts), target, set(given), defaults, {"link_latency"},
+                      hints=DiagnosisHints(seconds=60.0))
 
 
 def test_mfu_from_throughput_is_three_steps_with_the_6_flop_default():
