@@ -5,7 +5,6 @@ its worker while the server goes on answering."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -50,13 +49,15 @@ def test_the_mfu_question_answers_with_the_command_lines_json(client, cli):
     assert r.json()["unit"] == "%" and r.json()["value"] == pytest.approx(9.9492, rel=1e-4)
 
 
-def test_a_repeated_question_is_answered_quickly(client):
+def test_a_repeated_question_is_answered_by_the_same_warm_workers(client):
+    # the workers keep the library and the compiled answers between requests: the same
+    # processes answer every time (a worker rebuilt per request would cost seconds each; this
+    # is asserted on the processes, not on a clock, so a loaded machine gives the same result)
     post(client, "/api/solve", MFU)
-    t0 = time.perf_counter()
+    before = {w.process.pid for w in client.pool.workers}
     for _ in range(5):
         assert post(client, "/api/solve", MFU).status_code == 200
-    # generous: a warm answer takes a few ms; this only catches a worker rebuilt per request
-    assert (time.perf_counter() - t0) / 5 < 5.0
+    assert {w.process.pid for w in client.pool.workers} == before
 
 
 def test_a_plan_request_mirrors_the_python_api(client, cli):
