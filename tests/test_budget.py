@@ -26,31 +26,35 @@ def test_a_limit_interrupts_a_busy_loop_on_time():
     with pytest.raises(BudgetExceeded):
         with time_limit(0.2):
             _spin()
-    assert 0.19 <= time.monotonic() - start < 1.0
+    # never before the limit; the loop never ends by itself, so returning at all is the limit's
+    # doing (the upper bound only catches a limit taken as seconds x 100, whatever the load)
+    assert 0.19 <= time.monotonic() - start < 20
 
 
 def test_an_inner_limit_never_extends_the_outer_one():
-    # the inner block asks for 5 s, but only 0.3 s of the outer budget are left: the outer wins
+    # the inner block asks for 600 s, but only 0.3 s of the outer budget are left: the outer wins
+    # (well before 600 s, however loaded the machine)
     start = time.monotonic()
     with pytest.raises(BudgetExceeded):
         with time_limit(0.3):
-            with time_limit(5):
+            with time_limit(600):
                 _spin()
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 60
     assert remaining() == float("inf")      # nothing left armed afterwards
 
 
 def test_a_caught_inner_limit_leaves_the_outer_one_in_force():
     start = time.monotonic()
     with pytest.raises(BudgetExceeded):
-        with time_limit(0.5):
+        with time_limit(2.0):
             try:
                 with time_limit(0.1):
                     _spin()
             except BudgetExceeded:
-                assert 0.09 <= time.monotonic() - start < 0.4
-            _spin()                       # the fallback itself is still bounded by the outer 0.5 s
-    assert 0.49 <= time.monotonic() - start < 1.5
+                caught = time.monotonic() - start
+            _spin()                       # the fallback itself is still bounded by the outer 2 s
+    # the inner limit fired first, and the outer one still ended the fallback (not before its 2 s)
+    assert 0.09 <= caught < time.monotonic() - start and 1.99 <= time.monotonic() - start < 60
 
 
 def test_outside_the_main_thread_the_deadline_is_only_recorded():
@@ -70,7 +74,7 @@ def test_bounded_ends_quietly_when_its_own_limit_runs_out():
     start = time.monotonic()
     with bounded(0.1) as limit:
         _spin()
-    assert limit.expired and 0.09 <= time.monotonic() - start < 0.6
+    assert limit.expired and 0.09 <= time.monotonic() - start < 20
 
 
 def test_bounded_lets_an_outer_limit_through():
@@ -123,7 +127,7 @@ def test_a_timer_armed_before_the_first_limit_still_fires_with_its_own_handler()
         with time_limit(5):                # ... and while a longer limit is in force
             while not fired:
                 pass
-        assert 0.29 <= fired[0] - start < 1.0
+        assert 0.29 <= fired[0] - start < 5      # its own 0.3 s, before the 5 s limit would end the wait
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -188,7 +192,8 @@ def test_an_import_is_never_cut_half_way(tmp_path, monkeypatch):
         with time_limit(0.05):
             import slow_module_for_budget
             _spin()
-    assert 0.3 <= time.monotonic() - start < 1.0
+    # not before the import's own 0.3 s; the endless loop after it shows the limit then fired
+    assert 0.3 <= time.monotonic() - start < 20
     assert slow_module_for_budget.LAST == 42
 
 
