@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +50,16 @@ class Question:
     options: dict           # options given (attention_kernel, precision, ...) besides the searched ones
     moe: bool = False
     library: Library | None = None
+    # the answers every GPU count of one plan shares (an option combination's step time and
+    # memory, the metrics' questions), solved once: their derivations depend on the names given
+    # and the options, not on the layout's values, which the evaluator is given afresh
+    solved: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def solve_once(self, key: tuple, make: Callable[[], object]) -> Any:
+        """The answer kept under ``key``, made by ``make`` the first time."""
+        if key not in self.solved:
+            self.solved[key] = make()
+        return self.solved[key]
 
     def solve(self, target: str, given: Mapping[str, object], options: Mapping[str, str],
               on_bounds: str = "raise") -> Result:
@@ -134,7 +145,8 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
             if progress is not None:
                 progress(f"solving option combination {done}/{len(combos)} on {space.total:,} layouts")
             rows = np.flatnonzero(key == k)
-            t, m = templates[int(k)] = _templates(c, int(rows[0]), q, global_batch_size, seq_len)
+            t, m = templates[int(k)] = q.solve_once(("layout", int(k), global_batch_size, seq_len),
+                                                    partial(_templates, c, int(rows[0]), q, global_batch_size, seq_len))
             arrays = _layout_arrays(c, rows, q.moe, global_batch_size, seq_len)
             got, ok = together((t, m), {**q.values, **arrays})
             step[rows] = got[t.target] * t.factor
@@ -180,8 +192,8 @@ def metrics(q: Question, step_time: np.ndarray, n_gpus: np.ndarray, global_batch
         return out
     scalar = {STEP_TIME: f"{float(step_time[0])} s", "n_gpus": int(n_gpus[0]),
               "global_batch_size": global_batch_size, "seq_len": f"{seq_len} token"}
-    results = [q.solve(target, {**scalar, **{x: extra[x] for x in needs}}, {}, on_bounds="flag")
-               for target, needs in asked]
+    results = q.solve_once(("metrics", tuple(t for t, _ in asked), global_batch_size, seq_len), lambda: [
+        q.solve(target, {**scalar, **{x: extra[x] for x in needs}}, {}, on_bounds="flag") for target, needs in asked])
     arrays = {**q.values, **{x: extra[x] for _, needs in asked for x in needs},
               STEP_TIME: (np.asarray(step_time, dtype=float), "s"),
               "n_gpus": np.asarray(n_gpus, dtype=np.int64),
