@@ -250,6 +250,11 @@ class Derivation:
             self.route = replace(self.route, steps=steps)
         return self
 
+    @property
+    def computed(self) -> frozenset[str]:
+        """The quantities its steps compute (the target among them). O(steps)."""
+        return frozenset(u for s in self.steps for u in s.unknowns)
+
     def upstream(self, names: Iterable[str]) -> set[str]:
         """``names`` and every quantity they are computed from through the steps (the knowns they
         rest on included). O(steps + quantities)."""

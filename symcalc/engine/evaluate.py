@@ -30,6 +30,7 @@ import numpy as np
 from symcalc.engine.bounds import both, outside_of, within
 from symcalc.engine.derivation import Derivation, Evaluation
 from symcalc.engine.rounding import round_whole
+from symcalc.errors import QueryError
 
 __all__ = ["MIN_SIZE", "Target", "Evaluated", "evaluate"]
 
@@ -56,20 +57,18 @@ class Evaluated:
     ``values``: each target in its unit, rounded where asked; ``exact``: the rounded targets
     before rounding, in their unit; ``inside``: the one bounds mask (see the module);
     ``outside`` (when asked for): each computed quantity that is finite but outside its bounds
-    somewhere, and where; ``walked``: the step walker's evaluations, one per derivation (every
-    quantity's values), or None when the chunked kernel answered."""
+    somewhere, and where."""
 
     shape: tuple[int, ...]
     values: dict[str, np.ndarray]
     exact: dict[str, np.ndarray]
     inside: np.ndarray
     outside: dict[str, np.ndarray] | None = None
-    walked: list[Evaluation] | None = None
 
 
 def evaluate(derivations: Derivation | Sequence[Derivation], magnitudes: Mapping[str, Any],
              targets: Sequence[Target], *, integral: frozenset[str] | set[str] = frozenset(),
-             strict: bool = False, outside: bool = False, walk: bool = False) -> Evaluated | None:
+             strict: bool = False, outside: bool = False) -> Evaluated | None:
     """``targets`` of ``derivations`` over the broadcast grid of ``magnitudes``.
 
     Parameters
@@ -84,7 +83,6 @@ def evaluate(derivations: Derivation | Sequence[Derivation], magnitudes: Mapping
         messages, unless the chunked kernel answers with every point ordinary (inside, no
         floating-point error, at least MIN_SIZE points).
     outside : also say, per computed quantity, where it is finite but outside its bounds.
-    walk : always use the step walker (a caller that reads every quantity's values).
 
     Returns
     -------
@@ -92,14 +90,14 @@ def evaluate(derivations: Derivation | Sequence[Derivation], magnitudes: Mapping
 
     Raises
     ------
-    ValueError when a target is computed by none of the derivations or the arrays do not
-    broadcast; NoSolutionError from the walker when a step has no admissible value anywhere.
+    QueryError when a target is computed by none of the derivations; ValueError when the arrays
+    do not broadcast; NoSolutionError from the walker when a step has no admissible value anywhere.
     """
     derivations = [derivations] if isinstance(derivations, Derivation) else list(derivations)
     owner = _owners(derivations, targets)
     shape = np.broadcast_shapes(*(np.shape(v) for v in magnitudes.values()))
     size = math.prod(shape) if shape else 1
-    if not walk and size >= MIN_SIZE:
+    if size >= MIN_SIZE:
         got = _chunked(derivations, owner, magnitudes, targets, integral, strict, shape)
         if got is not None or strict:
             if got is not None and outside:
@@ -107,21 +105,18 @@ def evaluate(derivations: Derivation | Sequence[Derivation], magnitudes: Mapping
             return got
     elif strict:
         return None
-    return _walked(derivations, owner, magnitudes, targets, outside, shape)
+    return _walked(derivations, owner, magnitudes, targets, outside, shape, integral)
 
 
 def _owners(derivations: list[Derivation], targets: Sequence[Target]) -> dict[str, Derivation]:
     """Each target's derivation: the one whose target it is, else the first that computes it."""
-    owner: dict[str, Derivation] = {}
-    for t in targets:
-        mine = [d for d in derivations if d.target == t.name] or \
-               [d for d in derivations if any(t.name in s.unknowns for s in d.steps)]
-        if not mine:
-            computed = sorted({u for d in derivations for s in d.steps for u in s.unknowns} |
-                              {d.target for d in derivations})
-            raise ValueError(f"{t.name}: not computed by this derivation (it computes {', '.join(computed)})")
-        owner[t.name] = mine[0]
-    return owner
+    computed = [d.computed | {d.target} for d in derivations]
+    unknown = [t.name for t in targets if not any(t.name in c for c in computed)]
+    if unknown:
+        raise QueryError(f"{', '.join(unknown)}: not computed by this derivation (it computes "
+                         f"{', '.join(sorted(frozenset().union(*computed)))})")
+    return {t.name: next((d for d in derivations if d.target == t.name), None) or
+            next(d for d, c in zip(derivations, computed) if t.name in c) for t in targets}
 
 
 def _environment(derivation: Derivation, magnitudes: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,8 +137,7 @@ def _chunked(derivations: list[Derivation], owner: dict[str, Derivation], magnit
     for d in derivations:
         mine = tuple((t.name, t.factor, t.rounding) for t in targets if owner[t.name] is d) or \
             ((d.target, 1.0, None),)
-        given = {k: v for k, v in magnitudes.items() if k in d.route.given or len(derivations) == 1}
-        got = chunked.run(d, given, mine, integral, strict)
+        got = chunked.run(d, magnitudes, mine, integral, strict)
         if got is None:
             return None
         out, unrounded, mask = got
@@ -155,26 +149,29 @@ def _chunked(derivations: list[Derivation], owner: dict[str, Derivation], magnit
 
 
 def _walked(derivations: list[Derivation], owner: dict[str, Derivation], magnitudes: Mapping[str, Any],
-            targets: Sequence[Target], outside: bool, shape: tuple) -> Evaluated:
+            targets: Sequence[Target], outside: bool, shape: tuple,
+            integral: frozenset[str] | set[str] = frozenset()) -> Evaluated:
     """The step walker over each derivation (steps they share walked once), with the bounds
-    mask of the knowns, every computed value and the rounded targets."""
-    memo: dict = {}
-    walked = []
+    mask of the knowns, every computed value and the rounded targets: each known checked once
+    (whole numbers tested unless they came as integer arrays), each computed quantity's array once."""
+    memo: dict | None = {} if len(derivations) > 1 else None
+    walked: dict[int, Evaluation] = {}
     inside: Any = True
     where: dict[str, np.ndarray] = {}
-    lib = derivations[0].library
-    quantities = lib.quantities
+    quantities = derivations[0].library.quantities
+    checked: set[str] = set()
+    scanned: set[tuple[str, int]] = set()    # (quantity, array) a shared step gave several derivations
     with np.errstate(all="ignore"):
         for d in derivations:
-            env = _environment(d, magnitudes)
-            ev = d.evaluate(env, memo=memo)
-            walked.append(ev)
+            ev = walked[id(d)] = d.evaluate(_environment(d, magnitudes), memo=memo)
             for name in d.route.given:
-                if name in magnitudes:
+                if name in magnitudes and name not in checked:
+                    checked.add(name)
                     q = quantities[name]
-                    inside = both(inside, within(magnitudes[name], q.domain, q.whole is not None))
-            computed = [u for s in d.steps for u in s.unknowns]
-            for name, a, bad in outside_of(quantities, computed, ev.values):
+                    inside = both(inside, within(magnitudes[name], q.domain, q.whole is not None and name not in integral))
+            fresh = [u for s in d.steps for u in s.unknowns if (u, id(ev.values[u])) not in scanned]
+            scanned.update((u, id(ev.values[u])) for u in fresh)
+            for name, a, bad in outside_of(quantities, fresh, ev.values):
                 inside = both(inside, ~bad)
                 if outside:
                     finite_bad = bad & np.isfinite(a)
@@ -182,16 +179,14 @@ def _walked(derivations: list[Derivation], owner: dict[str, Derivation], magnitu
                         where[name] = np.broadcast_to(finite_bad, shape) | where.get(name, False)
         values, exact = {}, {}
         for t in targets:
-            ev = walked[derivations.index(owner[t.name])]
-            v = np.broadcast_to(np.asarray(ev.values[t.name], dtype=float), shape)
+            v = np.broadcast_to(np.asarray(walked[id(owner[t.name])].values[t.name], dtype=float), shape)
             if t.rounding:
                 exact[t.name] = v / t.factor
                 v = np.asarray(round_whole(v, t.rounding), dtype=float)
                 inside = both(inside, within(v, quantities[t.name].domain))
             values[t.name] = v / t.factor
     inside = np.array(np.broadcast_to(np.asarray(inside, dtype=bool), shape))
-    return Evaluated(shape=shape, values=values, exact=exact, inside=inside,
-                     outside=where if outside else None, walked=walked)
+    return Evaluated(shape=shape, values=values, exact=exact, inside=inside, outside=where if outside else None)
 
 
 def _outside_where(derivations: list[Derivation], magnitudes: Mapping[str, Any], where: np.ndarray

@@ -263,7 +263,7 @@ def _violations(lib, derivation: Derivation, values: dict) -> list[Finding]:
 
 def _given_ancestors(derivation: Derivation, step) -> list[str]:
     """The known quantities (given or defaults) a step's result depends on, through the plan."""
-    produced = {u for s in derivation.steps for u in s.unknowns}
+    produced = derivation.computed
     return sorted(q for q in derivation.upstream(step.inputs) if q not in produced)
 
 

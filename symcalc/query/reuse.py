@@ -126,11 +126,6 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
     _check_names(result, values, "points")
     magnitudes, integral = _read_grid(result, values)
     lib = result.library
-    computed = {n for s in result.derivation.steps for n in s.unknowns}
-    unknown = [n for n in also if lib.quantity(n).name not in computed]
-    if unknown:
-        raise QueryError(f"{', '.join(unknown)}: not computed by this derivation (it computes "
-                         f"{', '.join(sorted(computed))})")
     also = tuple(lib.quantity(n).name for n in also)
     targets = [_target(result)]
     for name in also:

@@ -84,7 +84,7 @@ def _symbolic(derivation: Derivation, names: list[str], values: Mapping[str, Any
         return {}
     by_symbol = {lib.quantities[n].symbol: n for n in derivation.upstream({derivation.target})}
     free = {by_symbol[s] for s in expr.free_symbols if s in by_symbol}
-    computed = {u for s in derivation.steps for u in s.unknowns}
+    computed = derivation.computed
     kept = free & computed      # intermediates (or the target itself) the closed form did not substitute
     through_kept = derivation.upstream(kept)
     at = {lib.quantities[n].symbol: float(values[n]) for n in free if not isinstance(values[n], str)}
