@@ -111,12 +111,12 @@ def _given(ctx, param, value):
     return value
 
 
-def _time_limit(raw: str | None) -> float:
-    """--time-limit, else SYMCALC_TIME_LIMIT, else the default; a malformed one is refused."""
+def _time_limit(raw: str | None, default: float | None = DEFAULT_QUESTION_LIMIT) -> float | None:
+    """--time-limit, else SYMCALC_TIME_LIMIT, else ``default``; a malformed one is refused."""
     if raw is not None:
         return parse_seconds(raw, "--time-limit")
     env = os.environ.get(ENV_LIMIT, "").strip()
-    return parse_seconds(env, ENV_LIMIT) if env else DEFAULT_QUESTION_LIMIT
+    return parse_seconds(env, ENV_LIMIT) if env else default
 
 
 def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
@@ -129,9 +129,7 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
                   help=f"Give up after SECONDS (default {default:g}, or {ENV_LIMIT}; inf for none).")
     @functools.wraps(command)
     def run(*args, time_limit: str | None = None, **kwargs):
-        limit = _time_limit(time_limit)
-        if time_limit is None and not os.environ.get(ENV_LIMIT, "").strip():
-            limit = default
+        limit = _time_limit(time_limit, default)
         # the built-in library first, outside the limit: a process's one-time build (a cold
         # cache on a busy machine) is not the question's time
         from symcalc.library.loading import default_library  # on use: the command line starts without it (start-up, Ctrl-C)
@@ -909,7 +907,5 @@ def serve(host, port, workers, time_limit):
         )
     except ModuleNotFoundError as e:
         raise CliError(f"symcalc serve needs {e.name}: pip install starlette uvicorn (or reinstall symcalc)") from None
-    env = os.environ.get(ENV_LIMIT, "").strip()
-    limit = parse_seconds(time_limit, "--time-limit") if time_limit is not None else \
-        parse_seconds(env, ENV_LIMIT) if env else None
-    run(host=host, port=port, workers=workers, time_limit=limit, echo=click.echo)
+    # None: each kind of request keeps its own default limit (a solve's, a plan's)
+    run(host=host, port=port, workers=workers, time_limit=_time_limit(time_limit, default=None), echo=click.echo)

@@ -56,16 +56,6 @@ class Interval:
         and numpy's per-call cost is most of a cached solve's time."""
         return (x > self.lo if self.lo_open else x >= self.lo) and (x < self.hi if self.hi_open else x <= self.hi)
 
-    def holds_all(self, x: "float | np.ndarray") -> bool:
-        """Every element inside (NaN never is): the interval is convex, so its minimum and
-        maximum decide, two passes over an array instead of five with temporaries."""
-        a = np.asarray(x, dtype=float)
-        if a.ndim == 0:
-            return self.holds(float(a))
-        if a.size == 0:
-            return True
-        return self.holds(float(np.minimum.reduce(a, axis=None))) and self.holds(float(np.maximum.reduce(a, axis=None)))
-
     @property
     def positive(self) -> bool:
         return self.lo >= 0 and self.lo_open or self.lo > 0
