@@ -29,6 +29,7 @@ import out_of_sample as OOS  # noqa: E402
 import runs as R  # noqa: E402
 
 import symcalc  # noqa: E402
+from symcalc.escape import toml_string  # noqa: E402
 from symcalc.library.presets import find_preset  # noqa: E402
 from symcalc.planner.validation import comm_ratio, precision_class  # noqa: E402
 
@@ -83,7 +84,7 @@ def _toml(rec: dict) -> str:
         if isinstance(x, bool):
             return "true" if x else "false"
         if isinstance(x, str):
-            return '"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            return toml_string(x)
         return repr(x)
     return "{ " + ", ".join(f"{k} = {v(x)}" for k, x in rec.items()) + " }"
 
