@@ -6,12 +6,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from symcalc.errors import QueryError
-from symcalc.outfile import check_target, write_file
 from symcalc.render.common import plot_text, was_rounded
 from symcalc.render.findings import finding_dict
 from symcalc.render.jsonout import _plain, result_dict
-from symcalc.render.plot import FORMATS, inline_figures
+from symcalc.render.plot import inline_figures, plot_target, save_figure
 from symcalc.units.format import fmt, with_unit
 
 if TYPE_CHECKING:
@@ -101,9 +99,7 @@ def comparison_plot(c: Comparison, path: str | PathLike[str], dpi: int = 120) ->
     (drawn without pyplot: the session's backend is left as it was)."""
     from matplotlib.figure import Figure  # on use: matplotlib only when a comparison is drawn
 
-    target = check_target(path, "--plot")
-    if target.suffix.lower() not in FORMATS:
-        raise QueryError(f"cannot plot to {target.name}: the file must end in {', '.join(FORMATS)}")
+    target = plot_target(path)
     inline_figures()
     fig = Figure(figsize=(7.5, 3.2), layout="constrained")
     ax = fig.add_subplot()
@@ -124,7 +120,7 @@ def comparison_plot(c: Comparison, path: str | PathLike[str], dpi: int = 120) ->
     ax.set_yticks([0, 1], [plot_text(c.label("b")), plot_text(c.label("a"))], fontsize=8)
     ax.set_xlabel(plot_text(f"{c.target} [{c.a.unit}]" if c.a.unit else c.target))
     ax.set_title(plot_text(f"{c.target}: A {c.label('a')} against B {c.label('b')}"), fontsize=10)
-    write_file(target, lambda fh: fig.savefig(fh, dpi=dpi, format=target.suffix.lower()[1:]), "--plot")
+    save_figure(fig, target, dpi)
     return fig
 
 

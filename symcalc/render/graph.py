@@ -9,10 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from symcalc.errors import QueryError
-from symcalc.outfile import check_target, write_file
 from symcalc.render.common import plot_text
-from symcalc.render.plot import FORMATS
+from symcalc.render.plot import plot_target, save_figure
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -58,9 +56,7 @@ def plot_graph(g: nx.DiGraph, name: str, path: str | PathLike[str]) -> None:
     import networkx as nx
     from matplotlib.figure import Figure
 
-    target = check_target(path, "--plot")
-    if target.suffix.lower() not in FORMATS:
-        raise QueryError(f"cannot plot to {target.name}: the file must end in {', '.join(FORMATS)}")
+    target = plot_target(path)
 
     node = f"q:{name}"
     dist = nx.single_source_shortest_path_length(g.reverse(copy=False), node) if node in g else {}
@@ -79,4 +75,4 @@ def plot_graph(g: nx.DiGraph, name: str, path: str | PathLike[str]) -> None:
     ax.set_title(plot_text(f"What gives {name}: quantities (blue) and formulas (grey), by formula hops"))
     ax.set_axis_off()
     fig.tight_layout()
-    write_file(target, lambda fh: fig.savefig(fh, dpi=100, format=target.suffix.lower()[1:]), "--plot")
+    save_figure(fig, target, 100)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from symcalc.errors import QueryError
 from symcalc.outfile import check_target, write_file
 from symcalc.render.common import plot_text
 
@@ -239,14 +238,12 @@ def plan_plot(p: PlanResult, path: str | PathLike[str], dpi: int = 110) -> Figur
     front (fastest for its memory), the top layouts' memory breakdown and their step-time
     breakdown as stacked bars. Returns the matplotlib Figure (drawn without pyplot: the
     session's backend and figures are left as they were)."""
-    path = check_target(path, "--plot")
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise QueryError(f"cannot plot to {path.name}: the file must end in .png, .svg or .pdf")
+    from symcalc.render.plot import inline_figures, plot_target, save_figure  # on use: when a plan is drawn
+    path = plot_target(path)
     import matplotlib
     from matplotlib.figure import Figure   # a figure of its own: the session's backend is left as it was
     # at most 1200 px wide (a design doc's page): the front on top, the two breakdowns below it,
     # one horizontal bar a layout, labelled with the layout itself
-    from symcalc.render.plot import inline_figures  # on use: with matplotlib, when a plan is drawn
     inline_figures()
     fig = Figure(figsize=(PLOT_WIDTH_PX / dpi, 8.2), layout="constrained")
     grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.25))
@@ -294,5 +291,5 @@ def plan_plot(p: PlanResult, path: str | PathLike[str], dpi: int = 110) -> Figur
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
     fig.suptitle(plot_text(f"{p.model or 'the model of the given shapes'} on {p.n_gpus} x {p.hardware}"),
                  fontsize=11)
-    write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
+    save_figure(fig, path, dpi)
     return fig

@@ -21,6 +21,7 @@ from symcalc.units.format import fmt
 
 if TYPE_CHECKING:
     from os import PathLike
+    from pathlib import Path
 
     from collections.abc import Callable
 
@@ -48,17 +49,29 @@ def plot_sweep(sweep: Sweep, path: str | PathLike[str], *, title: str | None = N
     OutputError
         The file cannot be written.
     """
-    path = check_target(path, "--plot")
-    if path.suffix.lower() not in FORMATS:
-        raise QueryError(f"cannot plot to {path.name}: the file must end in {', '.join(FORMATS)}")
+    path = plot_target(path)
     if len(sweep.axes) not in (1, 2):
         raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
     import matplotlib  # on use: matplotlib only when a sweep is drawn
 
     fig = sweep_figure(sweep, title=title)
     with matplotlib.rc_context({"svg.fonttype": "none"}):   # SVG text stays text: searchable, selectable
-        write_file(path, lambda fh: fig.savefig(fh, dpi=dpi, format=path.suffix.lower()[1:]), "--plot")
+        save_figure(fig, path, dpi)
     return fig
+
+
+def plot_target(path: str | PathLike[str]) -> Path:
+    """The file a figure is drawn into, checked (symcalc.outfile.check_target) and refused
+    unless its extension is an image format of FORMATS."""
+    target = check_target(path, "--plot")
+    if target.suffix.lower() not in FORMATS:
+        raise QueryError(f"cannot plot to {target.name}: the file must end in {', '.join(FORMATS)}")
+    return target
+
+
+def save_figure(fig: Figure, target: Path, dpi: int) -> None:
+    """Write ``fig`` into ``target`` (from plot_target) atomically, in the format its extension names."""
+    write_file(target, lambda fh: fig.savefig(fh, dpi=dpi, format=target.suffix.lower()[1:]), "--plot")
 
 
 def inline_figures() -> None:
