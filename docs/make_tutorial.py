@@ -1,24 +1,24 @@
 """Writes docs/tutorial.ipynb (outputs empty: tests/test_notebook.py executes it and checks the numbers its text states).
 
-Run from the repository root: python docs/make_tutorial.py. Edit the cells here, not in the notebook."""
+Run from the repository root: python docs/make_tutorial.py. Edit the cells here, not in the notebook.
+Importing this module writes nothing: :func:`notebook` builds the notebook and :func:`main` writes
+it (tests/test_notebook.py compares the committed notebook with :func:`notebook`).
+
+The notebook installs nothing and downloads nothing: the project has no published repository it
+controls (a GitHub organisation named like it hosts another author's project), so a kernel
+without symcalc is told to install it from a checkout, and the calibration example is read from
+the checkout."""
 import pathlib
 
 import nbformat as nbf
 
-try:
-    import tomllib
-except ImportError:     # Python 3.10
-    import tomli as tomllib
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
-RAW = REPOSITORY.replace("https://github.com/", "https://raw.githubusercontent.com/") + "/main"
-COLAB = REPOSITORY.replace("https://github.com/", "https://colab.research.google.com/github/") + \
-    "/blob/main/docs/tutorial.ipynb"
-
-nb = nbf.v4.new_notebook()
+NOTEBOOK = ROOT / "docs" / "tutorial.ipynb"
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
-cells = [
+
+
+def _cells() -> list:
+    return [
 md("""# symcalc tutorial: planning a Llama 3 8B run on H100s
 
 One planning story, start to finish: will it fit, how long a step takes, how many GPUs a deadline
@@ -26,14 +26,11 @@ needs, what the curve looks like, which layout is best, and how to calibrate to 
 once it exists. Every number comes from the formula library, with units and a derivation you can
 print. (Run it top to bottom; about half a minute the first time, as derivations are built and
 cached.)"""),
-code(f"""# in a checkout, pip install -e . from the repository's root first; elsewhere (Colab, a fresh
-# kernel) this cell installs symcalc from its repository
+code("""# symcalc is installed from a checkout of its repository (see its README)
 try:
     import symcalc
 except ImportError:
-    import subprocess, sys
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "symcalc @ git+{REPOSITORY}"], check=True)
-    import symcalc"""),
+    raise SystemExit("symcalc is not installed in this kernel: install it from a checkout (see its README)") from None"""),
 md("""## 1. Will it fit?
 
 Llama 3 8B on 64 H100s with PyTorch FSDP (ZeRO-3), 8,192-token sequences, a micro-batch of 2 and
@@ -92,28 +89,39 @@ Measured steps of your own runs fit the model's few physical coefficients (the s
 the communication contention, the stack's overheads) into a hardware profile, which every
 question then takes as `hardware=`. The example runs file holds llm-foundry's H100 FSDP
 measurements."""),
-code("""import pathlib, subprocess, sys, urllib.request
-# the example runs file comes with a checkout of the repository (here, or one folder up from
-# docs/); elsewhere (Colab) it is downloaded from the repository
+code("""import pathlib, subprocess, sys
+# the example runs file comes with a checkout of the repository (here, or one folder up from docs/)
 runs = next((p for p in (pathlib.Path("calibration/examples/h100_fsdp_runs.toml"),
                          pathlib.Path("../calibration/examples/h100_fsdp_runs.toml")) if p.exists()), None)
 if runs is None:
-    try:
-        runs, _ = urllib.request.urlretrieve("RAW/calibration/examples/h100_fsdp_runs.toml", "h100_fsdp_runs.toml")
-    except OSError as e:
-        print(f"calibration/examples/h100_fsdp_runs.toml is not here and could not be downloaded ({e})")
-if runs is not None:
+    print("calibration/examples/h100_fsdp_runs.toml is not here: run this notebook from a checkout of symcalc")
+else:
     done = subprocess.run([sys.executable, "-m", "symcalc", "calibrate", str(runs), "-o", "h100_fsdp.toml"],
                           capture_output=True, text=True, check=True)
     print(done.stdout.splitlines()[0])
     calibrated = symcalc.solve("step_time", layout, model="llama3-8b", hardware="h100_fsdp.toml",
                                options={**fsdp, "recompute": "full"})
-    print(f"step_time with the calibrated profile = {calibrated.value:.4g} {calibrated.unit}")""".replace("RAW", RAW)),
+    print(f"step_time with the calibrated profile = {calibrated.value:.4g} {calibrated.unit}")"""),
 md("""That is the loop: ask forwards, solve backwards, sweep, plan, and calibrate once real steps
 exist. `symcalc --help` has the same questions on the command line."""),
-]
-for i, cell in enumerate(cells):
-    cell["id"] = f"cell-{i:02d}"     # stable ids: writing the notebook again changes only what was edited
-nb["cells"] = cells
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nbf.write(nb, str(ROOT / "docs" / "tutorial.ipynb"))
+    ]
+
+
+def notebook():
+    """The tutorial as an nbformat notebook, outputs empty, each cell with a stable id (writing
+    the notebook again changes only what was edited)."""
+    nb = nbf.v4.new_notebook()
+    cells = _cells()
+    for i, cell in enumerate(cells):
+        cell["id"] = f"cell-{i:02d}"
+    nb["cells"] = cells
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def main() -> None:
+    nbf.write(notebook(), str(NOTEBOOK))
+
+
+if __name__ == "__main__":
+    main()
