@@ -25,9 +25,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from symcalc.errors import QueryError, SymcalcError
+from symcalc.library.records import Interval
 
 # how far a run's relative step-time error is trusted (log units): the fit's noise scale
 RUN_NOISE = 0.05
+# how far the fit may move a coefficient, in spreads of its prior: beyond, the prior term alone
+# costs REACH^2 = 36 runs' worth of noise, and what the runs ask is another model, not a coefficient
+REACH = 6.0
+# how far inside an open end of a domain a fitted value stays (relative), so that its text reads inside
+OPEN_MARGIN = 1e-3
 
 
 @dataclass
@@ -55,14 +61,44 @@ class Coefficient:
     spread: float                # prior's uncertainty: log units (positive) or absolute (share)
     share: bool = False          # a share in [0, 1]: fitted linearly, clipped to its domain
     unit: str = ""               # the quantity's canonical unit (its values are given in it)
+    domain: Interval = field(default_factory=Interval)   # the quantity's (what a profile may hold)
 
     def value(self, x: float) -> float:
         if self.share:
-            return float(min(1.0, max(0.0, self.prior + self.spread * x)))
+            return float(min(self.domain.hi, max(self.domain.lo, self.prior + self.spread * x)))
         return float(self.prior * math.exp(self.spread * x))
 
     def applies(self, run: Measured) -> bool:
         return (run.hardware if self.scope == "hardware" else run.stack) == self.key
+
+    def x_bounds(self) -> tuple[tuple[float, str], tuple[float, str]]:
+        """The fit's parameter range, each end with what sets it: the quantity's domain (so the
+        profile holds a value --hardware accepts), or the fit's reach (REACH spreads from the
+        prior, or from the domain's end nearest a prior outside it)."""
+        lo, hi = self._x_end(self.domain.lo, self.domain.lo_open, -1), self._x_end(self.domain.hi, self.domain.hi_open, 1)
+        start = min(max(0.0, lo), hi)
+        return ((lo, "domain") if lo > start - REACH else (start - REACH, "reach"),
+                (hi, "domain") if hi < start + REACH else (start + REACH, "reach"))
+
+    def _x_end(self, end: float, open_end: bool, side: int) -> float:
+        """One end of the domain (``side`` -1: lower, 1: upper) as a parameter value."""
+        if self.share:
+            if open_end:                         # an open end is approached, never held
+                end -= side * OPEN_MARGIN * max(abs(end), 1.0)
+            return (end - self.prior) / self.spread
+        if 0 < end < math.inf:
+            return math.log(end * (1 - side * OPEN_MARGIN if open_end else 1) / self.prior) / self.spread
+        return side * math.inf                   # 0 or infinity: no log reaches it
+
+
+@dataclass(frozen=True)
+class Held:
+    """A coefficient the fit left at an end of its range, where the runs pull it beyond."""
+
+    index: int                   # into Fit.coefficients
+    side: str                    # "upper" (the runs ask for more) or "lower" (for less)
+    bound: float                 # the value held, base units
+    by: str                      # "domain" (the quantity's, what a profile may hold) or "reach" (the fit's)
 
 
 @dataclass
@@ -75,6 +111,7 @@ class Fit:
     before: np.ndarray           # relative errors with the priors (predicted / measured - 1)
     after: np.ndarray
     unanswered: dict[str, str] = field(default_factory=dict)   # run id -> why no prediction
+    held: list[Held] = field(default_factory=list)             # coefficients at an end of their range
 
     def moved(self, tolerance: float = 0.005) -> list[tuple[Coefficient, float]]:
         """Coefficients whose value moved more than ``tolerance`` (relative) from the prior."""
@@ -211,8 +248,6 @@ def fit(runs: Sequence[Measured], coefficients: Sequence[Coefficient], solve: Ca
     QueryError
         No run could be predicted, or fewer runs than coefficients the runs constrain.
     """
-    from scipy.optimize import least_squares   # imported when used: scipy is a cold import
-
     model = model or Model(runs, coefficients, solve)
     measured = np.array([r.step_time for r in model.runs], dtype=float)
     base = model.defaults()
@@ -233,28 +268,46 @@ def fit(runs: Sequence[Measured], coefficients: Sequence[Coefficient], solve: Ca
                          f"({', '.join(sorted({model.coefficients[k].name for k in constrained}))}): give at least "
                          "as many runs as coefficients, or fit fewer (--fit NAME for each, e.g. "
                          "--fit sustained_clock_fraction)")
-    spread = np.ones(len(x0))
+    x, held = _solve_bounded(model, base, measured, ok, noise)
+    after = model.predict(x, base) / measured - 1
+    return Fit(coefficients=model.coefficients, values=[c.value(v) for c, v in zip(model.coefficients, x)],
+               runs=model.runs, before=before, after=after, unanswered=dict(model.unanswered), held=held)
+
+
+def _solve_bounded(model: Model, base: dict[str, np.ndarray], measured: np.ndarray, ok: np.ndarray,
+                   noise: float) -> tuple[np.ndarray, list[Held]]:
+    """The least-squares parameters within each coefficient's range (its domain, the fit's reach),
+    and the coefficients held at an end of it: those the bound stops (scipy's active set), set
+    exactly on the bound so that the profile holds the bound's value."""
+    from scipy.optimize import least_squares   # imported when used: scipy is a cold import
+
+    ends = [c.x_bounds() for c in model.coefficients]
+    lo, hi = np.array([e[0][0] for e in ends]), np.array([e[1][0] for e in ends])
+    x0 = np.clip(np.zeros(len(ends)), lo, hi)   # a prior outside the domain starts at its end
 
     def residuals_many(xs: np.ndarray) -> np.ndarray:
         pred = model.predict(xs, base)
         r = np.log(np.where(ok, pred, 1.0) / np.where(ok, measured, 1.0)) / noise
         r = np.where(np.isfinite(r), r, 1e3)
-        return np.concatenate([r, xs / spread], axis=1)
+        return np.concatenate([r, xs], axis=1)
 
     def fun(x):
         return residuals_many(x[None, :])[0]
 
     def jac(x):
-        h = 1e-4
-        xs = np.vstack([x] + [x + h * np.eye(len(x))[k] for k in range(len(x))])
+        h = 1e-4 * np.where(x + 1e-4 > hi, -1.0, 1.0)   # a step that stays inside the range
+        xs = np.vstack([x] + [x + h[k] * np.eye(len(x))[k] for k in range(len(x))])
         r = residuals_many(xs)
-        return (r[1:] - r[0]).T / h
+        return (r[1:] - r[0]).T / h[None, :]
 
-    sol = least_squares(fun, x0, jac=jac, method="trf", bounds=(-6, 6), xtol=1e-6, ftol=1e-8, max_nfev=200)
-    x = sol.x
-    after = model.predict(x, base) / measured - 1
-    return Fit(coefficients=model.coefficients, values=[c.value(v) for c, v in zip(model.coefficients, x)],
-               runs=model.runs, before=before, after=after, unanswered=dict(model.unanswered))
+    sol = least_squares(fun, x0, jac=jac, method="trf", bounds=(lo, hi), xtol=1e-6, ftol=1e-8, max_nfev=200)
+    x, held = sol.x.copy(), []
+    for k, (c, active) in enumerate(zip(model.coefficients, sol.active_mask)):
+        if active:
+            side = 0 if active < 0 else 1
+            x[k] = (lo, hi)[side][k]
+            held.append(Held(index=k, side=("lower", "upper")[side], bound=c.value(x[k]), by=ends[k][side][1]))
+    return x, held
 
 
 def coefficients_for(runs: Sequence[Measured], spec: Mapping[str, tuple[str, float, float, bool]],
@@ -267,6 +320,7 @@ def coefficients_for(runs: Sequence[Measured], spec: Mapping[str, tuple[str, flo
         keys = sorted({(r.hardware if scope == "hardware" else r.stack) or "" for r in runs})
         for key in keys:
             p = prior(name, scope, key)
+            q = library.quantities[name]
             out.append(Coefficient(name=name, scope=scope, key=key, prior=default if p is None else p,
-                                   spread=spread, share=share, unit=library.quantities[name].unit))
+                                   spread=spread, share=share, unit=q.unit, domain=q.domain))
     return out

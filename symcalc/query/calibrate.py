@@ -63,7 +63,7 @@ class Calibration(Rendered):
             out[name] = (value_text(name, value), how, "measured")
         n = len([e for e in self.fit.after if np.isfinite(e)])
         for c, v in zip(self.fit.coefficients, self.fit.values):
-            out[c.name] = (value_text(c.name, v), f"fitted by symcalc calibrate on {n} measured steps of "
+            out[c.name] = (_text_inside(c, v), f"fitted by symcalc calibrate on {n} measured steps of "
                            f"{self.runs_file.name} (prior {value_text(c.name, c.prior)})", "fitted")
         return out
 
@@ -87,12 +87,23 @@ TEXT_UNITS = {"layer_pass_overhead": ("us", 1e-6), "intra_node_bus_bandwidth": (
               "intra_node_ring_bus_bandwidth": ("GB/s", 1e9), "achievable_hbm_bandwidth": ("TB/s", 1e12)}
 
 
-def value_text(name: str, value: float) -> str:
+def value_text(name: str, value: float, digits: int | None = None) -> str:
     """A coefficient's or measured value (base units) as the profile writes it, with its unit."""
+    more = {} if digits is None else {"digits": digits}
     if name in TEXT_UNITS:
         unit, f = TEXT_UNITS[name]
-        return f"{fmt(value / f)} {unit}"
-    return fmt(value)
+        return f"{fmt(value / f, **more)} {unit}"
+    return fmt(value, **more)
+
+
+def _text_inside(c: Coefficient, value: float) -> str:
+    """A fitted value's text that reads back inside the coefficient's domain: the profile's few
+    digits, or more where rounding would cross an open end (0.99996 of (0, 1) is not "1")."""
+    for digits in (None, 8, 15):
+        text = value_text(c.name, value, digits)
+        if c.domain.holds(float(units.parse_quantity(text, c.name).to_base_units().magnitude)):
+            break
+    return text
 
 
 def _key(name: str) -> str:
@@ -237,8 +248,9 @@ def _fit_coefficients(rf: RunsFile, library, hardware_key: str, stacks: list[str
         if p is None:
             p = float(units.parse_quantity(default, coef).to_base_units().magnitude) if default else \
                 (0.15 if share else 1.0)
+        q = library.quantities[coef]
         coefficients.append(Coefficient(name=coef, scope=scope, key=key, prior=p, spread=spread, share=share,
-                                        unit=library.quantities[coef].unit))
+                                        unit=q.unit, domain=q.domain))
     return coefficients
 
 
