@@ -9,6 +9,7 @@ calibration/fit.py and the tests import them.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from symcalc import units
-from symcalc.errors import QueryError, SymcalcError, UnknownNameError, did_you_mean
+from symcalc.errors import OutputError, QueryError, SymcalcError, UnknownNameError, did_you_mean
 from symcalc.escape import toml_string
 from symcalc.query.calibfit import RUN_NOISE as RUN_NOISE
 from symcalc.query.calibfit import Coefficient as Coefficient
@@ -170,6 +171,28 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
         raise QueryError(f"run '{lost[0]}' cannot be predicted: the step time has no finite value at its given "
                          "values and options (check them with `symcalc solve step_time ...`)")
     return Calibration(runs_file=replace(rf, runs=runs), base=base.key, fit=result, measured=measured)
+
+
+def check_not_input(runs_file: str, output: str) -> None:
+    """Refuse an --output that is the runs file itself: the same path, a symbolic link to it or
+    a hard link of it (os.path.samefile: one device and inode), so that calibrate never writes
+    its profile over the measurements it read.
+
+    Raises
+    ------
+    OutputError
+        ``output`` names the runs file.
+    """
+    if output == "-":
+        return
+    try:
+        same = os.path.samefile(runs_file, output)
+    except (OSError, ValueError):      # either does not exist (yet): not the same file
+        same = os.path.abspath(runs_file) == os.path.abspath(output)
+    if same:
+        how = "" if os.path.abspath(runs_file) == os.path.abspath(output) else " (the same file under another name)"
+        raise OutputError(f"--output {output} is the runs file {runs_file}{how}: calibrate never writes over its "
+                          "measurements; give the profile another name")
 
 
 def _base_preset(rf: RunsFile, find_preset: Callable):

@@ -4,6 +4,8 @@ any fit, each error one line that names the run and the field.
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,23 +78,51 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
     p = Path(path)
     where = f"runs file '{p}'"
     doc = _runs_document(p, where)
-    hardware = doc.get("hardware") if hardware is None else hardware
-    if not isinstance(hardware, str) or not hardware:
+    hardware = _text(doc, "hardware", where) if hardware is None else hardware
+    if not hardware:
         raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required "
                                   "(or give --hardware NAME)")
     fit_names = _fit_names(doc, fit, where)
     measured = _measured_numbers(doc, where)
     base_options = _table(doc.get("options", {}), f"{where}: options")
     base_given = _table(doc.get("given", {}), f"{where}: given")
-    default_stack = str(doc.get("stack", library.options["stack"].default if "stack" in library.options else ""))
+    default_stack = _text(doc, "stack", where) or (library.options["stack"].default if "stack" in library.options
+                                                   else "")
     rows = doc.get("runs")
     if not isinstance(rows, list) or not rows:
         raise MalformedValueError(f"{where}: no [[runs]]: each run gives its layout (given), options and step_time")
     out = [_read_run(n, row, doc, where, library, hardware, fit_names, base_given, base_options, default_stack)
            for n, row in enumerate(rows, 1)]
-    name = str(doc.get("name", p.stem))
+    name = _text(doc, "name", where) or p.stem
     return RunsFile(name=name, hardware=hardware, runs=out, fit=list(fit_names), measured=dict(measured),
-                    title=str(doc.get("title", "")))
+                    title=_text(doc, "title", where))
+
+
+# control characters (a terminal's escape sequences among them) have no place in a name or a title
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _text(table: dict, key: str, where: str, numbers: bool = False) -> str:
+    """A text field (name, title, hardware, stack, model, a run's id), or "" where absent: text
+    (or a whole number where ``numbers``, an id like 3), one line, no control characters."""
+    value = table.get(key)
+    if value is None:
+        return ""
+    if numbers and isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10 ** 18:
+        return str(value)
+    if not isinstance(value, str):
+        raise MalformedValueError(f"{where}: {key} is text, got {shown(value)}")
+    if _CONTROL.search(value):
+        raise MalformedValueError(f"{where}: {key} = {shown(value)} holds a control character; "
+                                  "a name or a title is printable text")
+    return value.strip()
+
+
+def shown(value, limit: int = 40) -> str:
+    """A value as an error message echoes it: its repr, cut to ``limit`` characters (a
+    400-digit number is not repeated whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 12]}... ({len(text)} characters)"
 
 
 def _runs_document(p: Path, where: str) -> dict:
@@ -107,6 +137,11 @@ def _runs_document(p: Path, where: str) -> dict:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise MalformedValueError(f"{where}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise MalformedValueError(f"{where}: nested too deeply to be a runs file") from None
+    if not doc:
+        raise MalformedValueError(f"{where}: empty; a runs file names its hardware and lists [[runs]], each with "
+                                  "given values, options and a step_time (see calibration/examples/h100_fsdp_runs.toml)")
     wrong = unknown_key(doc, RUNS_KEYS, "A runs file has:")
     if wrong:
         raise MalformedValueError(f"{where}: {wrong}")
@@ -141,8 +176,8 @@ def _measured_numbers(doc: dict, where: str) -> dict:
         if k not in MEASURED:
             raise MalformedValueError(f"{where}: [measured] {k} is not a measurement calibrate reads.{did_you_mean(k, MEASURED)}"
                                       f" It reads: {', '.join(MEASURED)}")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise MalformedValueError(f"{where}: [measured] {k} must be a positive number, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf or abs(v) > 1e300:
+            raise MalformedValueError(f"{where}: [measured] {k} must be a positive finite number, got {shown(v)}")
     return measured
 
 
@@ -150,16 +185,16 @@ def _read_run(n: int, row, doc: dict, where: str, library, hardware: str, fit_na
               base_options: dict, default_stack: str) -> Measured:
     """The ``n``-th [[runs]] table: its given values and options over the file's, its stack,
     and its measured step time."""
-    rid = str(row.get("id", f"run {n}")) if isinstance(row, dict) else f"run {n}"
-    rwhere = f"{where}: [[runs]] '{rid}'"
     if not isinstance(row, dict):
-        raise MalformedValueError(f"{rwhere}: a run is a table")
+        raise MalformedValueError(f"{where}: [[runs]] 'run {n}': a run is a table")
+    rid = _text(row, "id", f"{where}: [[runs]] 'run {n}'", numbers=True) or f"run {n}"
+    rwhere = f"{where}: [[runs]] '{rid}'"
     wrong = unknown_key(row, RUN_KEYS, "A run has:")
     if wrong:
         raise MalformedValueError(f"{rwhere}: {wrong}")
     given = {**base_given, **_table(row.get("given", {}), f"{rwhere}: given")}
     options = {**base_options, **_table(row.get("options", {}), f"{rwhere}: options")}
-    stack = str(row.get("stack", options.get("stack", default_stack)))
+    stack = _text(row, "stack", rwhere) or _text(options, "stack", f"{rwhere}: options") or default_stack
     if "stack" in library.options:
         options["stack"] = stack
     _given_numbers(given, library, fit_names, rwhere)
@@ -171,9 +206,9 @@ def _read_run(n: int, row, doc: dict, where: str, library, hardware: str, fit_na
         raise BadOptionValueError(f"{rwhere}: {e}") from None
     options = {k: _option_text(v) for k, v in options.items()}
     step = _step_time(row, given, rwhere)
-    model = row.get("model", doc.get("model"))
+    model = _text(row, "model", rwhere) or _text(doc, "model", where)
     return Measured(id=rid, given=given, options=options, hardware=hardware, step_time=step,
-                    group=rid, stack=stack, model=str(model) if model else None)
+                    group=rid, stack=stack, model=model or None)
 
 
 def _given_numbers(given: dict, library, fit_names: list, rwhere: str) -> None:
@@ -198,18 +233,40 @@ def _option_text(value) -> str:
 
 
 def _number(value, q, where: str):
-    """A given value as a number, or a (number, canonical unit) pair for a value with a unit."""
+    """A given value as a number, or a (number, canonical unit) pair for a value with a unit;
+    finite (a 400-digit integer, inf or nan named as such)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise MalformedValueError(f"{where}: {q.name} = {value!r} is not a number or a value with a unit")
-    if isinstance(value, (int, float)):
-        return float(value)
+        raise MalformedValueError(f"{where}: {q.name} = {shown(value)} is not a number or a value with a unit")
+    expected = f"a number or a value in {q.unit}" if q.unit else "a number"
     try:
-        parsed = units.parse_quantity(value, q.name)
-        if q.unit:
-            return (float(parsed.to(q.unit).magnitude), q.unit)
-        return float(parsed.to("").magnitude)
+        if isinstance(value, (int, float)):
+            number, out = float(value), float(value)
+        else:
+            parsed = units.parse_quantity(value, q.name)
+            number = float(parsed.to(q.unit or "").magnitude)
+            out = (number, q.unit) if q.unit else number
+    except OverflowError:
+        raise MalformedValueError(f"{where}: {q.name} = {shown(value)} is too large to be a number") from None
     except Exception:
-        raise MalformedValueError(f"{where}: {q.name} = {value!r}: expected a value in {q.unit or 'a number'}") from None
+        raise MalformedValueError(f"{where}: {q.name} = {shown(value)}: expected {expected}") from None
+    if not math.isfinite(number):
+        raise MalformedValueError(f"{where}: {q.name} = {shown(value)} is not a finite number")
+    return out
+
+
+def _measure(row: dict, key: str, unit: str, like: str, where: str) -> float:
+    """A run's measured ``key`` in ``unit``: a positive finite number (a zero rate, a negative
+    time, inf and a 400-digit integer each named)."""
+    raw = row[key]
+    try:
+        value = float(units.parse_quantity(str(raw), key).to(unit).magnitude)
+    except OverflowError:
+        raise MalformedValueError(f"{where}: {key} = {shown(raw)} is too large to be a number") from None
+    except Exception:
+        raise MalformedValueError(f"{where}: {key} = {shown(raw)} is not {like}") from None
+    if not 0 < value < math.inf:
+        raise MalformedValueError(f"{where}: {key} = {shown(raw)} must be positive and finite")
+    return value
 
 
 def _table(obj, where: str) -> dict:
@@ -222,25 +279,16 @@ def _step_time(row: dict, given: dict, where: str) -> float:
     """The measured step time in s: given as `step_time = "3.2 s"`, or from `tokens_per_second`
     (whole cluster) with the run's global batch and sequence length."""
     if "step_time" in row:
-        try:
-            q = units.parse_quantity(str(row["step_time"]), "step_time")
-            value = float(q.to("s").magnitude)
-        except Exception:
-            raise MalformedValueError(f"{where}: step_time = {row['step_time']!r} is not a time like \"3.2 s\"") from None
+        value = _measure(row, "step_time", "s", "a time like \"3.2 s\"", where)
     elif "tokens_per_second" in row:
-        try:
-            tps = float(units.parse_quantity(str(row["tokens_per_second"]), "tokens_per_second").to("token/s").magnitude)
-            gbs = float(given["global_batch_size"])
-            seq_given = given["seq_len"]
-            seq = float(seq_given[0] if isinstance(seq_given, tuple) else seq_given)
-        except KeyError as e:
-            raise MalformedValueError(f"{where}: tokens_per_second needs given {e.args[0]} to give a step time") from None
-        except Exception:
-            raise MalformedValueError(f"{where}: tokens_per_second = {row['tokens_per_second']!r} is not a rate like "
-                                      "\"150000 token/s\"") from None
+        missing = [n for n in ("global_batch_size", "seq_len") if n not in given]
+        if missing:
+            raise MalformedValueError(f"{where}: tokens_per_second needs given {missing[0]} to give a step time")
+        tps = _measure(row, "tokens_per_second", "token/s", "a rate like \"150000 token/s\"", where)
+        gbs, seq = (float(v[0] if isinstance(v, tuple) else v) for v in (given["global_batch_size"], given["seq_len"]))
         value = gbs * seq / tps
     else:
         raise MalformedValueError(f"{where}: no step_time (e.g. step_time = \"3.2 s\") or tokens_per_second")
-    if not value > 0:
-        raise MalformedValueError(f"{where}: the step time must be positive")
+    if not 0 < value < math.inf:
+        raise MalformedValueError(f"{where}: the step time must be a positive finite time (got {value:g} s)")
     return value
