@@ -2,10 +2,11 @@
 the --hardware profile reader checks, read from the same formulas/ data), says when a bound
 binds, and writes a profile that --hardware then reads.
 
-The hostile case: the example's seven llm-foundry runs made three times as fast as measured
-(tokens/s x 3). With the base preset's coefficients the model predicts them about 190 % too
-slow; a clock fraction can speed the compute up by at most 1.5 / 0.96 = 1.56 (its domain
-(0, 1.5] in formulas/step_time.toml over the H100 preset's 0.96), so the fit must stop at 1.5.
+The hostile case: the example's seven llm-foundry runs made twice as fast as measured
+(tokens/s x 2; still below 100 % MFU, about 82 % for the fastest, so calibrate accepts them).
+With the base preset's coefficients the model predicts them about 90 % too slow; a clock
+fraction can speed the compute up by at most 1.5 / 0.96 = 1.56 (its domain (0, 1.5] in
+formulas/step_time.toml over the H100 preset's 0.96), so the fit must stop at 1.5.
 Before the fix it wrote 2.36 (the fit's own limit, 0.96 x e^(6 x 0.15)), which --hardware refused.
 """
 
@@ -25,7 +26,7 @@ from tests.test_calibrate import EXAMPLE, RUN
 CLOCK = "sustained_clock_fraction"
 
 
-def _fast(tmp_path, factor: float = 3.0):
+def _fast(tmp_path, factor: float = 2.0):
     """The example with every throughput ``factor`` times the measured one."""
     text = re.sub(r'tokens_per_second = "(\d+) token/s"',
                   lambda m: f'tokens_per_second = "{int(m.group(1)) * factor:g} token/s"', EXAMPLE.read_text())
@@ -53,8 +54,8 @@ def test_runs_much_faster_than_the_model_hold_the_clock_at_its_bound(tmp_path, c
     assert d["notes"][0].startswith("sustained_clock_fraction held at its bound 1.5: the measurements ask for more; "
                                     "its domain is (0, 1.5]")
     assert "the runs are faster than the model reaches" in d["notes"][0]
-    # every run is still predicted too slow (1.5 cannot make up a factor of 3): the errors say so
-    assert all(r["error_after"] > 0.5 for r in d["runs"])
+    # every run is still predicted too slow (1.5 / 0.96 cannot make up a factor of 2): the errors say so
+    assert all(r["error_after"] > 0.2 for r in d["runs"])
     # the text says the same, in the table and in the note
     text = cli("calibrate", str(runs), "-o", str(out), "--fit", CLOCK).out
     assert "0.96  ->  1.5  held at its bound" in text

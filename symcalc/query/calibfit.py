@@ -48,6 +48,7 @@ class Measured:
     group: str = ""              # the source it came from (leave-one-group-out)
     stack: str = ""              # the training stack (a coefficient scope)
     model: str | None = None     # a model preset (or config.json) the given values complete
+    measured_as: str = "step_time"   # the field the step time was read from (step_time, tokens_per_second)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,11 @@ class Calibration(Rendered):
         return "\n".join(lines) + "\n"
 
 
+# a measured step more than this factor off the model's prediction (the library's coefficients
+# predict the published runs of calibration/published_runs.toml within tens of per cent) is a unit
+# slip or a wrong layout, not something a coefficient's fit can explain
+PLAUSIBLE = 10.0
+
 # the unit a value is written in, where its base unit would read badly (0.002877 s)
 TEXT_UNITS = {"layer_pass_overhead": ("us", 1e-6), "intra_node_bus_bandwidth": ("GB/s", 1e9),
               "intra_node_ring_bus_bandwidth": ("GB/s", 1e9), "achievable_hbm_bandwidth": ("TB/s", 1e12)}
@@ -170,7 +175,39 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
     if lost:
         raise QueryError(f"run '{lost[0]}' cannot be predicted: the step time has no finite value at its given "
                          "values and options (check them with `symcalc solve step_time ...`)")
+    _check_steps(result, library, solve)
     return Calibration(runs_file=replace(rf, runs=runs), base=base.key, fit=result, measured=measured)
+
+
+def _check_steps(result: Fit, library, solve: Callable) -> None:
+    """Refuse a measured step no cluster can have taken (a unit slip: ms for s, one GPU's tokens/s
+    for the whole cluster's): one that implies an MFU outside the library's domain of mfu (above
+    100 %: faster than the GPUs' peak), or one more than PLAUSIBLE times off the model's
+    prediction with the base preset's coefficients, which no coefficient's fit can explain."""
+    mfu = library.quantities["mfu"] if "mfu" in library.quantities else None
+    for run, error in zip(result.runs, result.before):
+        field = f"run '{run.id}': {run.measured_as}"
+        step = f"a step of {fmt(run.step_time)} s"
+        if mfu is not None:
+            try:
+                answer = solve("mfu", {**run.given, "step_time": (run.step_time, "s")}, options=run.options,
+                               hardware=run.hardware, model=run.model, conflicts=False, on_bounds="flag",
+                               diagnose=False)
+                implied = float(answer.value) * float(answer.factor)
+            except (SymcalcError, TypeError, ValueError):
+                implied = None              # a layout the MFU is not defined for: the ratio below still applies
+            if implied is not None and not mfu.domain.holds(implied):
+                raise QueryError(f"{field} gives {step}, which implies an MFU of {fmt(100 * implied)} % on "
+                                 f"{run.hardware} (model FLOPs / (step time x GPUs x peak)); an MFU lies in {mfu.domain}, so "
+                                 "no such step is possible: check its unit (ms or s; tokens/s of the whole cluster, not one GPU) "
+                                 "and the layout given")
+        ratio = 1 + float(error)
+        if not 1 / PLAUSIBLE <= ratio <= PLAUSIBLE:
+            how = f"{fmt(ratio)} times faster" if ratio > 1 else f"{fmt(1 / ratio)} times slower"
+            raise QueryError(f"{field} gives {step}, {how} than the model predicts on {run.hardware} "
+                             f"({fmt(run.step_time * ratio)} s), beyond the factor of {fmt(PLAUSIBLE)} a fitted "
+                             "coefficient may explain: check its unit (ms or s; tokens/s of the whole cluster, not "
+                             "one GPU) and the layout and options given")
 
 
 def check_not_input(runs_file: str, output: str) -> None:
@@ -253,8 +290,7 @@ def _on_base(runs: list[Measured], measured: dict[str, tuple[float, str]], libra
             if q not in given:
                 qs = library.quantities[q]
                 given[q] = (value, qs.unit) if qs.unit else value
-        out.append(Measured(id=r.id, given=given, options=r.options, hardware=hardware_key, step_time=r.step_time,
-                            group=r.group, stack=r.stack, model=r.model))
+        out.append(replace(r, given=given, hardware=hardware_key))
     return out
 
 

@@ -208,7 +208,8 @@ def _read_run(n: int, row, doc: dict, where: str, library, hardware: str, fit_na
     step = _step_time(row, given, rwhere)
     model = _text(row, "model", rwhere) or _text(doc, "model", where)
     return Measured(id=rid, given=given, options=options, hardware=hardware, step_time=step,
-                    group=rid, stack=stack, model=model or None)
+                    group=rid, stack=stack, model=model or None,
+                    measured_as="step_time" if "step_time" in row else "tokens_per_second")
 
 
 def _given_numbers(given: dict, library, fit_names: list, rwhere: str) -> None:
