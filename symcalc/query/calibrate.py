@@ -30,6 +30,7 @@ from symcalc.query.calibruns import FITTABLE as FITTABLE
 from symcalc.query.calibruns import MEASURED as MEASURED
 from symcalc.query.calibruns import RunsFile as RunsFile
 from symcalc.query.calibruns import read_runs as read_runs
+from symcalc.query.calibruns import text_field
 from symcalc.render.formats import Rendered
 from symcalc.units.format import fmt
 
@@ -158,10 +159,10 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
     """
     rf = read_runs(path, library, hardware=hardware, fit=fit_names)
     if name is not None:
-        rf = replace(rf, name=name)
+        rf = replace(rf, name=text_field({"name": name}, "name", "--name") or rf.name)
     base = _base_preset(rf, find_preset)
     prior_of = prior_of or library_prior(library, base)
-    measured = _measured_values(rf, base)
+    measured = _measured_values(rf, base, library)
     stacks = _one_stack(rf)
     runs = _on_base(rf.runs, measured, library, base.key)
     coefficients = _fit_coefficients(rf, library, base.key, stacks, prior_of)
@@ -248,9 +249,10 @@ def _base_preset(rf: RunsFile, find_preset: Callable):
     return base
 
 
-def _measured_values(rf: RunsFile, base) -> dict[str, tuple[float, str]]:
+def _measured_values(rf: RunsFile, base, library) -> dict[str, tuple[float, str]]:
     """The runs file's [measured] numbers as quantities in base units (an efficiency over the
-    preset's peak where MEASURED says so), each with where it came from."""
+    preset's peak where MEASURED says so), each with where it came from; each inside its
+    quantity's domain (a GEMM rate above the preset's peak is refused here, naming the field)."""
     measured: dict[str, tuple[float, str]] = {}
     for key, number in rf.measured.items():
         quantity, unit, per = MEASURED[key]
@@ -262,6 +264,11 @@ def _measured_values(rf: RunsFile, base) -> dict[str, tuple[float, str]]:
             ref = float(units.parse_quantity(base.values[per][0], per).to_base_units().magnitude)
             value = value / ref
             how += f" over the preset's {per}"
+        q = library.quantities[quantity]
+        if not q.domain.holds(value):
+            over = f", {fmt(100 * value)} % of {base.key}'s {per} ({base.values[per][0]})" if per else ""
+            raise QueryError(f"[measured] {key} = {fmt(number)} {unit}{over}: {quantity} lies in {q.domain}; "
+                             f"check the number and its unit ({unit})")
         measured[quantity] = (value, how)
     return measured
 

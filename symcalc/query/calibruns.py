@@ -78,7 +78,7 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
     p = Path(path)
     where = f"runs file '{p}'"
     doc = _runs_document(p, where)
-    hardware = _text(doc, "hardware", where) if hardware is None else hardware
+    hardware = text_field(doc, "hardware", where) if hardware is None else hardware
     if not hardware:
         raise MalformedValueError(f"{where}: 'hardware' (the preset the runs ran on, e.g. \"h100\") is required "
                                   "(or give --hardware NAME)")
@@ -86,23 +86,28 @@ def read_runs(path, library, hardware: str | None = None, fit: Sequence[str] | N
     measured = _measured_numbers(doc, where)
     base_options = _table(doc.get("options", {}), f"{where}: options")
     base_given = _table(doc.get("given", {}), f"{where}: given")
-    default_stack = _text(doc, "stack", where) or (library.options["stack"].default if "stack" in library.options
+    default_stack = text_field(doc, "stack", where) or (library.options["stack"].default if "stack" in library.options
                                                    else "")
     rows = doc.get("runs")
     if not isinstance(rows, list) or not rows:
         raise MalformedValueError(f"{where}: no [[runs]]: each run gives its layout (given), options and step_time")
     out = [_read_run(n, row, doc, where, library, hardware, fit_names, base_given, base_options, default_stack)
            for n, row in enumerate(rows, 1)]
-    name = _text(doc, "name", where) or p.stem
+    ids = [r.id for r in out]
+    twice = next((i for i in ids if ids.count(i) > 1), None)
+    if twice is not None:
+        raise MalformedValueError(f"{where}: two [[runs]] have id '{twice}'; each run's id names it in the table "
+                                  "of errors")
+    name = text_field(doc, "name", where) or p.stem
     return RunsFile(name=name, hardware=hardware, runs=out, fit=list(fit_names), measured=dict(measured),
-                    title=_text(doc, "title", where))
+                    title=text_field(doc, "title", where))
 
 
 # control characters (a terminal's escape sequences among them) have no place in a name or a title
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def _text(table: dict, key: str, where: str, numbers: bool = False) -> str:
+def text_field(table: dict, key: str, where: str, numbers: bool = False) -> str:
     """A text field (name, title, hardware, stack, model, a run's id), or "" where absent: text
     (or a whole number where ``numbers``, an id like 3), one line, no control characters."""
     value = table.get(key)
@@ -187,14 +192,14 @@ def _read_run(n: int, row, doc: dict, where: str, library, hardware: str, fit_na
     and its measured step time."""
     if not isinstance(row, dict):
         raise MalformedValueError(f"{where}: [[runs]] 'run {n}': a run is a table")
-    rid = _text(row, "id", f"{where}: [[runs]] 'run {n}'", numbers=True) or f"run {n}"
+    rid = text_field(row, "id", f"{where}: [[runs]] 'run {n}'", numbers=True) or f"run {n}"
     rwhere = f"{where}: [[runs]] '{rid}'"
     wrong = unknown_key(row, RUN_KEYS, "A run has:")
     if wrong:
         raise MalformedValueError(f"{rwhere}: {wrong}")
     given = {**base_given, **_table(row.get("given", {}), f"{rwhere}: given")}
     options = {**base_options, **_table(row.get("options", {}), f"{rwhere}: options")}
-    stack = _text(row, "stack", rwhere) or _text(options, "stack", f"{rwhere}: options") or default_stack
+    stack = text_field(row, "stack", rwhere) or text_field(options, "stack", f"{rwhere}: options") or default_stack
     if "stack" in library.options:
         options["stack"] = stack
     _given_numbers(given, library, fit_names, rwhere)
@@ -204,9 +209,9 @@ def _read_run(n: int, row, doc: dict, where: str, library, hardware: str, fit_na
         raise UnknownOptionError(f"{rwhere}: {e}", e.suggestions) from None
     except BadOptionValueError as e:
         raise BadOptionValueError(f"{rwhere}: {e}") from None
-    options = {k: _option_text(v) for k, v in options.items()}
+    options = {k: _optiontext_field(v) for k, v in options.items()}
     step = _step_time(row, given, rwhere)
-    model = _text(row, "model", rwhere) or _text(doc, "model", where)
+    model = text_field(row, "model", rwhere) or text_field(doc, "model", where)
     return Measured(id=rid, given=given, options=options, hardware=hardware, step_time=step,
                     group=rid, stack=stack, model=model or None,
                     measured_as="step_time" if "step_time" in row else "tokens_per_second")
@@ -226,7 +231,7 @@ def _given_numbers(given: dict, library, fit_names: list, rwhere: str) -> None:
         given[q.name] = _number(given.pop(name), q, rwhere)
 
 
-def _option_text(value) -> str:
+def _optiontext_field(value) -> str:
     """An option's value as the library names it (TOML's true and 3 as "true" and "3")."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -12,6 +12,7 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from symcalc.errors import one_line
 from symcalc.query.calibfit import REACH
 from symcalc.query.calibrate import value_text
 from symcalc.units.format import fmt
@@ -108,7 +109,9 @@ def calibration_text(cal: Calibration) -> str:
     if cal.profile_path:
         out.append(f"wrote {cal.profile_path}: use it as --hardware {shlex.quote(cal.profile_path)} "
                    "(solve, sweep, plan)")
-    return "\n".join(out).rstrip("\n")
+    # every line through one_line: a name, an id or a path with a terminal's escape sequence
+    # (refused in the runs file, but --output is the user's) is shown escaped, never obeyed
+    return "\n".join(one_line(line) for line in out).rstrip("\n")
 
 
 def _number(x: float) -> float | None:
