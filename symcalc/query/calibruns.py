@@ -244,9 +244,10 @@ def _number(value, q, where: str):
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise MalformedValueError(f"{where}: {q.name} = {shown(value)} is not a number or a value with a unit")
     expected = f"a number or a value in {q.unit}" if q.unit else "a number"
+    out: float | tuple[float, str]
     try:
         if isinstance(value, (int, float)):
-            number, out = float(value), float(value)
+            number = out = float(value)
         else:
             parsed = units.parse_quantity(value, q.name)
             number = float(parsed.to(q.unit or "").magnitude)
