@@ -837,6 +837,8 @@ def calibrate(runs_file, hardware, output, fit_names, name, as_json, formula_fil
     """Fit the step-time model to steps measured on your cluster (RUNS.toml: each run's layout,
     options and step time) and write the fitted coefficients as a hardware profile, to use as
     --hardware PROFILE.toml in solve, sweep and plan. Prints each run's error before and after.
+    Each coefficient stays in the range --hardware accepts (the output says when one is held at
+    its bound); the profile is never written over RUNS.toml.
 
     \b
     symcalc calibrate calibration/examples/h100_fsdp_runs.toml -o h100_fsdp.toml

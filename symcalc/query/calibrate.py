@@ -155,7 +155,12 @@ def calibrate(path, library, solve: Callable, find_preset: Callable, prior_of: C
         The file is not a runs file, or names what the library does not know (see :func:`read_runs`).
     QueryError
         A base that is a profile file, a run the model cannot express (named, with why), runs of
-        several stacks asked to fit a stack coefficient, or too few runs for the coefficients asked.
+        several stacks asked to fit a stack coefficient, too few runs for the coefficients asked, a
+        [measured] value outside its quantity's domain, or a measured step no cluster can take
+        (an MFU outside mfu's domain, or more than PLAUSIBLE times off the model's prediction).
+
+    The fitted coefficients stay in their quantities' domains; those held at an end are in
+    ``Fit.held`` (the output says so).
     """
     rf = read_runs(path, library, hardware=hardware, fit=fit_names)
     if name is not None:
