@@ -59,7 +59,7 @@ HOSTILE = [
      "bad_query", "[measured] gemm_bf16_tflops = 5000 TFLOP/s, 505.4 % of h100_sxm's bf16_peak_flops"),
     ("runs not a list", lambda t: "runs = 5\n" + t.split("\n[[runs]]")[0], "malformed_value", "no [[runs]]"),
     # 1e-9 s for MPT-70b on 64 GPUs: 6 x 70e9 x 2048 x 2048 FLOP / (1e-9 s x 64 x 989.4e12 FLOP/s) ~ 2.8e12 %
-    # (the library counts MPT-70b's 64.9e9 parameters and the embeddings: 2.577e12 %)
+    # (the library counts the layout's 64.8e9 parameters, 80 x (4 + 8) x 8192^2 + 50368 x 8192: 2.577e12 %)
     ("a step faster than the peak", _edit(TPS, 'step_time = "1e-9 s"'), "bad_query",
      "run 'mpt70b_64gpu_ga4': step_time gives a step of 1e-9 s, which implies an MFU of 2.577e12 % on h100_sxm"),
     # 1e9 s against the model's 58.91 s (the library's answer for the run, test_calibrate): 1.7e7 times slower
