@@ -837,6 +837,8 @@ def calibrate(runs_file, hardware, output, fit_names, name, as_json, formula_fil
     """Fit the step-time model to steps measured on your cluster (RUNS.toml: each run's layout,
     options and step time) and write the fitted coefficients as a hardware profile, to use as
     --hardware PROFILE.toml in solve, sweep and plan. Prints each run's error before and after.
+    Each coefficient stays in the range --hardware accepts (the output says when one is held at
+    its bound); the profile is never written over RUNS.toml.
 
     \b
     symcalc calibrate calibration/examples/h100_fsdp_runs.toml -o h100_fsdp.toml
@@ -845,8 +847,9 @@ def calibrate(runs_file, hardware, output, fit_names, name, as_json, formula_fil
     from symcalc.library.presets import (
         find_preset,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
-    from symcalc.query.calibrate import (
-        calibrate as api_calibrate,  # on use: the command line starts without it (start-up, Ctrl-C)
+    from symcalc.query.calibrate import (  # on use: the command line starts without it (start-up, Ctrl-C)
+        calibrate as api_calibrate,
+        check_not_input,
     )
     from symcalc.query.solve import (
         solve as api_solve,  # on use: the command line starts without it (start-up, Ctrl-C)
@@ -854,6 +857,7 @@ def calibrate(runs_file, hardware, output, fit_names, name, as_json, formula_fil
     if output == "-" and as_json:
         raise CliError("--json and -o - would both write to standard output; give -o a file name")
     _targets(output=output)
+    check_not_input(runs_file, output)
     lib = _library(formula_files)
     with _working("fitting the step-time model to the runs"):
         result = api_calibrate(runs_file, lib, functools.partial(api_solve, library=lib), find_preset,

@@ -12,10 +12,13 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from symcalc.errors import one_line
+from symcalc.query.calibfit import REACH
 from symcalc.query.calibrate import value_text
 from symcalc.units.format import fmt
 
 if TYPE_CHECKING:
+    from symcalc.query.calibfit import Coefficient
     from symcalc.query.calibrate import Calibration
 
 
@@ -31,6 +34,37 @@ def _percent(e: float, sign: bool = True) -> str:
 
 def _moved(cal: Calibration) -> set[tuple[str, str]]:
     return {(c.name, c.key) for c, _ in cal.fit.moved()}
+
+
+def held_notes(cal: Calibration) -> list[str]:
+    """One sentence per coefficient the fit held at an end of its range: which end, that the
+    runs pull beyond it, and why the fit stops there (the quantity's domain, what --hardware
+    accepts; or the fit's reach, where the misfit is the model's rather than a coefficient's)."""
+    out = []
+    for h in cal.fit.held:
+        c = cal.fit.coefficients[h.index]
+        more = "more" if h.side == "upper" else "less"
+        where = f" ({c.scope} {c.key})" if len(cal.fit.coefficients) > len({x.name for x in cal.fit.coefficients}) \
+            else ""
+        if h.by == "domain":
+            why = (f"its domain is {c.domain}, the values a profile may hold, so the runs are "
+                   f"{_faster_or_slower(cal, c)} than the model "
+                   "reaches with it")
+            head = f"{c.name}{where} held at its bound {value_text(c.name, h.bound)}"
+        else:
+            why = (f"the fit moves a coefficient at most {fmt(REACH)} spreads from its prior "
+                   f"({value_text(c.name, c.prior)}); what the runs ask beyond is the model's misfit, not a coefficient's")
+            head = f"{c.name}{where} held at {value_text(c.name, h.bound)}, the end of the fit's reach"
+        out.append(f"{head}: the measurements ask for {more}; {why}. Check the step times (units, whole cluster or "
+                   "per GPU) and the layout and options given, or fit other coefficients (--fit).")
+    return out
+
+
+def _faster_or_slower(cal: Calibration, c: Coefficient) -> str:
+    """How the runs a coefficient applies to differ from the fitted model: "faster" where it
+    still predicts longer steps than measured (its mean error is positive), else "slower"."""
+    errors = [e for r, e in zip(cal.fit.runs, cal.fit.after) if c.applies(r) and math.isfinite(e)]
+    return "faster" if errors and sum(errors) > 0 else "slower"
 
 
 def _columns(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
@@ -53,11 +87,15 @@ def calibration_text(cal: Calibration) -> str:
     out += _columns(header, rows, right={1, 2, 3, 4, 5})
     out.append("")
     out.append("Coefficients (prior -> fitted):")
-    moved = _moved(cal)
+    moved, held = _moved(cal), {h.index for h in fit.held}
     coef_rows = [[c.name, f"{c.scope} {c.key}", value_text(c.name, c.prior), "->", value_text(c.name, v),
-                  "moved" if (c.name, c.key) in moved else "kept its prior"]
-                 for c, v in zip(fit.coefficients, fit.values)]
+                  "held at its bound" if k in held else "moved" if (c.name, c.key) in moved else "kept its prior"]
+                 for k, (c, v) in enumerate(zip(fit.coefficients, fit.values))]
     out += ["  " + line for line in _columns(["", "", "", "", "", ""], coef_rows, right={2})[1:]]
+    notes = held_notes(cal)
+    if notes:
+        out.append("")
+        out += notes
     if cal.measured:
         out.append("")
         out.append("Measured hardware values (from [measured]):")
@@ -71,7 +109,9 @@ def calibration_text(cal: Calibration) -> str:
     if cal.profile_path:
         out.append(f"wrote {cal.profile_path}: use it as --hardware {shlex.quote(cal.profile_path)} "
                    "(solve, sweep, plan)")
-    return "\n".join(out).rstrip("\n")
+    # every line through one_line: a name, an id or a path with a terminal's escape sequence
+    # (refused in the runs file, but --output is the user's) is shown escaped, never obeyed
+    return "\n".join(one_line(line) for line in out).rstrip("\n")
 
 
 def _number(x: float) -> float | None:
@@ -81,6 +121,8 @@ def _number(x: float) -> float | None:
 def calibration_dict(cal: Calibration) -> dict[str, Any]:
     fit = cal.fit
     moved = _moved(cal)
+    held = {h.index: {"side": h.side, "bound": h.bound, "bound_text": value_text(fit.coefficients[h.index].name, h.bound),
+                      "by": h.by} for h in fit.held}
     before, after = cal.predicted("before"), cal.predicted("after")
     return {
         "name": cal.runs_file.name,
@@ -95,8 +137,9 @@ def calibration_dict(cal: Calibration) -> dict[str, Any]:
         "improved": fit.improved(),
         "coefficients": [{"name": c.name, "scope": c.scope, "key": c.key, "unit": c.unit, "prior": c.prior,
                           "fitted": v, "prior_text": value_text(c.name, c.prior), "fitted_text": value_text(c.name, v),
-                          "moved": (c.name, c.key) in moved}
-                         for c, v in zip(fit.coefficients, fit.values)],
+                          "moved": (c.name, c.key) in moved, "domain": str(c.domain), "held": held.get(k)}
+                         for k, (c, v) in enumerate(zip(fit.coefficients, fit.values))],
+        "notes": held_notes(cal),
         "measured": [{"quantity": q, "value": v, "value_text": value_text(q, v), "source": how}
                      for q, (v, how) in cal.measured.items()],
         "profile": cal.profile_path,
