@@ -47,6 +47,7 @@ import re
 import secrets
 import stat
 import sys
+import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -369,33 +370,41 @@ def _unpickle(payload: bytes):
     """Unpickle with the garbage collector paused: building ~10,000 small objects in a process
     that already holds sympy triggers full collections that cost more than the unpickling
     itself. (sympy objects inside are thawed later, with sympy's evaluation off: symcalc.lazy.)"""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return pickle.loads(payload)
-    finally:
-        if was_enabled:
-            gc.enable()
+
+
+_paused = 0                     # how many collector_paused blocks are open, in all threads
+_resume = False                 # whether the outermost turned the collector off (and so turns it on)
+_pausing = threading.Lock()
 
 
 @contextmanager
 def collector_paused():
     """Work that builds many objects which live on (a library, a plan's ~100 answers and their
     derivations: 100,000 objects) with the cyclic garbage collector paused: its passes over
-    them free nothing, and cost a tenth of a warm plan. After, what the work made is moved
-    straight to the oldest generation (gc.freeze then gc.unfreeze: moved, not examined), where
-    the next full collection looks at it, cycles included; unless something else froze
-    objects, which unfreezing would release. Nests."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    them while they are built free nothing. After, the collector is simply on again, so what
+    the work made is young: the next young collection looks at it once, and what survives
+    ages as Python's rules say, counted towards the next full collection, which then frees
+    the cycles it left behind. (Moving it straight to the oldest generation instead, with
+    gc.freeze and gc.unfreeze, skipped that count: full collections stopped, and a
+    long-lived process grew by a plan's garbage, ~10 MB, at every plan.)
+
+    Nests, and is shared by threads: the outermost block turns the collector off (unless it
+    was off already) and the last to end turns it back on; nothing is ever frozen."""
+    global _paused, _resume
+    with _pausing:
+        if _paused == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _paused += 1
     try:
         yield
     finally:
-        if was_enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
+        with _pausing:
+            _paused -= 1
+            if _paused == 0 and _resume:
+                gc.enable()
 
 
 def store(kind: str, key: str, value: object) -> None:
