@@ -62,12 +62,17 @@ _MAC = 32
 KEY_FILE = "cache-key"
 KEY_BYTES = 32
 # newest entries kept per kind; older ones are deleted when a new one is stored
-# ("unrouted": a question no route answers, see symcalc.query.solve._store_failure)
-MAX_ENTRIES = {"library": 8, "derivation": 1000, "unrouted": 1000}
+# ("unrouted": a question no route answers, see symcalc.query.solve._store_failure;
+# "pint": the unit definitions pint parsed, see symcalc.units.pintcache)
+MAX_ENTRIES = {"library": 8, "derivation": 1000, "unrouted": 1000, "pint": 8}
 MAX_ENTRY_BYTES = 64 << 20      # far above any entry written (a library is ~1 MB); more is not ours
 STALE_SECONDS = 3600            # a temporary file this old belongs to a run that was killed
-_ENTRY = re.compile(r"^(library|derivation|unrouted)-([0-9a-f]{64})\.pickle$")
-_TEMPORARY = re.compile(r"^\.(library|derivation|unrouted|key)-(\d+)-[0-9a-f]{16}\.tmp$")
+_ENTRY = re.compile(r"^(library|derivation|unrouted|pint)-([0-9a-f]{64})\.pickle$")
+_TEMPORARY = re.compile(r"^\.(library|derivation|unrouted|pint|key)-(\d+)-[0-9a-f]{16}\.tmp$")
+# pint's own cache folders as symcalc had pint keep them before issue 34 (pint-<version>/, files
+# named by a SHA-1): nothing reads them now; clear() removes them
+_PINT_FOLDER = re.compile(r"^pint-[A-Za-z0-9_.+-]{1,64}$")
+_PINT_FILE = re.compile(r"^[0-9a-f]{40}\.(pickle|json)$")
 _SUPPORTED = (hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
               and os.unlink in os.supports_dir_fd and os.link in os.supports_dir_fd)
 _READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -203,35 +208,6 @@ def _open_dir(create: bool, path: Path | None = None) -> int | None:
     return fd
 
 
-def private_dir(name: str) -> Path | None:
-    """A subdirectory of the cache directory for another library's own cache (pint keeps its
-    parsed unit definitions there), made and checked as the cache directory is: the user's,
-    private (0700), reached without following a link, and the directory above it too. None
-    when the cache is off or cannot be trusted (the caller then works without). Never raises.
-
-    Entries in it are that library's, not authenticated by this module: the directory being
-    the user's own and private is what keeps others from planting them."""
-    if not enabled() or not re.fullmatch(r"[A-Za-z0-9_.+-]{1,64}", name):
-        return None
-    try:
-        fd = _open_dir(create=True)
-        if fd is None:
-            return None
-        try:
-            try:
-                os.mkdir(name, 0o700, dir_fd=fd)
-            except FileExistsError:
-                pass
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if not stat.S_ISDIR(st.st_mode) or not _own(st) or st.st_mode & 0o077:
-                return None
-        finally:
-            os.close(fd)
-    except (OSError, _Untrusted):
-        return None
-    return cache_dir() / name
-
-
 def _open_file(dfd: int, name: str, limit: int, private: bool = False) -> bytes | None:
     """The bytes of a regular file of the user's in the directory (``private``: readable by
     the user only), None if there is none. Never follows a link, never waits on a FIFO;
@@ -257,11 +233,14 @@ def _open_file(dfd: int, name: str, limit: int, private: bool = False) -> bytes 
         os.close(fd)
 
 
-def _read_key(create: bool = False) -> bytes | None:
+def _read_key(create: bool = False, placed: bool = True) -> bytes | None:
     """The secret key from the key directory (made, with the key, when ``create``), or None
     when there is none. Raises _Untrusted for a directory or key that is not private (said
-    once: a key others may read is not used, so nothing cached is read or written)."""
+    once: a key others may read is not used, so nothing cached is read or written), and, when
+    ``placed``, for a key directory that is the cache directory or inside it (see _beside)."""
     kdir = key_dir()
+    if placed and _beside(kdir):
+        raise _Untrusted("the key is inside the cache directory")
     kfd = _open_dir(create, kdir)
     if kfd is None:
         return None
@@ -280,6 +259,21 @@ def _read_key(create: bool = False) -> bytes | None:
         return data
     finally:
         os.close(kfd)
+
+
+def _beside(kdir: Path) -> bool:
+    """Whether the key directory is the cache directory or inside it (SYMCALC_KEY_DIR set so,
+    or both platform folders made one): a copy of the cache would then carry the key that
+    authenticates it, so the cache is not used, and why is said once."""
+    try:
+        key, folder = kdir.resolve(), cache_dir().resolve()
+    except (OSError, RuntimeError):
+        return False
+    if key != folder and folder not in key.parents:
+        return False
+    _say_once(f"the key folder {kdir} is {'the cache folder' if key == folder else 'inside the cache folder'} "
+              f"{cache_dir()}, so a copy of the cache would carry its key; set {ENV_KEY_DIR} to a folder outside it")
+    return True
 
 
 def _create_key(kfd: int) -> bytes:
@@ -534,8 +528,9 @@ def info() -> dict:
 
 
 def clear() -> int:
-    """Delete every entry this cache wrote (and its stale temporary files); returns how many
-    entries were removed. Files it did not write, and links, are left where they are."""
+    """Delete every entry this cache wrote (and its stale temporary files), and pint's own
+    cache folders of earlier symcalc versions; returns how many entries were removed. Files it
+    did not write, and links, are left where they are."""
     if not _SUPPORTED:
         return 0
     try:
@@ -546,7 +541,9 @@ def clear() -> int:
         return 0
     removed = 0
     try:
-        secret = _read_key()
+        removed += _clear_pint_folders(dfd)
+        # deleting reads nothing in: a key misplaced beside the entries still tells them apart
+        secret = _read_key(placed=False)
         files = _files(dfd)
         for name, st in files:
             if secret is not None and _authentic(dfd, name, secret):
@@ -558,4 +555,33 @@ def clear() -> int:
         pass
     finally:
         os.close(dfd)
+    return removed
+
+
+def _clear_pint_folders(dfd: int) -> int:
+    """Empty and remove the folders pint kept its pickles in before issue 34 (``pint-<version>``,
+    files named by a SHA-1, .pickle and .json): the user's own directories only, reached without
+    following a link; what else is in one stays, and so does the folder. Returns the pickles
+    removed."""
+    removed = 0
+    with os.scandir(dfd) as it:
+        names = [e.name for e in it if _PINT_FOLDER.match(e.name) and e.is_dir(follow_symlinks=False)]
+    for name in names:
+        try:
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=dfd)
+        except OSError:
+            continue
+        try:
+            if not _own(os.fstat(sub)):
+                continue
+            for file, _ in _files(sub):
+                if _PINT_FILE.match(file):
+                    _unlink(sub, file)
+                    removed += file.endswith(".pickle")
+        finally:
+            os.close(sub)
+        try:
+            os.rmdir(name, dir_fd=dfd)
+        except OSError:
+            pass
     return removed
