@@ -133,3 +133,16 @@ def test_200_plans_in_one_process_hold_a_steady_object_count():
     grown = got["after"] - got["before"]
     assert grown <= bound, (f"{grown:,} more objects after 200 plans (one plan leaves {got['one']:,} to the collector; "
                             f"at most {bound:,} may wait)")
+
+
+def test_the_unit_memos_keep_a_bounded_number_of_unit_strings():
+    # a server's users write units without end ("GB", "GB ", "GB  ", ...): each is read once
+    # and the memos keep the most recent UNIT_MEMO of them, not all; the answers are the same
+    # (a gigabyte is 1e9 bytes by definition)
+    from symcalc import units
+    for k in range(1, units.UNIT_MEMO + 200):
+        assert units.to_base_factor("GB" + " " * k) == 1e9
+        units.dimensionality("GB" + " " * k)
+    assert units.to_base_factor.cache_info().currsize == units.UNIT_MEMO
+    assert units.dimensionality.cache_info().currsize == units.UNIT_MEMO
+    assert units.to_base_factor("GB") == 1e9

@@ -220,13 +220,18 @@ def _unit_hint(name: str) -> str:
     return f"; did you mean {' or '.join(symbols)}?" if symbols else ""
 
 
-@lru_cache(maxsize=None)
+# the unit strings a long-lived process meets (a server's users write them) are without end:
+# the memos keep the most recent, far more than the library's ~100 units
+UNIT_MEMO = 4096
+
+
+@lru_cache(maxsize=UNIT_MEMO)
 def dimensionality(unit: str):
     """The dimensionality (a pint UnitsContainer) of a unit string; cached."""
     return registry().get_dimensionality(parse_unit(unit))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=UNIT_MEMO)
 def to_base_factor(unit: str) -> float:
     """How many base units one ``unit`` is (GB -> 1e9, hour -> 3600, % -> 0.01)."""
     u = parse_unit(unit)
