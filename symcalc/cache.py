@@ -4,7 +4,8 @@ Why: loading the library parses about 220 equations with sympy and checks their 
 pint (about 0.4 s), and the first answer to a question inverts and compiles its equations
 (0.1-0.5 s). A command-line tool that pays that on every call is slow to use, so the loaded
 library and each derivation (and each question found to have no route) are kept here, keyed by the content of what they were built from
-(see :func:`code_fingerprint`), and rebuilt whenever that changes.
+(see :func:`code_fingerprint`), and rebuilt whenever that changes; so are the unit
+definitions pint parsed (symcalc.units.pintcache: pint itself reads and writes no file).
 
 Where: ``$SYMCALC_CACHE_DIR``, else the platform's user cache directory as platformdirs names it
 (``$XDG_CACHE_HOME/symcalc`` or ``~/.cache/symcalc`` on Linux, ``~/Library/Caches/symcalc`` on
@@ -17,8 +18,9 @@ hash a forged pickle), so each entry carries an HMAC-SHA256 of its kind, key and
 a secret key kept *outside* the cache directory: ``cache-key`` (32 random bytes, 0600, created
 once with an atomic link) in ``$SYMCALC_KEY_DIR``, else the platform's user configuration
 directory (platformdirs: ``$XDG_CONFIG_HOME/symcalc`` or ``~/.config/symcalc`` on Linux). A cache directory copied from elsewhere (CI, a container layer, a
-tarball), key file and all, therefore authenticates nothing: its entries are rebuilt. Both
-directories must be the user's own and writable by nobody else, as ssh requires of its files:
+tarball), key file and all, therefore authenticates nothing: its entries are rebuilt. A key
+directory that is the cache directory or inside it is refused (said once): a copy would carry
+it. Both directories must be the user's own and writable by nobody else, as ssh requires:
 they are opened without following a symbolic link (``O_NOFOLLOW``), created 0700, and their
 permissions are never changed; one others may write is not used, and why is said once on
 standard error, as is a key file others may read. Every file is then reached through the open
