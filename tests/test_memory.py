@@ -76,6 +76,34 @@ def test_pauses_in_two_threads_end_with_the_collector_on(collector_on):
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
+class _PausesWhenFreed:
+    """A cycle whose finaliser pauses the collector in turn (as one that reads the cache would)."""
+
+    def __init__(self, freed: list):
+        self.me, self.freed = self, freed
+
+    def __del__(self):
+        with cache.collector_paused():
+            self.freed.append(True)
+
+
+def test_a_finaliser_run_by_the_collection_after_a_pause_may_pause_too(collector_on):
+    # the young collection at a pause's end runs finalisers of the cycles it frees; one that
+    # pauses must not wait on the pause that is ending (in a thread of its own: a deadlock
+    # would hang it, not the suite)
+    freed: list = []
+
+    def work():
+        with cache.collector_paused():
+            _PausesWhenFreed(freed)
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive() and freed == [True]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
 class _Node:
     def __init__(self):
         self.me = self          # a cycle: only the collector frees it
