@@ -605,7 +605,7 @@ def test_a_key_in_the_cache_folder_is_refused_in_one_line(cache_dir, tmp_path, m
     key_dir.mkdir(mode=0o700, exist_ok=True)
     shutil.copy2(tmp_path / "key" / cache.KEY_FILE, key_dir / cache.KEY_FILE)
     monkeypatch.setenv(cache.ENV_KEY_DIR, str(key_dir))
-    monkeypatch.setattr(cache, "_said", set())
+    cache._said.clear()
     rejected = cache.stats["rejected"]
     assert cache.load("derivation", "a" * 64) is None and cache.load("derivation", "a" * 64) is None
     cache.store("derivation", "b" * 64, 2)
