@@ -633,3 +633,21 @@ def test_the_default_place_is_the_platforms_and_info_counts_entries(cache_dir, f
     if os.name == "posix" and not sys.platform.startswith("darwin"):
         assert cache.cache_dir() == tmp_path / "xc" / "symcalc"
         assert cache.key_dir() == tmp_path / "xk" / "symcalc"
+
+
+def test_the_cache_commands_say_a_key_in_the_cache_folder_and_clear_pints_files(cache_dir, tmp_path, monkeypatch, cli):
+    from symcalc import units
+    from symcalc.units import pintcache
+    pintcache.build(str(units.DEFINITIONS), autoconvert_offset_to_baseunit=False)      # 2 entries
+    old = _pint_folder_as_before(cache_dir)
+    old_pickles = len(list(old.glob("*.pickle")))
+    inside = cache_dir / "key"
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(inside))
+    cache._said.clear()
+    got = cli("cache", "info", "--json")
+    assert got.code == 0 and got.json()["enabled"] is False and "inside" in got.json()["refused"]
+    assert got.err.count("\n") == 1 and "SYMCALC_KEY_DIR" in got.err
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "key"))
+    got = cli("cache", "clear", "--json")
+    assert got.code == 0 and got.json()["removed"] == 2 + old_pickles
+    assert not entries(cache_dir, "pint") and not old.exists()

@@ -65,7 +65,8 @@ from symcalc.cache.files import cache_dir as cache_dir
 from symcalc.cache.files import key_dir as key_dir
 from symcalc.cache.files import key_of as key_of
 from symcalc.cache.files import (_ENTRY, _SUPPORTED, _authentic, _clear_pint_folders, _files, _gone, _mac, _name,
-                                 _open_dir, _open_file, _read_key, _unlink, _Untrusted, _verified, _write_temporary)
+                                 _beside, _open_dir, _open_file, _read_key, _unlink, _Untrusted, _verified,
+                                 _write_temporary)
 
 # newest entries kept per kind; older ones are deleted when a new one is stored
 # ("unrouted": a question no route answers, see symcalc.query.solve._store_failure;
@@ -254,11 +255,13 @@ def _tidy(dfd: int, kind: str, secret: bytes) -> None:
 
 
 def info() -> dict:
-    """What the cache holds: its directory and the key's, whether it is on, and its entries by
-    kind (count and bytes; only files this cache wrote are counted, by their names). Never
-    raises."""
+    """What the cache holds: its directory and the key's, whether it is on (not when the key
+    folder is inside the cache folder: ``refused`` says so), and its entries by kind (count and
+    bytes; only files this cache wrote are counted, by their names). Never raises."""
     out: dict = {"directory": str(cache_dir()), "key_directory": str(key_dir()), "enabled": enabled(),
                  "entries": {}, "bytes": 0}
+    if out["enabled"] and _beside(key_dir()):      # (said on standard error, once)
+        out["enabled"], out["refused"] = False, "the key folder is the cache folder or inside it"
     if not _SUPPORTED:
         return out
     try:
