@@ -174,3 +174,33 @@ def test_the_unit_memos_keep_a_bounded_number_of_unit_strings():
     assert units.to_base_factor.cache_info().currsize == units.UNIT_MEMO
     assert units.dimensionality.cache_info().currsize == units.UNIT_MEMO
     assert units.to_base_factor("GB") == 1e9
+
+
+def test_a_time_limits_alarm_never_raises_inside_the_pauses_bookkeeping(collector_on):
+    # symcalc.budget's alarm raises between two bytecodes; raised inside the bookkeeping it
+    # would leave the collector off (or the count of pauses wrong) for the rest of the process.
+    # The alarm's handler is called as the signal would call it, with the frame of the pause's
+    # end (met in the young collection it runs) while a limit is due: it comes back later.
+    import signal
+    import sys
+
+    from symcalc import budget
+    frames = []
+
+    def during(phase, info):
+        if phase == "start" and not frames:
+            frames.append(sys._getframe(1))
+    if not budget.interruptible():
+        pytest.skip("time limits interrupt only the main thread of a Unix process")
+    gc.callbacks.append(during)
+    try:
+        with cache.collector_paused():
+            pass
+    finally:
+        gc.callbacks.remove(during)
+    assert frames and frames[0].f_code.co_name == "__exit__"
+    with budget.time_limit(60) as limit:
+        limit.deadline = 0.0            # due now
+        budget._on_alarm(signal.SIGALRM, frames[0])         # deferred: no exception
+        with pytest.raises(budget.BudgetExceeded):
+            budget._on_alarm(signal.SIGALRM, sys._getframe())   # anywhere else: raised

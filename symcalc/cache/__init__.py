@@ -47,10 +47,10 @@ import pickle
 import sys
 import threading
 from collections import Counter
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
+from symcalc import budget
 # the files, the key and the directory (symcalc.cache.files), and the names others use
 from symcalc.cache.files import ENV_DIR as ENV_DIR
 from symcalc.cache.files import ENV_KEY_DIR as ENV_KEY_DIR
@@ -169,8 +169,7 @@ _resume = False                 # whether the outermost turned the collector off
 _pausing = threading.Lock()
 
 
-@contextmanager
-def collector_paused():
+def collector_paused() -> _Paused:
     """Work that builds many objects which live on (a library, a plan's ~100 answers and their
     derivations: 100,000 objects) with the cyclic garbage collector paused: its passes over
     them while they are built free nothing. After, the collector is on again and one young
@@ -185,15 +184,25 @@ def collector_paused():
 
     Nests, and is shared by threads: the outermost block turns the collector off (unless it
     was off already) and the last to end turns it back on; nothing is ever frozen."""
-    global _paused, _resume
-    with _pausing:
-        if _paused == 0:
-            _resume = gc.isenabled()
-            gc.disable()
-        _paused += 1
-    try:
-        yield
-    finally:
+    return _Paused()
+
+
+class _Paused:
+    """What :func:`collector_paused` gives. A class, not a generator, so that its bookkeeping
+    is these two methods alone, which a time limit's alarm never interrupts (registered with
+    symcalc.budget below): an exception raised half-way would leave the collector off for
+    the rest of a long-lived process."""
+
+    def __enter__(self) -> None:
+        global _paused, _resume
+        with _pausing:
+            if _paused == 0:
+                _resume = gc.isenabled()
+                gc.disable()
+            _paused += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _paused
         with _pausing:
             _paused -= 1
             resume = _paused == 0 and _resume
@@ -201,6 +210,10 @@ def collector_paused():
                 gc.enable()
         if resume:      # outside the lock: a finaliser the collection runs may pause in turn
             gc.collect(1)
+
+
+# the time limits' alarm comes back a moment later rather than raise inside these
+budget._BOOKKEEPING.update({_Paused.__enter__.__code__, _Paused.__exit__.__code__})
 
 
 def store(kind: str, key: str, value: object) -> None:
