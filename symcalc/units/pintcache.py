@@ -54,14 +54,17 @@ def _disk_cache() -> Any:
     return Authenticated()
 
 
+class UnitRegistry(pint.UnitRegistry):
+    """pint's registry, whose parsed definitions are kept in symcalc's cache (``_diskcache``:
+    pint's constructor leaves it as the class sets it when ``cache_folder`` is None)."""
+
+    _diskcache = _disk_cache()
+
+
 def build(definitions: str, **options: Any) -> pint.UnitRegistry:
     """A unit registry of ``definitions`` whose parsed form pint keeps in symcalc's cache (and
     never in a folder of its own: ``cache_folder`` is None)."""
-    disk = _disk_cache()
-    if disk is not None:
-        registry_class = type("UnitRegistry", (pint.UnitRegistry,), {"_diskcache": disk})
-        try:
-            return registry_class(definitions, cache_folder=None, **options)
-        except Exception:       # a pint whose cache works otherwise: parse as without one
-            pass
-    return pint.UnitRegistry(definitions, cache_folder=None, **options)
+    try:
+        return UnitRegistry(definitions, cache_folder=None, **options)
+    except Exception:       # a pint whose cache works otherwise: parse as without one
+        return pint.UnitRegistry(definitions, cache_folder=None, **options)
