@@ -129,7 +129,7 @@ def test_cycles_left_by_paused_work_are_freed_without_asking(collector_on):
 SOAK = """
 import gc, json, sys
 import symcalc
-kw = dict(top=1, pp=1, options={"zero_stage": "1", "recompute": "full", "sequence_parallel": "true"})
+kw = dict(top=1, tp=2, pp=1, options={"zero_stage": "1", "recompute": "full", "sequence_parallel": "true"})
 def plan():
     return symcalc.plan("llama3-8b", "h100", 8, **kw)
 plan(); plan()                          # derivations and per-process memos made
@@ -145,7 +145,7 @@ print(json.dumps({"before": before, "after": len(gc.get_objects()), "one": one, 
 
 def test_200_plans_in_one_process_hold_a_steady_object_count():
     # A process of its own (the test's own heap would blur the count): Llama 3 8B on 8 H100s
-    # with the options and pp fixed, one option combination solved per plan (small, so 200 take
+    # with the options, tp and pp fixed, one option combination solved per plan (small, so 200 take
     # seconds). No gc.collect() after the loop: what is counted is what the collector left.
     # Before issue 34's fix: +2,700 objects a plan, about 540,000 after 200.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
