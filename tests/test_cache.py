@@ -50,6 +50,15 @@ QUESTIONS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _unit_registry_built():
+    """The process's unit registry built before a test points the cache elsewhere: it is built
+    once a process (its parsed definitions read from or written to the cache, kind pint), so
+    a test that counts what the cache did would otherwise count it when it runs first."""
+    from symcalc import units
+    units.registry()
+
+
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """A fresh cache directory of this test's own, with the cache on."""
