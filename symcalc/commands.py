@@ -398,7 +398,7 @@ def check(values, options, rtol, as_json, brief, hardware, model, stack, formula
 @cli.group("cache", invoke_without_command=True)
 @click.pass_context
 def cache_group(ctx):
-    """See or clear the on-disk cache of loaded libraries and derivations.
+    """See or clear the on-disk cache of loaded libraries, derivations and parsed units.
 
     \b
     symcalc cache info
@@ -422,7 +422,8 @@ def cache_info(as_json=False):
     if as_json:
         click.echo(json.dumps(got, indent=2))
         return
-    click.echo(f"cache: {got['directory']} ({'on' if got['enabled'] else 'off'}; SYMCALC_CACHE_DIR to move it, "
+    state = f"not used: {got['refused']}" if got.get("refused") else "on" if got["enabled"] else "off"
+    click.echo(f"cache: {got['directory']} ({state}; SYMCALC_CACHE_DIR to move it, "
                "SYMCALC_NO_CACHE=1 to turn it off)")
     click.echo(f"key:   {got['key_directory']}")
     for kind, e in sorted(got["entries"].items()):
@@ -434,7 +435,8 @@ def cache_info(as_json=False):
 @cache_group.command("clear")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cache_clear(as_json):
-    """Delete every entry the cache wrote (files it did not write, and links, are left alone).
+    """Delete every entry the cache wrote, pint's parsed units included, and the folders older
+    versions let pint keep its own files in (files it did not write, and links, are left alone).
 
     \b
     symcalc cache clear

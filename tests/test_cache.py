@@ -50,6 +50,15 @@ QUESTIONS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _unit_registry_built():
+    """The process's unit registry built before a test points the cache elsewhere: it is built
+    once a process (its parsed definitions read from or written to the cache, kind pint), so
+    a test that counts what the cache did would otherwise count it when it runs first."""
+    from symcalc import units
+    units.registry()
+
+
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """A fresh cache directory of this test's own, with the cache on."""
@@ -503,51 +512,117 @@ def test_a_cached_question_answers_without_importing_sympy(cache_dir, question):
     assert runs[1].stderr.strip().endswith("sympy imported: False")
 
 
-def test_pint_keeps_its_parsed_units_in_a_private_directory_of_the_cache(cache_dir):
-    # the unit registry's parsed definitions (pint's own cache, ~10 ms of every start-up) live
-    # in a directory made like the cache's: the user's, 0700, reached without following a link
+class _Planted:
+    """A pickle that, when loaded, creates ``marker`` (open(marker, "w")): code run by reading."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def _pint_folder_as_before(cache_dir: Path) -> Path:
+    """pint's own cache folder as symcalc had pint keep it before issue 34, filled by pint
+    itself (so its files have the names pint looks for)."""
     import pint
-    folder = cache.private_dir(f"pint-{pint.__version__}")
-    assert folder == cache_dir / f"pint-{pint.__version__}"
-    st = folder.lstat()
-    assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
-    # a link planted in its place, a directory others may read, or a name with a path in it: none
-    os.rmdir(folder)
-    os.symlink(cache_dir.parent, folder)
-    assert cache.private_dir(f"pint-{pint.__version__}") is None
-    os.unlink(folder)
-    os.mkdir(folder, 0o755)
-    assert cache.private_dir(f"pint-{pint.__version__}") is None
-    assert cache.private_dir("../elsewhere") is None and not (cache_dir.parent / "elsewhere").exists()
+
+    from symcalc import units
+    folder = cache_dir / f"pint-{pint.__version__}"
+    pint.UnitRegistry(str(units.DEFINITIONS), autoconvert_offset_to_baseunit=False, cache_folder=folder)
+    assert sorted(folder.glob("*.pickle"))
+    return folder
 
 
-def test_without_a_cache_pint_gets_no_folder(cache_dir, monkeypatch):
-    monkeypatch.setenv(cache.ENV_OFF, "1")
-    assert cache.private_dir("pint-x") is None and not (cache_dir / "pint-x").exists()
+SOLVE = ["-m", "symcalc", "solve", "d_model", "n_params=1.291059e10", "n_layers=40", "vocab_size=32000", "--brief"]
 
 
-def test_a_truncated_pint_cache_file_is_answered_through_and_rewritten(cache_dir):
-    # pint writes its cache files in place: a run that starts while another writes (or one that
-    # was killed) meets a truncated pickle. The answer is the same; the file is written anew.
+def test_a_planted_pint_pickle_runs_nothing(cache_dir, tmp_path):
+    # issue 34: pint kept unauthenticated pickles in symcalc's cache folder; one planted there
+    # ran code when a new process built its unit registry. Now pint reads no file: its parsed
+    # definitions are symcalc cache entries, authenticated. Planted: pint's old folder, every
+    # pickle replaced, and each of symcalc's pint entries replaced by the same payload behind a
+    # forged header; run with the user's key and with a fresh one (as a copied cache meets it).
     import subprocess
-    import sys
-
-    import pint
     env = {**os.environ, cache.ENV_DIR: str(cache_dir)}
     env.pop(cache.ENV_OFF, None)
-    args = [sys.executable, "-m", "symcalc", "solve", "d_model", "n_params=1.291059e10", "n_layers=40",
-            "vocab_size=32000", "--brief"]
-    first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    first = subprocess.run([sys.executable, *SOLVE], env=env, capture_output=True, text=True, timeout=240)
     assert first.returncode == 0 and first.stdout.startswith("d_model = 5120")
-    pickles = sorted((cache_dir / f"pint-{pint.__version__}").glob("*.pickle"))
-    assert pickles
-    for p in pickles:
-        p.write_bytes(p.read_bytes()[:10])
-    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
-    assert (second.returncode, second.stdout) == (0, first.stdout)
-    third = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
-    assert (third.returncode, third.stdout) == (0, first.stdout)
-    assert all(p.stat().st_size > 10 for p in (cache_dir / f"pint-{pint.__version__}").glob("*.pickle"))
+    marker = tmp_path / "ran"
+    payload = pickle.dumps(_Planted(marker))
+    ours = entries(cache_dir, "pint")
+    assert len(ours) == 2                       # the parsed file and pint's derived tables
+    for p in ours:
+        p.write_bytes(cache.MAGIC + b"\0" * 32 + payload)
+    for p in _pint_folder_as_before(cache_dir).glob("*.pickle"):
+        p.write_bytes(payload)
+    pickle.loads(payload)                       # (the payload does what it says)
+    assert marker.exists()
+    marker.unlink()
+    for key_dir in (tmp_path / "key", tmp_path / "fresh-key"):
+        run = subprocess.run([sys.executable, *SOLVE], env={**env, cache.ENV_KEY_DIR: str(key_dir)},
+                             capture_output=True, text=True, timeout=240)
+        assert (run.returncode, run.stdout, run.stderr) == (0, first.stdout, "")
+        assert not marker.exists()
+
+
+def test_pints_parsed_units_are_authenticated_entries_of_the_cache(cache_dir):
+    # two entries of kind "pint" (authenticated, as every entry), written by the first build
+    # and read by the next; nothing else is written, no folder of pint's own
+    from symcalc import units
+    from symcalc.units import pintcache
+    stores, hits = cache.stats["stores"], cache.stats["hits"]
+    first = pintcache.build(str(units.DEFINITIONS), autoconvert_offset_to_baseunit=False)
+    assert cache.stats["stores"] == stores + 2 and len(entries(cache_dir, "pint")) == 2
+    assert sorted(p.name for p in cache_dir.iterdir()) == [p.name for p in entries(cache_dir, "pint")]
+    second = pintcache.build(str(units.DEFINITIONS), autoconvert_offset_to_baseunit=False)
+    assert cache.stats["hits"] == hits + 2 and cache.stats["stores"] == stores + 2
+    # the same units either way: a gigabyte is 8 gigabits, a day 86,400 s (by definition)
+    for ureg in (first, second):
+        assert ureg.Quantity(1, "GB").to("Gb").magnitude == pytest.approx(8)
+        assert ureg.Quantity(1, "day").to("s").magnitude == pytest.approx(86400)
+    assert cache.info()["entries"]["pint"]["count"] == 2
+
+
+def test_clear_removes_pints_entries_and_its_old_folders(cache_dir, tmp_path):
+    from symcalc import units
+    from symcalc.units import pintcache
+    pintcache.build(str(units.DEFINITIONS), autoconvert_offset_to_baseunit=False)
+    old = _pint_folder_as_before(cache_dir)
+    old_pickles = len(list(old.glob("*.pickle")))
+    # another old folder holding a file pint did not write: the file and its folder stay
+    kept = cache_dir / "pint-0.1"
+    kept.mkdir(mode=0o700)
+    (kept / "notes.txt").write_text("mine")
+    # a link named like one: not followed, what it points at stays
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / ("0" * 40 + ".pickle")).write_bytes(b"x")
+    os.symlink(elsewhere, cache_dir / "pint-0.2")
+    assert cache.clear() == 2 + old_pickles
+    assert not entries(cache_dir, "pint") and not old.exists()
+    assert (kept / "notes.txt").read_text() == "mine"
+    assert (elsewhere / ("0" * 40 + ".pickle")).exists() and (cache_dir / "pint-0.2").is_symlink()
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_a_key_in_the_cache_folder_is_refused_in_one_line(cache_dir, tmp_path, monkeypatch, capsys, inside):
+    # the key authenticates the entries only when a copy of the cache does not carry it
+    cache.store("derivation", "a" * 64, 1)
+    assert cache.load("derivation", "a" * 64) == 1
+    key_dir = cache_dir / "key" if inside else cache_dir
+    key_dir.mkdir(mode=0o700, exist_ok=True)
+    shutil.copy2(tmp_path / "key" / cache.KEY_FILE, key_dir / cache.KEY_FILE)
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(key_dir))
+    cache._said.clear()
+    rejected = cache.stats["rejected"]
+    assert cache.load("derivation", "a" * 64) is None and cache.load("derivation", "a" * 64) is None
+    cache.store("derivation", "b" * 64, 2)
+    assert cache.stats["rejected"] == rejected + 3 and not entries(cache_dir, "derivation")[1:]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "SYMCALC_KEY_DIR" in err
+    assert ("inside the cache folder" if inside else "is the cache folder") in err
+    assert cache.clear() == 1 and not entries(cache_dir, "derivation")     # clearing still works
 
 
 def test_the_default_place_is_the_platforms_and_info_counts_entries(cache_dir, formulas, monkeypatch, tmp_path):
@@ -567,3 +642,21 @@ def test_the_default_place_is_the_platforms_and_info_counts_entries(cache_dir, f
     if os.name == "posix" and not sys.platform.startswith("darwin"):
         assert cache.cache_dir() == tmp_path / "xc" / "symcalc"
         assert cache.key_dir() == tmp_path / "xk" / "symcalc"
+
+
+def test_the_cache_commands_say_a_key_in_the_cache_folder_and_clear_pints_files(cache_dir, tmp_path, monkeypatch, cli):
+    from symcalc import units
+    from symcalc.units import pintcache
+    pintcache.build(str(units.DEFINITIONS), autoconvert_offset_to_baseunit=False)      # 2 entries
+    old = _pint_folder_as_before(cache_dir)
+    old_pickles = len(list(old.glob("*.pickle")))
+    inside = cache_dir / "key"
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(inside))
+    cache._said.clear()
+    got = cli("cache", "info", "--json")
+    assert got.code == 0 and got.json()["enabled"] is False and "inside" in got.json()["refused"]
+    assert got.err.count("\n") == 1 and "SYMCALC_KEY_DIR" in got.err
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "key"))
+    got = cli("cache", "clear", "--json")
+    assert got.code == 0 and got.json()["removed"] == 2 + old_pickles
+    assert not entries(cache_dir, "pint") and not old.exists()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pint
 
-from symcalc import cache
 from symcalc.errors import AmbiguousUnitError, MalformedValueError
+from symcalc.units import pintcache
 
 DEFINITIONS = Path(__file__).with_name("units.txt")
 
@@ -36,26 +36,10 @@ _ALLOWED_CHARS = re.compile(r"^[\w\s.+\-*/^()%$µμ]*$")
 
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
-    """The process-wide unit registry (built once: ~15 ms parsing units.txt, a third of that from
-    pint's own cache of the parsed file, kept in a private directory of symcalc's cache, one
-    per pint version; a start-up cost every command pays)."""
-    folder = cache.private_dir(f"pint-{pint.__version__}")
-    try:
-        ureg: pint.UnitRegistry = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False,
-                                                    cache_folder=folder)
-    except Exception:
-        # pint writes its cache files in place: a process starting while another writes one
-        # reads it truncated (EOFError). Parse the file then, as without a cache.
-        # A file left truncated by a run that was killed is removed, so the next run writes it anew.
-        if folder is None:
-            raise
-        ureg = pint.UnitRegistry(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
-        try:
-            for entry in folder.glob("*"):
-                if entry.suffix in (".pickle", ".json") and entry.is_file() and not entry.is_symlink():
-                    entry.unlink(missing_ok=True)
-        except OSError:
-            pass
+    """The process-wide unit registry (built once: ~15 ms parsing units.txt, a third of that
+    when pint's parsed definitions come from symcalc's cache, authenticated like its every
+    entry, see symcalc.units.pintcache; a start-up cost every command pays)."""
+    ureg = pintcache.build(str(DEFINITIONS), autoconvert_offset_to_baseunit=False)
     ureg.formatter.default_format = "~P"
     return ureg
 
@@ -236,13 +220,18 @@ def _unit_hint(name: str) -> str:
     return f"; did you mean {' or '.join(symbols)}?" if symbols else ""
 
 
-@lru_cache(maxsize=None)
+# the unit strings a long-lived process meets (a server's users write them) are without end:
+# the memos keep the most recent, far more than the library's ~100 units
+UNIT_MEMO = 4096
+
+
+@lru_cache(maxsize=UNIT_MEMO)
 def dimensionality(unit: str):
     """The dimensionality (a pint UnitsContainer) of a unit string; cached."""
     return registry().get_dimensionality(parse_unit(unit))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=UNIT_MEMO)
 def to_base_factor(unit: str) -> float:
     """How many base units one ``unit`` is (GB -> 1e9, hour -> 3600, % -> 0.01)."""
     u = parse_unit(unit)
