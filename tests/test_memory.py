@@ -204,3 +204,32 @@ def test_a_time_limits_alarm_never_raises_inside_the_pauses_bookkeeping(collecto
         budget._on_alarm(signal.SIGALRM, frames[0])         # deferred: no exception
         with pytest.raises(budget.BudgetExceeded):
             budget._on_alarm(signal.SIGALRM, sys._getframe())   # anywhere else: raised
+
+
+def test_the_librarys_caches_keep_the_most_recently_used_entries():
+    # a server is sent shapes of question without end: the derivation and step caches keep
+    # the most recent DERIVATIONS_KEPT / STEPS_KEPT entries. By hand, with a cache of 3: after
+    # a, b, c, a use of a, then d, the least recently used (b) is the one dropped.
+    from symcalc.library.recent import Recent
+    from symcalc.library.registry import DERIVATIONS_KEPT, STEPS_KEPT
+    from symcalc.library.loading import default_library
+    memo = Recent(3)
+    for k in "abc":
+        memo[k] = k.upper()
+    assert memo.get("a") == "A"
+    memo["d"] = "D"
+    assert list(memo) == ["c", "a", "d"] and memo.get("b") is None
+    lib = default_library()
+    assert lib.derivation_cache.size == DERIVATIONS_KEPT and lib.step_cache.size == STEPS_KEPT
+
+
+def test_a_failed_question_keeps_no_traceback_in_the_library():
+    # a remembered failure's traceback would hold the frames of the question (in a plan, the
+    # whole plan) that first failed, for as long as the process runs
+    import symcalc
+    from symcalc.errors import SymcalcError
+    from symcalc.library.loading import default_library
+    with pytest.raises(SymcalcError):
+        symcalc.solve("train_time", {"n_params": 7e9})      # n_tokens, the rate... are missing
+    failures = [v for k, v in default_library().derivation_cache.items() if k[0] == "underdetermined"]
+    assert failures and all(f.__traceback__ is None for f in failures)

@@ -18,7 +18,13 @@ from symcalc.errors import (
     closest_names,
     did_you_mean,
 )
+from symcalc.library.recent import Recent
 from symcalc.library.records import FormulaSpec, OptionSpec, QuantitySpec
+
+# derivations (with their compiled functions) and solved route steps a library keeps, the
+# most recently used: a plan asks a few hundred questions, a server is sent shapes without end
+DERIVATIONS_KEPT = 2048
+STEPS_KEPT = 8192
 
 
 class Library:
@@ -35,10 +41,10 @@ class Library:
         for q in quantities.values():
             for a in q.aliases:
                 self.aliases[a] = q.name
-        self.derivation_cache: dict = {}
+        self.derivation_cache: dict = Recent(DERIVATIONS_KEPT)
         # a route step inverted and compiled, by what it depends on (symcalc.engine.derive): the
         # same step in another derivation (another option combination's) is not inverted again
-        self.step_cache: dict = {}
+        self.step_cache: dict = Recent(STEPS_KEPT)
         # propagations over the formulas (symcalc.engine.routing.find_route's memo)
         self.route_cache: dict = {}
         # content hash of what the library was loaded from (see load_library); None when it was
@@ -49,8 +55,8 @@ class Library:
         # derivations hold compiled functions and are cached on their own; the symbol index
         # is rebuilt on first use (it would import sympy with the library)
         state = dict(self.__dict__)
-        state["derivation_cache"] = {}
-        state["step_cache"] = {}
+        state["derivation_cache"] = Recent(DERIVATIONS_KEPT)
+        state["step_cache"] = Recent(STEPS_KEPT)
         state["route_cache"] = {}
         state.pop("_symbols", None)
         return state

@@ -50,7 +50,9 @@ def derivation_for(library: Library, target: str, known: frozenset, options: dic
                              exclude=exclude, hints=_hints(library, target, known, options) if diagnose else None,
                              memo=library.route_cache)
         except UnderdeterminedError as e:
-            library.derivation_cache[("underdetermined", diagnose, key)] = e
+            # a copy is kept (a copy carries no traceback): the raised error's frames would keep
+            # the first failing question, a whole plan's, alive for as long as the library
+            library.derivation_cache[("underdetermined", diagnose, key)] = copy.copy(e)
             if not diagnose:
                 if attempt == 0:    # routing alone decided it (no block found dependent first)
                     _store_failure(library, key, e)
@@ -70,6 +72,7 @@ def derivation_for(library: Library, target: str, known: frozenset, options: dic
             if settle:
                 e.message += f"; or --option {' | --option '.join(settle)}"
                 e.args = (e.message,)
+            library.derivation_cache[("underdetermined", diagnose, key)] = copy.copy(e)
             raise e from None
         used = _defaults_used(library, plan, defaults, options)
         from symcalc.engine.derive import derive  # start-up: a cached derivation is not built again (sympy)

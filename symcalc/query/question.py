@@ -185,7 +185,9 @@ def _derive(lib: Library, tq, posed: Posed, diagnose: bool) -> Posed:
         posed.derivation, posed.defaults_used = derivation_for(lib, tq.name, frozenset(posed.knowns),
                                                             posed.resolved.values, diagnose=diagnose)
     except (UnderdeterminedError, NoSolutionError) as e:
-        posed.error, posed.diagnosed = e, diagnose
+        # without its traceback, whose frames point back at posed: kept, it made every plan's
+        # answers cyclic garbage that only a full collection frees
+        posed.error, posed.diagnosed = e.with_traceback(None), diagnose
     return posed
 
 
