@@ -35,6 +35,10 @@ VALUE_KEYS = {"value", "source", "basis"}
 # derived or assumed one says so (finding "unmeasured")
 BASES = ("measured", "datasheet", "fitted", "derived", "assumed")
 UNMEASURED = ("derived", "assumed")
+# a hardware's dense peaks are one table, ``peak_flops.DTYPE``: they reach a question as
+# ``peak_flops`` (the precision's compute dtype) and ``peak_flops_DTYPE`` (every dtype), never
+# as ``values``, so one entry is the one value of the fact under each name (Preset.resolve)
+PEAK = "peak_flops"
 
 
 @dataclass
@@ -63,19 +67,36 @@ class Preset:
 
     def basis_of(self, name: str, compute_dtype: str | None) -> str | None:
         """How the value this preset gives for ``name`` is known (``basis`` in the data), or None
-        when unstated; ``peak_flops`` is the dense peak of ``compute_dtype``."""
-        if name == "peak_flops" and name not in self.values:
-            return self.peak_basis.get(compute_dtype or "")
-        return self.basis.get(name)
+        when unstated; ``peak_flops`` is the dense peak of ``compute_dtype``, ``peak_flops_DTYPE``
+        that of DTYPE (:meth:`resolve`)."""
+        dtype = peak_dtype(name, compute_dtype)
+        return self.peak_basis.get(dtype) if dtype is not None else self.basis.get(name)
 
     def resolve(self, options: dict[str, str], compute_dtype: str | None) -> dict[str, tuple[str, str]]:
-        """Values this preset gives under ``options``: its values, plus the dense peak for the
-        compute dtype the precision option implies (its ``compute_dtype`` in the option data;
-        a precision that names none gets no peak from a preset: nothing is guessed)."""
+        """Values this preset gives under ``options``: its values, each dense peak of its
+        ``peak_flops`` table as ``peak_flops_DTYPE``, and the peak of the compute dtype the
+        precision option implies (its ``compute_dtype`` in the option data) as ``peak_flops``,
+        the one MFU and the step time read (a precision that names none gets no peak_flops from
+        a preset: nothing is guessed). One entry, ``peak_flops.bf16``, is thus the one value of
+        the fact under every name a formula reads it by."""
         out = dict(self.values)
-        if self.peak_flops and compute_dtype in self.peak_flops:
-            out["peak_flops"] = self.peak_flops[compute_dtype]
+        out.update({PEAK + "_" + dtype: entry for dtype, entry in self.peak_flops.items()})
+        if compute_dtype in self.peak_flops:
+            out[PEAK] = self.peak_flops[compute_dtype]
         return out
+
+    @property
+    def fields(self) -> list[str]:
+        """The names of the values this preset may give (:meth:`resolve`, under any options)."""
+        return [*self.values, *([PEAK] if self.peak_flops else []), *(PEAK + "_" + d for d in self.peak_flops)]
+
+
+def peak_dtype(name: str, compute_dtype: str | None) -> str | None:
+    """The dtype whose dense peak ``name`` is: ``compute_dtype`` for ``peak_flops``, DTYPE for
+    ``peak_flops_DTYPE``; None for any other name."""
+    if name == PEAK:
+        return compute_dtype or ""
+    return name[len(PEAK) + 1:] if name.startswith(PEAK + "_") else None
 
 
 def presets_dir() -> Path:
@@ -128,7 +149,13 @@ def value_tables(table: dict, where: str, error: type[Exception]) -> tuple[dict,
     """A preset's or profile's ``values`` and ``peak_flops`` (with their bases); a malformed
     entry raises ``error`` naming ``where``."""
     try:
-        return (*_pairs(table, "values"), *_pairs(table, "peak_flops"))
+        values, basis = _pairs(table, "values")
+        peak = next((name for name in values if peak_dtype(name, None) is not None), None)
+        if peak is not None:
+            dtype = peak_dtype(peak, None) or "bf16"
+            raise ValueError(f"values.{peak}: a dense peak is written peak_flops.{dtype} = {{ value = ..., source = ... }} "
+                             "(one entry a dtype: it gives peak_flops and peak_flops_DTYPE alike)")
+        return (values, basis, *_pairs(table, "peak_flops"))
     except ValueError as e:
         raise error(f"{where}: {e}") from None
 

@@ -295,8 +295,8 @@ RUNS_KEYS = {"hardware", "stack", "fit", "options", "given", "model", "runs", "m
 RUN_KEYS = {"id", "model", "given", "options", "stack", "step_time", "tokens_per_second"}
 # what a runs file may say it measured on its cluster -> (quantity, unit of the number, how it maps)
 MEASURED = {
-    "gemm_bf16_tflops": ("bf16_gemm_efficiency", "TFLOP/s", "bf16_peak_flops"),
-    "gemm_fp8_tflops": ("fp8_gemm_efficiency", "TFLOP/s", "fp8_peak_flops"),
+    "gemm_bf16_tflops": ("bf16_gemm_efficiency", "TFLOP/s", "peak_flops_bf16"),
+    "gemm_fp8_tflops": ("fp8_gemm_efficiency", "TFLOP/s", "peak_flops_fp8"),
     "allreduce_busbw_GBps": ("intra_node_bus_bandwidth", "GB/s", None),
     "allgather_busbw_GBps": ("intra_node_ring_bus_bandwidth", "GB/s", None),
     "reducescatter_busbw_GBps": ("intra_node_ring_bus_bandwidth", "GB/s", None),
@@ -668,9 +668,10 @@ def _measured_values(rf: RunsFile, base) -> dict[str, tuple[float, str]]:
         value = float(units.Q(number, unit).to_base_units().magnitude)
         how = f"measured: {key} = {number} ({rf.name})"
         if per:
-            if per not in base.values:
+            known = base.resolve({}, None)      # its values and each dtype's peak (peak_flops_DTYPE)
+            if per not in known:
                 raise QueryError(f"[measured] {key} needs {per} of hardware {base.key}, which the preset does not give")
-            ref = float(units.parse_quantity(base.values[per][0], per).to_base_units().magnitude)
+            ref = float(units.parse_quantity(known[per][0], per).to_base_units().magnitude)
             value = value / ref
             how += f" over the preset's {per}"
         measured[quantity] = (value, how)
