@@ -243,3 +243,17 @@ def test_a_profile_field_under_another_name_is_refused(tmp_path, alias, way):
     with pytest.raises(UnknownNameError) as e:
         check_profile(lib, hardware_from_file(path))
     assert f"'{alias}' is another name of" in e.value.message and f"write {way}" in e.value.message
+
+
+def test_two_values_for_the_compute_dtypes_peak_are_a_conflict():
+    # under 16-bit training peak_flops and peak_flops_bf16 are one fact: two different values
+    # are refused in one line, equal ones accepted; under FP8 they are two facts
+    from symcalc.errors import ConflictError
+    mfu = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64)
+    with pytest.raises(ConflictError, match="peak_flops = 989 TFLOP/s and peak_flops_bf16 = 900 TFLOP/s are one fact"):
+        symcalc.solve("mfu", peak_flops="989 TFLOP/s", peak_flops_bf16="900 TFLOP/s", **mfu)
+    same = symcalc.solve("mfu", peak_flops="989 TFLOP/s", peak_flops_bf16="989 TFLOP/s", **mfu)
+    # 6 x 7e9 x 150000 / (64 x 989e12) = 9.953 %
+    assert same.base_value == pytest.approx(6 * 7e9 * 150000 / (64 * 989e12), rel=1e-9)
+    fp8 = symcalc.solve("mfu", peak_flops="1979 TFLOP/s", peak_flops_bf16="989 TFLOP/s", options=FP8, **mfu)
+    assert fp8.base_value == pytest.approx(6 * 7e9 * 150000 / (64 * 1979e12), rel=1e-9)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 from symcalc.errors import (
     AmbiguousUnitError,
+    ConflictError,
     DimensionError,
     DomainError,
     LibraryError,
@@ -72,6 +75,10 @@ def _same_fact(lib: Library, dtype: str | None, given: Mapping[str, GivenValue])
     (empty unless they gave exactly one of ``peak_flops`` and ``peak_flops_DTYPE``)."""
     names = [n for n in (PEAK, f"{PEAK}_{dtype}") if dtype and n in lib.quantities]
     mine = [n for n in names if n in given and not given[n].origin]       # the user's own, not a preset's
+    if len(mine) == 2 and not np.allclose(given[mine[0]].magnitude, given[mine[1]].magnitude, rtol=1e-9, atol=0):
+        a, b = (given[n] for n in mine)
+        raise ConflictError(f"{a.name} = {a.text} and {b.name} = {b.text} are one fact under these options (the dense "
+                            f"peak of {dtype}, the dtype the math runs in): give one")
     return {n: mine[0] for n in names if n not in given} if len(mine) == 1 else {}
 
 
