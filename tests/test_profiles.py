@@ -125,6 +125,12 @@ BAD = [
     ("unknown base", '[mine]\nbase = "h10"\nvalues.gpu_memory = { value = "80 GB", source = "s" }\n', "unknown_name",
      "[mine]: base = 'h10' is not a built-in hardware preset. Did you mean: h100"),
     ("too large", PROFILE + "#" * (1 << 20), "malformed_value", "larger than 1 MB"),
+    # aliases were accepted and never checked (a number passed); now a list of names, kept
+    ("aliases not names", PROFILE.replace("[my_gpu]\n", "[my_gpu]\naliases = 5\n"), "malformed_value",
+     "[my_gpu]: aliases is a list of names"),
+    # one name per fact: a dense peak is peak_flops.DTYPE, never a value beside it
+    ("a peak as a value", PROFILE.replace("values.gpu_memory", "values.peak_flops_bf16"), "malformed_value",
+     "values.peak_flops_bf16: a dense peak is written peak_flops.bf16"),
 ]
 
 

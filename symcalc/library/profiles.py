@@ -56,6 +56,9 @@ def hardware_from_file(path: str | Path) -> Preset:
     for text_key in ("title", "source", "notes", "base"):
         if text_key in table and not isinstance(table[text_key], str):
             raise MalformedValueError(f"{here}: {text_key} is text")
+    aliases = table.get("aliases", [])     # kept as hardware.toml's tables keep them (a copied table reads)
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise MalformedValueError(f"{here}: aliases is a list of names")
     values, basis, peaks, peak_basis = value_tables(table, here, MalformedValueError)
     if not values and not peaks:
         raise MalformedValueError(f"{here}: no values (values.X = {{ value = ..., source = ... }})")
@@ -68,8 +71,8 @@ def hardware_from_file(path: str | Path) -> Preset:
         source = f"{source}; on {base.key} ({base.source})"
     name = label(key)
     return Preset(kind="hardware", key=name, title=label(table.get("title") or f"{name} (from {p.name})"),
-                  source=source, notes=table.get("notes", ""), values=values, peak_flops=peaks, basis=basis,
-                  peak_basis=peak_basis, file=str(p))
+                  source=source, notes=table.get("notes", ""), aliases=tuple(label(a) for a in aliases), values=values,
+                  peak_flops=peaks, basis=basis, peak_basis=peak_basis, file=str(p))
 
 
 
