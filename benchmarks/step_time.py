@@ -70,7 +70,7 @@ def by_hand(tp, pp, dp, micro_batch_size, n_gpus, d_model=12288, n_layers=96, n_
     d, L, H, V, S, m = d_model, n_layers, n_heads, vocab_size, seq_len, micro_batch_size
     gpn, nic, ibw, lat_in, hbm = c["gpus_per_node"], c["nic_bandwidth"], c["intra_node_bus_bandwidth"], \
         c["intra_node_step_latency"], c["achievable_hbm_bandwidth"]
-    rate = c["bf16_gemm_efficiency"] * c["bf16_peak_flops"] * c["sustained_clock_fraction"]
+    rate = c["bf16_gemm_efficiency"] * c["peak_flops_bf16"] * c["sustained_clock_fraction"]
     kappa, host, ew, loss = c["comm_contention"], c["layer_pass_overhead"], c["elementwise_traffic_factor"], \
         c["loss_bytes_per_logit"]
     bpa, bpg, lat_out, net_eff = 2.0, 2.0, 10e-6, 0.94
@@ -128,9 +128,9 @@ def read_coefficients() -> None:
     hw = find_preset("hardware", PRESETS["hardware"])
     lib = symcalc.default_library()
     sets = lib.options["stack"].sets[PRESETS["options"]["stack"]]
-    base = {**{k: v[0] for k, v in hw.values.items()}, **sets}
+    base = {**{k: v[0] for k, v in hw.resolve({}, None).items()}, **sets}
     for name in ("gpus_per_node", "nic_bandwidth", "intra_node_bus_bandwidth", "intra_node_step_latency",
-                 "achievable_hbm_bandwidth", "bf16_gemm_efficiency", "bf16_peak_flops", "sustained_clock_fraction",
+                 "achievable_hbm_bandwidth", "bf16_gemm_efficiency", "peak_flops_bf16", "sustained_clock_fraction",
                  "comm_contention", "layer_pass_overhead", "elementwise_traffic_factor", "loss_bytes_per_logit"):
         HAND_COEFFICIENTS[name] = float(units.parse_quantity(base[name], name).to_base_units().magnitude)
 

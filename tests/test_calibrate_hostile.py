@@ -56,7 +56,7 @@ HOSTILE = [
      "gemm_bf16_tflops, gemm_fp8_tflops?"),
     # 5000 TFLOP/s over the H100 preset's 989.4 TFLOP/s BF16 peak: an efficiency of 505.4 %
     ("a GEMM rate above the peak", _edit('stack = "fsdp"', 'stack = "fsdp"\nmeasured = { gemm_bf16_tflops = 5000 }'),
-     "bad_query", "[measured] gemm_bf16_tflops = 5000 TFLOP/s, 505.4 % of h100_sxm's bf16_peak_flops"),
+     "bad_query", "[measured] gemm_bf16_tflops = 5000 TFLOP/s, 505.4 % of h100_sxm's peak_flops_bf16"),
     ("runs not a list", lambda t: "runs = 5\n" + t.split("\n[[runs]]")[0], "malformed_value", "no [[runs]]"),
     # 1e-9 s for MPT-70b on 64 GPUs: 6 x 70e9 x 2048 x 2048 FLOP / (1e-9 s x 64 x 989.4e12 FLOP/s) ~ 2.8e12 %
     # (the library counts the layout's 64.8e9 parameters, 80 x (4 + 8) x 8192^2 + 50368 x 8192: 2.577e12 %)

@@ -14,7 +14,7 @@ import pytest
 
 import symcalc
 from symcalc.errors import MalformedValueError, UnknownNameError
-from symcalc.library.presets import _load, find_preset, hardware_from_file
+from symcalc.library.presets import load_table, find_preset, hardware_from_file
 
 WORK = 6 * 7e9 * 150_000                     # FLOP/s of useful work
 MFU = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64)
@@ -92,14 +92,14 @@ def test_a_looked_up_value_that_was_not_measured_says_so(tmp_path):
 
 
 def test_built_in_presets_read_the_basis_of_each_value():
-    p = _load("hardware", "x", {"title": "x", "source": "s", "values": {
+    p = load_table("hardware", "x", {"title": "x", "source": "s", "values": {
         "gemm_efficiency": {"value": "0.8", "source": "the H100's, for want of a measurement", "basis": "assumed"}},
         "peak_flops": {"bf16": {"value": "1 PFLOP/s", "source": "sheet", "basis": "datasheet"}}}, "hardware.toml")
     assert p.basis == {"gemm_efficiency": "assumed"} and p.peak_basis == {"bf16": "datasheet"}
     assert p.basis_of("gemm_efficiency", "bf16") == "assumed" and p.basis_of("peak_flops", "bf16") == "datasheet"
     assert p.basis_of("peak_flops", "fp8") is None
     with pytest.raises(Exception, match="basis is one of measured, datasheet, fitted, derived, assumed"):
-        _load("hardware", "x", {"values": {"gpu_memory": {"value": "80 GB", "source": "s", "basis": "guessed"}}},
+        load_table("hardware", "x", {"values": {"gpu_memory": {"value": "80 GB", "source": "s", "basis": "guessed"}}},
               "hardware.toml")
 
 
@@ -125,6 +125,12 @@ BAD = [
     ("unknown base", '[mine]\nbase = "h10"\nvalues.gpu_memory = { value = "80 GB", source = "s" }\n', "unknown_name",
      "[mine]: base = 'h10' is not a built-in hardware preset. Did you mean: h100"),
     ("too large", PROFILE + "#" * (1 << 20), "malformed_value", "larger than 1 MB"),
+    # aliases were accepted and never checked (a number passed); now a list of names, kept
+    ("aliases not names", PROFILE.replace("[my_gpu]\n", "[my_gpu]\naliases = 5\n"), "malformed_value",
+     "[my_gpu]: aliases is a list of names"),
+    # one name per fact: a dense peak is peak_flops.DTYPE, never a value beside it
+    ("a peak as a value", PROFILE.replace("values.gpu_memory", "values.peak_flops_bf16"), "malformed_value",
+     "values.peak_flops_bf16: a dense peak is written peak_flops.bf16"),
 ]
 
 

@@ -150,11 +150,17 @@ def test_deeply_nested_json_is_refused_and_loses_no_worker(client):
 
 def test_a_preset_name_is_never_read_as_a_file(client):
     # README.md exists where the tests run (the server's working directory): a name, not a path,
-    # once reached find_preset's file branch; only built-in names are taken
+    # once reached find_preset's file branch; only built-in names are taken. Shaped like a path
+    # (an extension), it is refused as one, as the command line would read it as a file
     for body in ({**MFU, "hardware": "README.md"}, {"target": "n_params", "model": "README.md"}):
         r = post(client, "/api/solve", body)
+        assert r.status_code == 400 and r.json()["error"]["kind"] == "usage", r.text
+        assert r.json()["error"]["message"].endswith("not a file") or "model_config" in r.json()["error"]["message"]
+    # a bare name is a built-in name, unknown here, with no hint at files the API refuses
+    for body in ({**MFU, "hardware": "README"}, {"target": "n_params", "model": "README"}):
+        r = post(client, "/api/solve", body)
         assert r.status_code == 400 and r.json()["error"]["kind"] == "unknown_name", r.text
-        assert "path" not in r.json()["error"]["message"]          # no hint at files the API refuses
+        assert "path" not in r.json()["error"]["message"] and "./" not in r.json()["error"]["message"]
 
 
 def test_routes_and_methods_that_do_not_exist_answer_json_and_never_redirect(client):

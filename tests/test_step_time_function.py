@@ -39,13 +39,13 @@ def coefficients(hardware: str = "a100-80gb", stack: str = "megatron-lm-2021") -
     any answer): what a calibration rerun changes, the hand model follows."""
     hw = find_preset("hardware", hardware)
     sets = symcalc.default_library().options["stack"].sets[stack]
-    raw = {**{k: v[0] for k, v in hw.values.items()}, **sets}
+    raw = {**{k: v[0] for k, v in hw.resolve({}, None).items()}, **sets}  # values and each dtype's peak
     return {k: float(units.parse_quantity(v, k).to_base_units().magnitude) for k, v in raw.items()
             if k in NEEDED}
 
 
 NEEDED = ("gpus_per_node", "nic_bandwidth", "intra_node_bus_bandwidth", "intra_node_step_latency",
-          "achievable_hbm_bandwidth", "bf16_gemm_efficiency", "bf16_peak_flops", "sustained_clock_fraction",
+          "achievable_hbm_bandwidth", "bf16_gemm_efficiency", "peak_flops_bf16", "sustained_clock_fraction",
           "comm_contention", "layer_pass_overhead", "elementwise_traffic_factor", "loss_bytes_per_logit")
 
 
@@ -54,7 +54,7 @@ def hand(tp, pp, dp, micro_batch_size, n_gpus, c=None, d=12288, L=96, H=96, V=51
     c = c or coefficients()
     tp, pp, dp, m, n_gpus = (np.asarray(x, dtype=float) for x in (tp, pp, dp, micro_batch_size, n_gpus))
     gpn, hbm, ibw = c["gpus_per_node"], c["achievable_hbm_bandwidth"], c["intra_node_bus_bandwidth"]
-    rate = c["bf16_gemm_efficiency"] * c["bf16_peak_flops"] * c["sustained_clock_fraction"]  # GEMMs in 16 bits
+    rate = c["bf16_gemm_efficiency"] * c["peak_flops_bf16"] * c["sustained_clock_fraction"]  # GEMMs in 16 bits
     nic = 0.94 * c["nic_bandwidth"]            # network_efficiency's default (collectives.toml)
     lat_in, lat_out = c["intra_node_step_latency"], 10e-6   # inter_node_step_latency's default
     ew, host, kappa = c["elementwise_traffic_factor"], c["layer_pass_overhead"], c["comm_contention"]

@@ -35,7 +35,7 @@ def coefficients(hardware: str, stack: str | None = None, **options: str) -> dic
     """The hardware preset's values, the stack's software coefficients and the ``sets`` of the
     given option values (attention_kernel=flash, fp8_recipe=delayed ...), in SI units (tokens
     as plain numbers): the data the model reads, not any of its answers."""
-    raw = {k: v[0] for k, v in find_preset("hardware", hardware).values.items()}
+    raw = {k: v[0] for k, v in find_preset("hardware", hardware).resolve({}, None).items()}  # values and each dtype's peak
     if stack:
         raw.update(LIB.options["stack"].sets[stack])
     for option, value in options.items():
@@ -64,7 +64,7 @@ def dense_layer(c: dict, d: int, heads: int, seq: int, tokens: int) -> dict[str,
     """One GPT layer (MHA, GELU FFN of 4d, dropout, learned positions) without TP, no
     recomputation, a flash-family kernel, 16-bit GEMMs, for ``tokens`` tokens on one GPU."""
     hbm, n = c["achievable_hbm_bandwidth"], 12 * d * d
-    rate = c["bf16_gemm_efficiency"] * c["bf16_peak_flops"] * c["sustained_clock_fraction"]
+    rate = c["bf16_gemm_efficiency"] * c["peak_flops_bf16"] * c["sustained_clock_fraction"]
     # 3 passes of the additive roofline over the 4 GEMMs (token side d wide, the other n / d)
     gemm = 3 * (2 * tokens * n / rate + 2 * (tokens * (4 * d + n / d) + n) / hbm)
     # causal: 2 s per token per head width; Q, K, V, O read/written once; 3.5 passes (flash backward 2.5)
@@ -108,7 +108,7 @@ def test_fp8_only_where_the_recipe_puts_it(bf16_answer, recipe):
     c = coefficients("h100", "megatron-core", fp8_recipe=recipe)
     fp8 = solve(FP8_CASE, "h100", stack="megatron-core", precision="fp8", fp8_recipe=recipe)
     v, b = fp8.values, bf16_answer.values
-    rate = c["fp8_gemm_efficiency"] * c["fp8_gemm_factor"] * c["fp8_peak_flops"] * c["sustained_clock_fraction"]
+    rate = c["fp8_gemm_efficiency"] * c["fp8_gemm_factor"] * c["peak_flops_fp8"] * c["sustained_clock_fraction"]
     assert v["linear_gemm_rate"] == pytest.approx(rate, rel=1e-12)
     d, n, tokens, hbm = 4096, 12 * 4096 ** 2, 8192, c["achievable_hbm_bandwidth"]
     linear = 2 * tokens * n / rate + 1 * (tokens * (4 * d + n / d) + n) / hbm
@@ -120,7 +120,7 @@ def test_fp8_only_where_the_recipe_puts_it(bf16_answer, recipe):
     assert v["layer_fp8_cast_time"] == pytest.approx(cast, rel=1e-12)
     assert v["layer_memory_bound_time"] - b["layer_memory_bound_time"] == pytest.approx(cast, rel=1e-9)
     assert "layer_fp8_cast_time" not in b
-    assert bf16_answer.value / fp8.value < c["fp8_peak_flops"] / c["bf16_peak_flops"]
+    assert bf16_answer.value / fp8.value < c["peak_flops_fp8"] / c["peak_flops_bf16"]
 
 
 # -- attention by sequence length --------------------------------------------------------------------
@@ -394,7 +394,7 @@ def test_deepseek_v3_step():
     assert v["ep_network_copies"] == pytest.approx((64 / 8 - 1) * (1 - (1 - 8 / 64) ** 8), rel=1e-12)
     c = coefficients("h800", "megatron-core", fp8_recipe="blockwise")
     assert v["linear_gemm_rate"] == pytest.approx(
-        c["fp8_gemm_efficiency"] * c["fp8_gemm_factor"] * c["fp8_peak_flops"] * c["sustained_clock_fraction"],
+        c["fp8_gemm_efficiency"] * c["fp8_gemm_factor"] * c["peak_flops_fp8"] * c["sustained_clock_fraction"],
         rel=1e-12)
 
 

@@ -259,19 +259,20 @@ def _measured_values(rf: RunsFile, base, library) -> dict[str, tuple[float, str]
     preset's peak where MEASURED says so), each with where it came from; each inside its
     quantity's domain (a GEMM rate above the preset's peak is refused here, naming the field)."""
     measured: dict[str, tuple[float, str]] = {}
+    known = base.resolve({}, None)      # its values and each dtype's peak (peak_flops_DTYPE)
     for key, number in rf.measured.items():
         quantity, unit, per = MEASURED[key]
         value = float(units.Q(number, unit).to_base_units().magnitude)
         how = f"measured: {key} = {number} ({rf.name})"
         if per:
-            if per not in base.values:
+            if per not in known:
                 raise QueryError(f"[measured] {key} needs {per} of hardware {base.key}, which the preset does not give")
-            ref = float(units.parse_quantity(base.values[per][0], per).to_base_units().magnitude)
+            ref = float(units.parse_quantity(known[per][0], per).to_base_units().magnitude)
             value = value / ref
             how += f" over the preset's {per}"
         q = library.quantities[quantity]
         if not q.domain.holds(value):
-            over = f", {fmt(100 * value)} % of {base.key}'s {per} ({base.values[per][0]})" if per else ""
+            over = f", {fmt(100 * value)} % of {base.key}'s {per} ({known[per][0]})" if per else ""
             raise QueryError(f"[measured] {key} = {fmt(number)} {unit}{over}: {quantity} lies in {q.domain}; "
                              f"check the number and its unit ({unit})")
         measured[quantity] = (value, how)

@@ -28,8 +28,8 @@ RUNS_KEYS = {"hardware", "stack", "fit", "options", "given", "model", "runs", "m
 RUN_KEYS = {"id", "model", "given", "options", "stack", "step_time", "tokens_per_second"}
 # what a runs file may say it measured on its cluster -> (quantity, unit of the number, how it maps)
 MEASURED = {
-    "gemm_bf16_tflops": ("bf16_gemm_efficiency", "TFLOP/s", "bf16_peak_flops"),
-    "gemm_fp8_tflops": ("fp8_gemm_efficiency", "TFLOP/s", "fp8_peak_flops"),
+    "gemm_bf16_tflops": ("bf16_gemm_efficiency", "TFLOP/s", "peak_flops_bf16"),
+    "gemm_fp8_tflops": ("fp8_gemm_efficiency", "TFLOP/s", "peak_flops_fp8"),
     "allreduce_busbw_GBps": ("intra_node_bus_bandwidth", "GB/s", None),
     "allgather_busbw_GBps": ("intra_node_ring_bus_bandwidth", "GB/s", None),
     "reducescatter_busbw_GBps": ("intra_node_ring_bus_bandwidth", "GB/s", None),

@@ -281,8 +281,7 @@ def people_know(library: Library) -> frozenset:
     targets), coefficients with a default, slacks with a limit, and every preset field."""
     cached = getattr(library, "_people_know", None)
     if cached is None:
-        fields = {name for kind in all_presets().values() for p in kind.values()
-                  for name in [*p.values, *(["peak_flops"] if p.peak_flops else [])]}
+        fields = {name for kind in all_presets().values() for p in kind.values() for name in p.fields}
         cached = frozenset(q.name for q in library.quantities.values()
                            if q.input or q.default is not None or q.limit or q.name in fields)
         library._people_know = cached  # type: ignore[attr-defined]  # a cache kept on the instance

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 from symcalc.errors import (
     AmbiguousUnitError,
+    ConflictError,
     DimensionError,
     DomainError,
     LibraryError,
@@ -22,6 +25,7 @@ from symcalc.errors import (
     did_you_mean,
 )
 from symcalc.findings import Finding
+from symcalc.library.builtin_presets import PEAK, peak_dtype
 from symcalc.library.presets import UNMEASURED, Preset, all_presets, find_preset
 from symcalc.library.registry import Library
 from symcalc.query.values import GivenValue, read_value
@@ -40,19 +44,42 @@ def presets_of(hardware: str | None, model: str | None) -> list[Preset]:
 def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], target: str | None,
                   given: Mapping[str, GivenValue]) -> dict[str, GivenValue]:
     """Known values from presets, below the user's own and never the target (unless published,
-    or ``target`` is None: every value, for a target nothing else determines)."""
+    or ``target`` is None: every value, for a target nothing else determines).
+
+    ``peak_flops`` and ``peak_flops_DTYPE`` of the compute dtype name one fact (the dense peak
+    the precision computes at): a value the user gives under either name is the value of both,
+    so a preset's never stands beside it (MFU and the step time read the same peak)."""
     out: dict[str, GivenValue] = {}
     dtype = lib.compute_dtype(opts)
+    same = _same_fact(lib, dtype, given)
     for preset in presets:
         for name, (text, source) in preset.resolve(dict(opts), dtype).items():
             if name not in lib.quantities:
+                if peak_dtype(name, dtype) is not None:
+                    continue        # a dtype's peak no formula of this library reads
                 raise LibraryError(f"preset {preset.key} sets '{name}', which the formula library does not define")
             if (name == target and name not in preset.published) or name in given or name in out:
                 continue
-            gv = read_value(lib.quantities[name], text)
-            gv.origin = f"{preset.label}: {source}"
+            if name in same:
+                gv = read_value(lib.quantities[name], given[same[name]].text)
+                gv.origin = f"as {same[name]} (given): the same fact as {name} under these options"
+            else:
+                gv = read_value(lib.quantities[name], text)
+                gv.origin = f"{preset.label}: {source}"
             out[name] = gv
     return out
+
+
+def _same_fact(lib: Library, dtype: str | None, given: Mapping[str, GivenValue]) -> dict[str, str]:
+    """The names of the compute dtype's dense peak the user did not give -> the one they gave
+    (empty unless they gave exactly one of ``peak_flops`` and ``peak_flops_DTYPE``)."""
+    names = [n for n in (PEAK, f"{PEAK}_{dtype}") if dtype and n in lib.quantities]
+    mine = [n for n in names if n in given and not given[n].origin]       # the user's own, not a preset's
+    if len(mine) == 2 and not np.allclose(given[mine[0]].magnitude, given[mine[1]].magnitude, rtol=1e-9, atol=0):
+        a, b = (given[n] for n in mine)
+        raise ConflictError(f"{a.name} = {a.text} and {b.name} = {b.text} are one fact under these options (the dense "
+                            f"peak of {dtype}, the dtype the math runs in): give one")
+    return {n: mine[0] for n in names if n not in given} if len(mine) == 1 else {}
 
 
 def check_profile(lib: Library, preset: Preset) -> None:
@@ -69,6 +96,12 @@ def check_profile(lib: Library, preset: Preset) -> None:
     """
     where = f"hardware profile '{preset.file}'"
     for name, (text, _) in preset.values.items():
+        canonical = lib.aliases.get(name)
+        if canonical is not None and name not in lib.quantities:     # one name per fact
+            dtype = peak_dtype(canonical, None)
+            way = f"peak_flops.{dtype or 'bf16'} = {{ ... }}" if dtype is not None else f"values.{canonical}"
+            raise UnknownNameError(f"{where}: values.{name}: '{name}' is another name of {canonical}; write {way}",
+                                   [canonical])
         if name not in lib.quantities:
             raise UnknownNameError(f"{where}: values.{name}: the library defines no quantity '{name}'."
                                    f"{did_you_mean(name, lib.quantities)}", closest_names(name, lib.quantities))
@@ -101,7 +134,7 @@ def unmeasured(lib: Library, presets: list[Preset], opts: Mapping[str, str], kno
             continue
         for p in presets:          # the first preset that gives it gave it (preset_values)
             given = p.resolve(dict(opts), dtype)
-            if name in given:
+            if name in given and knowns[name].origin.startswith(p.label + ":"):
                 basis = p.basis_of(name, dtype)
                 if basis in UNMEASURED:
                     out.append(Finding("unmeasured", name, {"value": knowns[name].text, "preset": p.label,

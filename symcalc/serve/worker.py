@@ -196,11 +196,14 @@ def _options(req: dict) -> dict[str, str]:
 def _preset(req: dict, key: str) -> str | None:
     """A built-in preset's name: no path, and no name that is not a built-in one (a file on the
     server's disk is not the client's to name; the workers also run in an empty directory)."""
-    from symcalc.library.presets import builtin_preset  # on use: in the worker process only
+    from symcalc.library.presets import (  # on use: in the worker process only
+        builtin_preset,
+        looks_like_path,
+    )
     name = _text(req, key)
     if name is None:
         return None
-    if "/" in name or "\\" in name or name.lower().endswith((".json", ".toml")):
+    if looks_like_path(name):       # what the command line would read as a file
         raise RequestError(f'"{key}" is the name of a built-in preset (see `symcalc list '
                            f'{"models" if key == "model" else "hardware"}`), not a file'
                            + ('; give a config.json\'s text as "model_config"' if key == "model" else ""))
