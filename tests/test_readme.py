@@ -83,3 +83,20 @@ def test_the_module_map_names_every_module_and_only_those():
     named = _module_map()
     assert not modules - named, f"modules the README's module map leaves out: {sorted(modules - named)}"
     assert not named - modules, f"modules the README's module map names but the code has not: {sorted(named - modules)}"
+
+
+def test_the_readmes_hardware_profile_loads_and_its_assumed_value_is_said(cli, tmp_path, monkeypatch):
+    # the README's profile example is a file a user copies: it must load with --hardware and
+    # its values reach the answer (it once set values.gemm_efficiency, a name no quantity has,
+    # and --hardware refused it). Its bf16_gemm_efficiency is 'assumed', which the answer says.
+    import json
+    block = re.search(r"```toml\n(\[h100_in_our_racks\].*?)```", README.read_text(), flags=re.S)
+    assert block, "the README's hardware profile example is gone"
+    (tmp_path / "ours.toml").write_text(block.group(1))
+    monkeypatch.chdir(tmp_path)
+    out = cli("solve", "step_time", "--model", "llama3-8b", "--hardware", "./ours.toml", "tp=1", "pp=1", "dp=8",
+              "n_gpus=8", "micro_batch_size=1", "global_batch_size=8", "seq_len=4096 token", "--json")
+    assert out.code == 0, out.err
+    answer = json.loads(out.out)
+    assert ("bf16_gemm_efficiency = 0.80 from hardware h100_in_our_racks is assumed, not measured: "
+            "the H100 SXM's, not measured here") in answer["warnings"]
