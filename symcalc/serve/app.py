@@ -15,27 +15,34 @@ grants), and the Host header must name this machine (no DNS rebinding).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from symcalc.errors import SymcalcError
-from symcalc.serve.worker import WorkerPool, error_json, parse_request
+from symcalc.errors import SymcalcError, one_line
+from symcalc.serve.guard import Limits, connection_limit, make_server, raise_fd_limit
+from symcalc.serve.worker import WorkerPool, error_json, parse_request, presets_json
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_BODY = 1 << 20          # a question (or a pasted config.json) is a few kB
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+MAX_QUEUE = 64              # questions waiting for a worker at most, beyond those being answered
+RETRY_AFTER = 2             # seconds a 503 tells the client to wait
 
 
 def mathjax_dir() -> Path | None:
@@ -54,28 +61,87 @@ def _host_name(header: str) -> str:
 
 
 def _json(status: int, text: str) -> Response:
-    return Response(text, status_code=status, media_type="application/json")
+    """A JSON response; a 503 says when to ask again (Retry-After)."""
+    headers = {"Retry-After": str(RETRY_AFTER)} if status == 503 else None
+    return Response(text, status_code=status, media_type="application/json", headers=headers)
+
+
+def _presets_once() -> tuple[int, str]:
+    """(status, JSON) of the presets, made in the server process at start (fixed data, light:
+    no engine is loaded for it), so that /api/presets never waits on a worker."""
+    try:
+        return 200, presets_json()
+    except Exception as e:  # a bug: one line, and say so
+        return 500, error_json("internal", one_line(f"internal error ({type(e).__name__}: {e}); please report it"))
+
+
+class _Questions:
+    """The questions in hand: at most the pool's size answered at once, in threads of their own
+    (never Starlette's shared ones, so that the page's files never wait behind a question), and
+    at most ``queue`` more waiting; past that, 503 at once. A question whose client goes away is
+    dropped if it waits, else its worker is told to stop (:meth:`WorkerPool.ask`)."""
+
+    def __init__(self, pool: WorkerPool, queue: int) -> None:
+        size = getattr(pool, "size", 2)
+        self.pool, self.most, self.held = pool, size + queue, 0
+        self.threads = ThreadPoolExecutor(max_workers=size + 1, thread_name_prefix="symcalc-question")
+
+    async def ask(self, kind: str, payload: Any, request: Request) -> tuple[int, str]:
+        if self.held >= self.most:
+            return 503, error_json("busy", f"{self.held} questions are in hand, as many as this server takes; "
+                                   f"ask again in {RETRY_AFTER} s")
+        self.held += 1
+        cancel = threading.Event()
+        job = asyncio.get_running_loop().run_in_executor(self.threads, self.pool.ask, kind, payload, cancel,
+                                                         time.monotonic())
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not job.done():          # the client went away: drop the question, or stop its worker
+                cancel.set()
+                job.cancel()
+                return 499, error_json("cancelled", "the client went away")
+            return job.result()
+        finally:
+            gone.cancel()
+            self.held -= 1
+
+    def close(self) -> None:
+        self.threads.shutdown(wait=False, cancel_futures=True)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone (its body already read, the next message says so)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: float | None = None,
-               hosts: set[str] | None = None) -> Starlette:
+               hosts: set[str] | None = None, queue: int = MAX_QUEUE) -> Starlette:
     """The app; ``pool`` (else ``workers`` processes, ``time_limit`` seconds a request, default
-    the command line's) answers the questions. ``hosts``: the Host names accepted besides
-    this machine's own ("*": any, for a server bound to every address)."""
+    the command line's) answers the questions, ``queue`` more at most waiting for a worker (503
+    with Retry-After beyond). ``hosts``: the Host names accepted besides this machine's own."""
     own = WorkerPool(workers, time_limit=time_limit) if pool is None else pool
     allowed = LOCAL_HOSTS | (hosts or set())
+    asking = _Questions(own, queue)
+    # fixed data, made once here: never waits on a worker or a thread, so never busy
+    presets_text = _presets_once()
+    page_bytes = (STATIC / "index.html").read_bytes()
 
     async def question(request: Request, kind: str) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             return _json(415, error_json("usage", "send the request as Content-Type: application/json"))
-        body = await _body(request)
+        try:
+            body = await _body(request)
+        except ClientDisconnect:        # gone (or cut off as too slow) before its body came: nobody to answer
+            return _json(499, error_json("cancelled", "the client went away"))
         if body is None:
             return _json(413, error_json("usage", f"the request is over {MAX_BODY // 1024} kB"))
         try:
             payload: Any = parse_request(body)
         except SymcalcError as e:
             return _json(400, json.dumps({"error": e.to_dict()}))
-        status, text = await run_in_threadpool(own.ask, kind, payload)
+        status, text = await asking.ask(kind, payload, request)
         return _json(status, text)
 
     async def solve(request: Request) -> Response:
@@ -84,18 +150,11 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
     async def plan(request: Request) -> Response:
         return await question(request, "plan")
 
-    known: list[str] = []      # the presets' answer once a worker gave it: fixed data, kept here
-
     async def presets(request: Request) -> Response:
-        if known:
-            return _json(200, known[0])
-        status, text = await run_in_threadpool(own.ask, "presets", {})
-        if status == 200:
-            known.append(text)
-        return _json(status, text)
+        return _json(*presets_text)
 
     async def page(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+        return Response(page_bytes, media_type="text/html")
 
     routes = [Route("/", page), Route("/api/solve", solve, methods=["POST"]),
               Route("/api/plan", plan, methods=["POST"]), Route("/api/presets", presets),
@@ -114,6 +173,7 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
         try:
             yield
         finally:
+            asking.close()
             if pool is None:        # the workers this app started end with it
                 own.close()
 
@@ -134,20 +194,36 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
 
 class _HostCheck:
     """Every request, the page's files and the errors included, is refused (403, JSON) unless its
-    Host header names this server: a page elsewhere cannot reach it through a DNS name it controls."""
+    Host header names this server: one of ``allowed``, or the very address the connection came
+    to (an address, which no DNS name can stand for). A page elsewhere cannot reach the server
+    through a DNS name it controls (DNS rebinding), even one bound to every address."""
 
     def __init__(self, app, allowed: set[str]) -> None:
         self.app, self.allowed = app, allowed
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
-            host = _host_name(Headers(scope=scope).get("host") or "")
-            if "*" not in self.allowed and host not in self.allowed:
+            host = _host_name(Headers(scope=scope).get("host") or "").lower()
+            local = (scope.get("server") or ("",))[0] or ""
+            if host not in self.allowed and host.strip("[]") != local:
                 response = _json(403, error_json("forbidden", f"this server answers requests to "
-                                                 f"{', '.join(sorted(self.allowed))} only, not to '{host}'"))
+                                                 f"{', '.join(sorted(self.allowed))} or its address only, "
+                                                 f"not to '{host}'"))
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def own_names() -> set[str]:
+    """The names and addresses of this machine a client may put in the Host header of a server
+    bound to every address: its host names and the addresses they resolve to (besides the
+    address each connection comes to, which :class:`_HostCheck` accepts anyway)."""
+    names = {socket.gethostname(), socket.getfqdn()}
+    for name in list(names):
+        with contextlib.suppress(OSError, UnicodeError):
+            names |= {info[4][0] if ":" not in info[4][0] else f"[{info[4][0]}]"
+                      for info in socket.getaddrinfo(name, None)}
+    return {n.lower() for n in names if n}
 
 
 async def _body(request: Request) -> bytes | None:
@@ -165,14 +241,20 @@ async def _body(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
+EVERY_ADDRESS = ("0.0.0.0", "::")
+
+
 def run(host: str = "127.0.0.1", port: int = 8765, workers: int = 2, time_limit: float | None = None,
-        echo=print) -> None:
-    """Serve the page and the API until Ctrl-C."""
-    import uvicorn  # on use: only `symcalc serve` needs the server
-    hosts = {"*"} if host in ("0.0.0.0", "::") else {host}
-    app = create_app(workers=workers, time_limit=time_limit, hosts=hosts)
+        echo=print, allow_hosts: tuple[str, ...] = (), limits: Limits | None = None,
+        queue: int = MAX_QUEUE) -> None:
+    """Serve the page and the API until Ctrl-C, within ``limits`` (by default the connections
+    this process's file descriptors allow, raised toward the hard limit first)."""
+    hosts = {h.lower() for h in allow_hosts} | ({host.lower()} if host not in EVERY_ADDRESS else own_names())
+    if limits is None:
+        limits = Limits(connections=connection_limit(raise_fd_limit()))
+    app = create_app(workers=workers, time_limit=time_limit, hosts=hosts, queue=queue)
     where = "this machine only" if host in ("127.0.0.1", "localhost", "::1") else \
         "other machines too (--host): anyone who can reach it can ask"
     echo(f"symcalc serve: http://{host}:{port}/ (bound to {host}: {where}); "
          f"{workers} workers; Ctrl-C to stop")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    make_server(app, host, port, limits).run()
