@@ -238,10 +238,12 @@ class Cancelled(BaseException):
 
 
 CANCEL = signal.SIGUSR1     # the server -> a worker: stop the question in hand (the client went away)
+_asking = False             # whether a question runs: a cancel that comes between two is ignored
 
 
 def _cancel(signum, frame) -> None:
-    raise Cancelled
+    if _asking:
+        raise Cancelled
 
 
 def _serve(conn, runner: Callable[[str, Any, float], str], home: str) -> None:
@@ -254,8 +256,6 @@ def _serve(conn, runner: Callable[[str, Any, float], str], home: str) -> None:
         default_library()
         os.chdir(home)
         tempfile.tempdir = home
-        signal.signal(CANCEL, _cancel)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {CANCEL})    # heard only while a question runs
         conn.send("ready")
         while True:
             try:
@@ -268,19 +268,19 @@ def _serve(conn, runner: Callable[[str, Any, float], str], home: str) -> None:
 
 
 def _one(runner: Callable[[str, Any, float], str], kind: str, request: Any, limit: float) -> str:
-    """One answer, or the cancelled error once :data:`CANCEL` came while it ran; a cancel that
-    comes late is consumed here, so that it never ends the next question."""
+    """One answer, or the cancelled error once :data:`CANCEL` came while it ran. The signal may
+    reach the process through any of its threads (numpy's own among them), so it is not masked:
+    its handler raises only while a question runs."""
+    global _asking
+    signal.signal(CANCEL, _cancel)
     try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {CANCEL})
+        _asking = True
         try:
             return runner(kind, request, limit)
         finally:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {CANCEL})
+            _asking = False
     except Cancelled:
         return error_json("cancelled", "the client went away; the question was ended")
-    finally:
-        if CANCEL in signal.sigpending():
-            signal.sigwait({CANCEL})
 
 
 # -- in the server ------------------------------------------------------------------------------
