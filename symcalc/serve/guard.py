@@ -31,7 +31,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 RETRY_AFTER = 2                 # seconds a refused client is told to wait
 MAX_CONNECTIONS = 1000          # open connections at most (fewer when file descriptors are scarce)
-FD_RESERVE = 200                # descriptors kept for the rest: workers' pipes, files served, a burst of accepts
+FD_RESERVE = 400                # descriptors kept for the rest: workers' pipes, files served, a burst of accepts
 ACCEPT_BURST = 128              # the listen backlog, and the most connections accepted in one go
 LOG_EVERY = 60.0                # seconds between two log lines of one kind
 
