@@ -359,13 +359,13 @@ def slow_flood(server: Server, expected: dict, count: int, seconds: float, label
 
 
 def main(argv: list[str] | None = None) -> int:
+    global ROOT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter runs: 8 s of load, 10 s of slow clients")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--requests", type=int, default=2000, help="requests for the RSS figure (at least)")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout to run (e.g. an older one, to compare)")
     args = ap.parse_args(argv)
-    global ROOT
     ROOT = args.root.resolve()
     load_s, slow_s = (8.0, 10.0) if args.quick else (30.0, 20.0)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
