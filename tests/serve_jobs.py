@@ -69,7 +69,7 @@ def wait_for(condition, what: str, seconds: float = 120.0):
 def running_server(app, limits):
     """``app`` served by symcalc's uvicorn server (its protocol and limits) on 127.0.0.1, an
     unused port, in a thread; yields the port."""
-    from symcalc.serve.guard import make_server
+    from symcalc.serve.app import make_server
     server = make_server(app, "127.0.0.1", 0, limits)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

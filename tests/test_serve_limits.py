@@ -23,7 +23,7 @@ import serve_jobs  # noqa: E402  (tests/: on the path the spawned workers inheri
 from serve_jobs import gate_request, running_server, wait_for  # noqa: E402
 
 from symcalc.serve.app import create_app, own_names  # noqa: E402
-from symcalc.serve.guard import Limits, _OncePer  # noqa: E402
+from symcalc.serve.app import Limits, _OncePer  # noqa: E402
 from symcalc.serve.worker import WorkerPool  # noqa: E402
 
 WAIT = 120.0        # seconds a socket waits for the server's answer: far more than any needs

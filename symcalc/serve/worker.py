@@ -6,7 +6,10 @@ each request is answered by one of a few worker processes, in that process's mai
 the same limit as the command line's (:func:`answer`), and the server kills the worker if no
 answer has come a little after that limit (:class:`WorkerPool`), starting a fresh one in its
 place. A worker keeps the library and its compiled answers between requests: a repeated
-question is answered in milliseconds.
+question is answered in milliseconds. A question whose client went away is interrupted
+(:data:`CANCEL`; the worker is killed if it does not stop within the grace), a worker found
+dead when taken is replaced before the question goes to it, and each worker's folder (its
+working directory and temporary files) is removed with it.
 
 A request is a JSON object whose keys mirror the Python API (:func:`symcalc.query.solve.solve`,
 :func:`symcalc.planner.search.plan`); its text is read by symcalc's own parsers only (nothing is
