@@ -116,11 +116,11 @@ class _Questions:
                                    f"ask again in {RETRY_AFTER} s")
         self.held += 1
         cancel = threading.Event()
-        job = asyncio.get_running_loop().run_in_executor(self.threads, self.pool.ask, kind, payload, cancel,
+        job: asyncio.Future[Any] = asyncio.get_running_loop().run_in_executor(self.threads, self.pool.ask, kind, payload, cancel,
                                                          time.monotonic())
-        gone = asyncio.ensure_future(_disconnected(request))
+        gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(request))
         try:
-            await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([job, gone], return_when=asyncio.FIRST_COMPLETED)
             if not job.done():          # the client went away: drop the question, or stop its worker
                 cancel.set()
                 job.cancel()
@@ -245,8 +245,8 @@ def own_names() -> set[str]:
     names = {socket.gethostname(), socket.getfqdn()}
     for name in list(names):
         with contextlib.suppress(OSError, UnicodeError):
-            names |= {info[4][0] if ":" not in info[4][0] else f"[{info[4][0]}]"
-                      for info in socket.getaddrinfo(name, None)}
+            addresses = {str(info[4][0]) for info in socket.getaddrinfo(name, None)}
+            names |= {a if ":" not in a else f"[{a}]" for a in addresses}
     return {n.lower() for n in names if n}
 
 
