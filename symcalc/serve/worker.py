@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from symcalc import budget  # its alarm's rules of where an exception may land
 from symcalc.budget import DEFAULT_PLAN_LIMIT, DEFAULT_QUESTION_LIMIT, BudgetExceeded, question
 from symcalc.errors import QueryError, SymcalcError, did_you_mean, one_line
 
@@ -245,8 +246,15 @@ _asking = False             # whether a question runs: a cancel that comes betwe
 
 
 def _cancel(signum, frame) -> None:
-    if _asking:
-        raise Cancelled
+    """Raise Cancelled in the question, except where symcalc's own time limit would not raise
+    either (its limits being put in order, an import half-way): there, the signal comes again
+    in a moment, as budget's alarm does."""
+    if not _asking:
+        return
+    if budget._busy or (frame is not None and frame.f_code in budget._BOOKKEEPING) or budget._importing(frame):
+        threading.Timer(0.005, os.kill, (os.getpid(), CANCEL)).start()
+        return
+    raise Cancelled
 
 
 def _serve(conn, runner: Callable[[str, Any, float], str], home: str) -> None:
