@@ -116,8 +116,9 @@ class _Questions:
                                    f"ask again in {RETRY_AFTER} s")
         self.held += 1
         cancel = threading.Event()
-        job: asyncio.Future[Any] = asyncio.get_running_loop().run_in_executor(self.threads, self.pool.ask, kind, payload, cancel,
-                                                         time.monotonic())
+        loop = asyncio.get_running_loop()
+        job: asyncio.Future[Any] = loop.run_in_executor(self.threads, self.pool.ask, kind, payload, cancel,
+                                                        time.monotonic())
         gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(request))
         try:
             await asyncio.wait([job, gone], return_when=asyncio.FIRST_COMPLETED)
