@@ -9,6 +9,7 @@ for a condition, with a generous bound, and no assertion depends on the machine'
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -225,3 +226,65 @@ def test_a_flood_of_one_kind_of_log_line_writes_one():
     assert quiet.filter(accept)                            # another kind: written, as one line
     assert accept.getMessage() == "socket.accept() out of system resource: OSError: [Errno 24] Too many open files"
     assert accept.exc_info is None
+
+
+class _Transport(asyncio.Transport):
+    """A connection's transport as the protocol sees it, without a socket."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    def get_extra_info(self, name, default=None):
+        return {"sockname": ("127.0.0.1", 8765), "peername": ("127.0.0.1", 50000)}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def write(self, data) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def test_a_client_that_stops_reading_its_answer_is_cut_off_after_the_write_timeout():
+    # the server's buffer for the client is full (the transport pauses writing): past the write
+    # timeout, the connection is closed; resumed before it, the connection stays
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from symcalc.serve.app import GuardedH11
+    protocol = type("Guarded", (GuardedH11,), {"limits": Limits(write_timeout=0.05)})
+    pool = WorkerPool(1, runner=serve_jobs.gated)
+    config = uvicorn.Config(create_app(pool), http=protocol, lifespan="off", ws="none")
+    config.load()
+    loop = asyncio.new_event_loop()
+    try:
+        stuck, reading = _Transport(), _Transport()
+        for transport in (stuck, reading):
+            p = protocol(config, ServerState(), {}, _loop=loop)
+            p.connection_made(transport)
+            p.phase = "app"             # inside a request: no header timer
+            p._disarm()
+            p.pause_writing()
+            if transport is reading:
+                p.resume_writing()
+
+        async def until_closed():
+            for _ in range(int(WAIT / 0.01)):
+                if stuck.closed:
+                    return
+                await asyncio.sleep(0.01)
+        loop.run_until_complete(until_closed())
+        loop.run_until_complete(asyncio.sleep(0.2))     # 4 times the write timeout: had its timer stayed, it had fired
+        assert stuck.closed and not reading.closed
+    finally:
+        loop.close()
+        pool.close()

@@ -276,11 +276,14 @@ LOG_EVERY = 60.0                # seconds between two log lines of one kind
 
 @dataclass(frozen=True)
 class Limits:
-    """The server's limits (seconds, counts); :func:`limits_for` fits them to the machine."""
+    """The server's limits (seconds, counts); :func:`connection_limit` fits the connections to
+    the machine. ``write_timeout``: how long a client may leave the answer unread once the
+    server's buffer for it is full (a client that stops reading a large file)."""
 
     connections: int = MAX_CONNECTIONS
     header_timeout: float = 10.0
     body_timeout: float = 30.0
+    write_timeout: float = 30.0
     keep_alive: int = 5
 
 
@@ -368,8 +371,25 @@ class GuardedH11(H11Protocol):
         super().on_response_complete()
         self._follow()              # a pipelined request may have started
 
+    def pause_writing(self) -> None:
+        """The client has stopped reading: it has ``write_timeout`` seconds to go on, or is cut off."""
+        super().pause_writing()
+        if getattr(self, "stalled", None) is None:
+            self.stalled: asyncio.TimerHandle | None = self.loop.call_later(self.limits.write_timeout,
+                                                                            self.transport.close)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._unstall()
+
+    def _unstall(self) -> None:
+        if getattr(self, "stalled", None) is not None:
+            self.stalled.cancel()   # type: ignore[union-attr]
+            self.stalled = None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._unstall()
         super().connection_lost(exc)
 
 
