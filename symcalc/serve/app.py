@@ -21,7 +21,8 @@ sends slowly, can take from the server:
 - **Header and body timeouts** (:class:`Limits`): a request's line and headers must arrive
   within ``header_timeout`` seconds of the connection (or of its first byte, on a kept-alive
   one), its body within ``body_timeout`` of the headers; else the connection is closed (with a
-  408 when part of a request came). uvicorn itself only times out idle kept-alive connections.
+  408 when part of a request came); a client that stops reading its answer is cut off after
+  ``write_timeout``. uvicorn itself only times out idle kept-alive connections.
 - **A connection limit**: past ``connections`` open connections, the one that has waited
   longest for a request (a slow client, an idle kept-alive one) is closed to make room; when
   every connection is inside a request, the new one is answered 503 with Retry-After (JSON).
