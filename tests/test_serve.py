@@ -180,3 +180,18 @@ def test_a_pasted_config_json_is_called_model_config_not_a_server_path(client):
     assert r.status_code == 400
     message = r.json()["error"]["message"]
     assert "model_config" in message and "/tmp" not in message and "symcalc-serve-" not in message
+
+
+@pytest.mark.parametrize("tp", ["1e9", "3", "128"])
+def test_an_absurd_parallel_degree_is_answered_as_the_command_line_answers_it(client, cli, tp):
+    # llama3-70b has 64 heads: tp = 1e9, 3 (no divisor) or 128 (more than the heads). Whatever
+    # the command line says of them (refused, once the run's structure checks refuse them), the
+    # API says the same, byte for byte: both go through symcalc.solve with the same arguments
+    values = {"tp": tp, "pp": "1", "dp": "8", "micro_batch_size": "1", "seq_len": "8192 token"}
+    r = post(client, "/api/solve", {"target": "total_memory_per_gpu", "model": "llama3-70b", "hardware": "h100",
+                                    "values": values})
+    expected = cli("solve", "total_memory_per_gpu", "--model", "llama3-70b", "--hardware", "h100",
+                   *[f"{k}={v}" for k, v in values.items()], "--json")
+    assert r.text == expected.out.rstrip("\n")
+    assert (r.status_code == 200) == (expected.code == 0)
+    assert r.status_code in (200, 400)

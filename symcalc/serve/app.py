@@ -4,38 +4,70 @@ Routes: ``GET /`` the page; ``GET /static/...`` its script and style (from this 
 ``GET /mathjax/...`` MathJax's files from the django-static-mathjax wheel (nothing is fetched
 from another host); ``GET /api/presets`` the model and hardware presets; ``POST /api/solve``
 and ``POST /api/plan`` the questions (:mod:`symcalc.serve.worker`), each answered with the JSON
-the command line's ``--json`` prints, status 400 for a bad request (504 when time ran out, 503
-when every worker stayed busy with earlier requests for the request's whole time limit, 413 for
-a body over 1 MB, 415 for one not sent as JSON, 404 and 405 as JSON errors too).
+the command line's ``--json`` prints, status 400 for a bad request (504 when time ran out; 503
+with Retry-After when the questions in hand are as many as the server takes, workers and queue,
+or every worker stayed busy with earlier requests for the request's whole time limit; 413 for
+a body over 1 MB, 415 for one not sent as JSON, 404 and 405 as JSON errors too). The page, its
+files and the presets never wait on a worker or on a thread a question holds; a question whose
+client goes away is ended.
 
 Requests that could come from another site are refused: an API request must be sent as
 ``application/json`` (which a page elsewhere cannot do without a preflight this server never
 grants), and the Host header must name this machine (no DNS rebinding).
+
+Limits below the app (uvicorn's protocol), what a client that opens many connections, or
+sends slowly, can take from the server:
+
+- **Header and body timeouts** (:class:`Limits`): a request's line and headers must arrive
+  within ``header_timeout`` seconds of the connection (or of its first byte, on a kept-alive
+  one), its body within ``body_timeout`` of the headers; else the connection is closed (with a
+  408 when part of a request came); a client that stops reading its answer is cut off after
+  ``write_timeout``. uvicorn itself only times out idle kept-alive connections.
+- **A connection limit**: past ``connections`` open connections, the one that has waited
+  longest for a request (a slow client, an idle kept-alive one) is closed to make room; when
+  every connection is inside a request, the new one is answered 503 with Retry-After (JSON).
+  The limit stays below the process's file-descriptor limit (:func:`connection_limit`, raised
+  toward the hard limit at start), so accept() never runs out of descriptors.
+- **Quiet logs** (:class:`_OncePer`): each kind of warning or error (a bad request, accept()
+  out of resources, an exception) is written at most once a minute, one line, with the count
+  of those left out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
+import resource
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import h11
+import uvicorn
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from symcalc.errors import SymcalcError
-from symcalc.serve.worker import WorkerPool, error_json, parse_request
+from symcalc.errors import SymcalcError, one_line
+from symcalc.serve.worker import WorkerPool, error_json, parse_request, presets_json
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_BODY = 1 << 20          # a question (or a pasted config.json) is a few kB
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+MAX_QUEUE = 64              # questions waiting for a worker at most, beyond those being answered
+RETRY_AFTER = 2             # seconds a 503 tells the client to wait
 
 
 def mathjax_dir() -> Path | None:
@@ -54,28 +86,88 @@ def _host_name(header: str) -> str:
 
 
 def _json(status: int, text: str) -> Response:
-    return Response(text, status_code=status, media_type="application/json")
+    """A JSON response; a 503 says when to ask again (Retry-After)."""
+    headers = {"Retry-After": str(RETRY_AFTER)} if status == 503 else None
+    return Response(text, status_code=status, media_type="application/json", headers=headers)
+
+
+def _presets_once() -> tuple[int, str]:
+    """(status, JSON) of the presets, made in the server process at start (fixed data, light:
+    no engine is loaded for it), so that /api/presets never waits on a worker."""
+    try:
+        return 200, presets_json()
+    except Exception as e:  # a bug: one line, and say so
+        return 500, error_json("internal", one_line(f"internal error ({type(e).__name__}: {e}); please report it"))
+
+
+class _Questions:
+    """The questions in hand: at most the pool's size answered at once, in threads of their own
+    (never Starlette's shared ones, so that the page's files never wait behind a question), and
+    at most ``queue`` more waiting; past that, 503 at once. A question whose client goes away is
+    dropped if it waits, else its worker is told to stop (:meth:`WorkerPool.ask`)."""
+
+    def __init__(self, pool: WorkerPool, queue: int) -> None:
+        size = getattr(pool, "size", 2)
+        self.pool, self.most, self.held = pool, size + queue, 0
+        self.threads = ThreadPoolExecutor(max_workers=size + 1, thread_name_prefix="symcalc-question")
+
+    async def ask(self, kind: str, payload: Any, request: Request) -> tuple[int, str]:
+        if self.held >= self.most:
+            return 503, error_json("busy", f"{self.held} questions are in hand, as many as this server takes; "
+                                   f"ask again in {RETRY_AFTER} s")
+        self.held += 1
+        cancel = threading.Event()
+        loop = asyncio.get_running_loop()
+        job: asyncio.Future[Any] = loop.run_in_executor(self.threads, self.pool.ask, kind, payload, cancel,
+                                                        time.monotonic())
+        gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait([job, gone], return_when=asyncio.FIRST_COMPLETED)
+            if not job.done():          # the client went away: drop the question, or stop its worker
+                cancel.set()
+                job.cancel()
+                return 499, error_json("cancelled", "the client went away")
+            return job.result()
+        finally:
+            gone.cancel()
+            self.held -= 1
+
+    def close(self) -> None:
+        self.threads.shutdown(wait=False, cancel_futures=True)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone (its body already read, the next message says so)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: float | None = None,
-               hosts: set[str] | None = None) -> Starlette:
+               hosts: set[str] | None = None, queue: int = MAX_QUEUE) -> Starlette:
     """The app; ``pool`` (else ``workers`` processes, ``time_limit`` seconds a request, default
-    the command line's) answers the questions. ``hosts``: the Host names accepted besides
-    this machine's own ("*": any, for a server bound to every address)."""
+    the command line's) answers the questions, ``queue`` more at most waiting for a worker (503
+    with Retry-After beyond). ``hosts``: the Host names accepted besides this machine's own."""
     own = WorkerPool(workers, time_limit=time_limit) if pool is None else pool
     allowed = LOCAL_HOSTS | (hosts or set())
+    asking = _Questions(own, queue)
+    # fixed data, made once here: never waits on a worker or a thread, so never busy
+    presets_text = _presets_once()
+    page_bytes = (STATIC / "index.html").read_bytes()
 
     async def question(request: Request, kind: str) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             return _json(415, error_json("usage", "send the request as Content-Type: application/json"))
-        body = await _body(request)
+        try:
+            body = await _body(request)
+        except ClientDisconnect:        # gone (or cut off as too slow) before its body came: nobody to answer
+            return _json(499, error_json("cancelled", "the client went away"))
         if body is None:
             return _json(413, error_json("usage", f"the request is over {MAX_BODY // 1024} kB"))
         try:
             payload: Any = parse_request(body)
         except SymcalcError as e:
             return _json(400, json.dumps({"error": e.to_dict()}))
-        status, text = await run_in_threadpool(own.ask, kind, payload)
+        status, text = await asking.ask(kind, payload, request)
         return _json(status, text)
 
     async def solve(request: Request) -> Response:
@@ -84,18 +176,11 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
     async def plan(request: Request) -> Response:
         return await question(request, "plan")
 
-    known: list[str] = []      # the presets' answer once a worker gave it: fixed data, kept here
-
     async def presets(request: Request) -> Response:
-        if known:
-            return _json(200, known[0])
-        status, text = await run_in_threadpool(own.ask, "presets", {})
-        if status == 200:
-            known.append(text)
-        return _json(status, text)
+        return _json(*presets_text)
 
     async def page(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+        return Response(page_bytes, media_type="text/html")
 
     routes = [Route("/", page), Route("/api/solve", solve, methods=["POST"]),
               Route("/api/plan", plan, methods=["POST"]), Route("/api/presets", presets),
@@ -114,6 +199,7 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
         try:
             yield
         finally:
+            asking.close()
             if pool is None:        # the workers this app started end with it
                 own.close()
 
@@ -134,20 +220,36 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
 
 class _HostCheck:
     """Every request, the page's files and the errors included, is refused (403, JSON) unless its
-    Host header names this server: a page elsewhere cannot reach it through a DNS name it controls."""
+    Host header names this server: one of ``allowed``, or the very address the connection came
+    to (an address, which no DNS name can stand for). A page elsewhere cannot reach the server
+    through a DNS name it controls (DNS rebinding), even one bound to every address."""
 
     def __init__(self, app, allowed: set[str]) -> None:
         self.app, self.allowed = app, allowed
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
-            host = _host_name(Headers(scope=scope).get("host") or "")
-            if "*" not in self.allowed and host not in self.allowed:
+            host = _host_name(Headers(scope=scope).get("host") or "").lower()
+            local = (scope.get("server") or ("",))[0] or ""
+            if host not in self.allowed and host.strip("[]") != local:
                 response = _json(403, error_json("forbidden", f"this server answers requests to "
-                                                 f"{', '.join(sorted(self.allowed))} only, not to '{host}'"))
+                                                 f"{', '.join(sorted(self.allowed))} or its address only, "
+                                                 f"not to '{host}'"))
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def own_names() -> set[str]:
+    """The names and addresses of this machine a client may put in the Host header of a server
+    bound to every address: its host names and the addresses they resolve to (besides the
+    address each connection comes to, which :class:`_HostCheck` accepts anyway)."""
+    names = {socket.gethostname(), socket.getfqdn()}
+    for name in list(names):
+        with contextlib.suppress(OSError, UnicodeError):
+            addresses = {str(info[4][0]) for info in socket.getaddrinfo(name, None)}
+            names |= {a if ":" not in a else f"[{a}]" for a in addresses}
+    return {n.lower() for n in names if n}
 
 
 async def _body(request: Request) -> bytes | None:
@@ -165,14 +267,215 @@ async def _body(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
+# -- below the app: connections ----------------------------------------------------------------
+
+MAX_CONNECTIONS = 1000          # open connections at most (fewer when file descriptors are scarce)
+FD_RESERVE = 400                # descriptors kept for the rest: workers' pipes, files served, a burst of accepts
+ACCEPT_BURST = 128              # the listen backlog, and the most connections accepted in one go
+LOG_EVERY = 60.0                # seconds between two log lines of one kind
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The server's limits (seconds, counts); :func:`connection_limit` fits the connections to
+    the machine. ``write_timeout``: how long a client may leave the answer unread once the
+    server's buffer for it is full (a client that stops reading a large file)."""
+
+    connections: int = MAX_CONNECTIONS
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    write_timeout: float = 30.0
+    keep_alive: int = 5
+
+
+def _error(status: int, kind: str, message: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    body = json.dumps({"error": {"kind": kind, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")]
+    if status == 503:
+        headers.append((b"retry-after", str(RETRY_AFTER).encode()))
+    return body, headers
+
+
+async def _refuse(scope, receive, send) -> None:
+    """The app of a connection over the limit when no other can be closed for it: 503, JSON."""
+    body, headers = _error(503, "busy", f"the server has as many connections open as it takes, all inside "
+                           f"a request; ask again in {RETRY_AFTER} s")
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol with the header and body timeouts and the connection limit."""
+
+    limits: Limits = Limits()
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.timer: asyncio.TimerHandle | None = None
+        self.phase = "head"                 # head: waiting for a request; body: reading it; app: answering
+        self.since = self.loop.time()       # since when it has waited for a request
+        if len(self.connections) > self.limits.connections and not self._make_room():
+            self.app = _refuse
+            self._arm(min(self.limits.header_timeout, RETRY_AFTER))
+            return
+        self._arm(self.limits.header_timeout)
+
+    def _make_room(self) -> bool:
+        """Close the connection that has waited longest for a request; False if none is waiting."""
+        waiting = [c for c in self.connections if isinstance(c, GuardedH11) and c is not self
+                   and c.phase == "head" and not c.transport.is_closing()]
+        if not waiting:
+            return False
+        min(waiting, key=lambda c: c.since).transport.close()
+        return True
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self.timer = self.loop.call_later(seconds, self._too_slow)
+
+    def _disarm(self) -> None:
+        if getattr(self, "timer", None) is not None:
+            self.timer.cancel()     # type: ignore[union-attr]
+            self.timer = None
+
+    def _too_slow(self) -> None:
+        """Time is up for the request's headers or body: close (a 408 if part of a request came)."""
+        self.timer = None
+        if self.transport.is_closing():
+            return
+        if self.phase == "head" and self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
+            body, headers = _error(408, "timeout", "the request did not arrive in time")
+            head = b"HTTP/1.1 408 Request Timeout\r\n" + b"".join(k + b": " + v + b"\r\n" for k, v in headers)
+            self.transport.write(head + b"\r\n" + body)
+        self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.timer is None and self.phase == "head":     # the next request on a kept-alive connection
+            self._arm(self.limits.header_timeout)
+        super().data_received(data)
+        self._follow()
+
+    def _follow(self) -> None:
+        """Move the timer along with the request: the body's after the headers, none once read."""
+        state = self.conn.their_state
+        if state is h11.SEND_BODY and self.phase == "head":
+            self.phase = "body"
+            self._arm(self.limits.body_timeout)
+        elif state is not h11.IDLE and state is not h11.SEND_BODY and self.phase != "app":
+            self.phase = "app"
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        self.phase, self.since = "head", self.loop.time()
+        self._disarm()              # idle now: uvicorn's keep-alive timeout applies until a byte comes
+        super().on_response_complete()
+        self._follow()              # a pipelined request may have started
+
+    def pause_writing(self) -> None:
+        """The client has stopped reading: it has ``write_timeout`` seconds to go on, or is cut off."""
+        super().pause_writing()
+        if getattr(self, "stalled", None) is None:
+            self.stalled: asyncio.TimerHandle | None = self.loop.call_later(self.limits.write_timeout,
+                                                                            self.transport.close)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._unstall()
+
+    def _unstall(self) -> None:
+        if getattr(self, "stalled", None) is not None:
+            self.stalled.cancel()   # type: ignore[union-attr]
+            self.stalled = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._unstall()
+        super().connection_lost(exc)
+
+
+class _OncePer(logging.Filter):
+    """Lets each kind of record (logger and message) through once per ``seconds``, without its
+    traceback after the first, counting those held back; so that a flood writes a few lines."""
+
+    def __init__(self, seconds: float = LOG_EVERY) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.seen: dict[tuple[str, str], list[float]] = {}     # kind -> [last written, held back since]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "asyncio":        # accept() out of descriptors, say: one line, no socket, no traceback
+            exc = record.exc_info[1] if record.exc_info else None
+            first = str(record.msg).split("\n", 1)[0]
+            record.msg, record.args = first + (f": {type(exc).__name__}: {exc}" if exc else ""), None
+            record.exc_info, record.exc_text = None, None
+        key = (record.name, str(record.msg))
+        now = time.monotonic()
+        last = self.seen.get(key)
+        if last is not None and now - last[0] < self.seconds:
+            last[1] += 1
+            return False
+        if last is not None:
+            record.exc_info, record.exc_text = None, None      # its traceback was written the first time
+            if last[1]:
+                record.msg = f"{record.getMessage()} ({last[1]:g} more like it in {now - last[0]:.0f} s)"
+                record.args = None
+        self.seen[key] = [now, 0]
+        return True
+
+
+def quiet_logs() -> None:
+    """Rate-limit the server's and asyncio's own warnings and errors (see :class:`_OncePer`)."""
+    for name in ("uvicorn.error", "asyncio"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OncePer) for f in logger.filters):
+            logger.addFilter(_OncePer())
+
+
+def raise_fd_limit(wanted: int = 65536) -> int:
+    """Raise this process's soft limit on open files toward its hard limit (``wanted`` at most);
+    the soft limit in force after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def connection_limit(fds: int, wanted: int = MAX_CONNECTIONS) -> int:
+    """Connections to allow with ``fds`` file descriptors: ``wanted``, or fewer, leaving
+    :data:`FD_RESERVE` for everything else (at least 16)."""
+    return max(16, min(wanted, fds - FD_RESERVE))
+
+
+def make_server(app: Any, host: str, port: int, limits: Limits, **config: Any) -> uvicorn.Server:
+    """A uvicorn server for ``app`` with these limits (its protocol, backlog, quiet logs)."""
+    protocol = type("GuardedH11", (GuardedH11,), {"limits": limits})
+    options: dict[str, Any] = {"log_level": "warning", "backlog": ACCEPT_BURST, "http": protocol,
+                               "timeout_keep_alive": limits.keep_alive, "lifespan": "on", "ws": "none"}
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **{**options, **config}))
+    quiet_logs()
+    return server
+
+
+EVERY_ADDRESS = ("0.0.0.0", "::")
+
+
 def run(host: str = "127.0.0.1", port: int = 8765, workers: int = 2, time_limit: float | None = None,
-        echo=print) -> None:
-    """Serve the page and the API until Ctrl-C."""
-    import uvicorn  # on use: only `symcalc serve` needs the server
-    hosts = {"*"} if host in ("0.0.0.0", "::") else {host}
-    app = create_app(workers=workers, time_limit=time_limit, hosts=hosts)
+        echo=print, allow_hosts: tuple[str, ...] = (), limits: Limits | None = None,
+        queue: int = MAX_QUEUE) -> None:
+    """Serve the page and the API until Ctrl-C, within ``limits`` (by default the connections
+    this process's file descriptors allow, raised toward the hard limit first)."""
+    hosts = {h.lower() for h in allow_hosts} | ({host.lower()} if host not in EVERY_ADDRESS else own_names())
+    if limits is None:
+        limits = Limits(connections=connection_limit(raise_fd_limit()))
+    app = create_app(workers=workers, time_limit=time_limit, hosts=hosts, queue=queue)
     where = "this machine only" if host in ("127.0.0.1", "localhost", "::1") else \
         "other machines too (--host): anyone who can reach it can ask"
     echo(f"symcalc serve: http://{host}:{port}/ (bound to {host}: {where}); "
          f"{workers} workers; Ctrl-C to stop")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    make_server(app, host, port, limits).run()

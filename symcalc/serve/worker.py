@@ -6,7 +6,10 @@ each request is answered by one of a few worker processes, in that process's mai
 the same limit as the command line's (:func:`answer`), and the server kills the worker if no
 answer has come a little after that limit (:class:`WorkerPool`), starting a fresh one in its
 place. A worker keeps the library and its compiled answers between requests: a repeated
-question is answered in milliseconds.
+question is answered in milliseconds. A question whose client went away is interrupted
+(:data:`CANCEL`; the worker is killed if it does not stop within the grace), a worker found
+dead when taken is replaced before the question goes to it, and each worker's folder (its
+working directory and temporary files) is removed with it.
 
 A request is a JSON object whose keys mirror the Python API (:func:`symcalc.query.solve.solve`,
 :func:`symcalc.planner.search.plan`); its text is read by symcalc's own parsers only (nothing is
@@ -16,17 +19,21 @@ evaluated), and the answer is exactly what ``symcalc solve ... --json`` and ``sy
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing
 import os
 import queue
+import shutil
+import signal
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from symcalc import budget  # its alarm's rules of where an exception may land
 from symcalc.budget import DEFAULT_PLAN_LIMIT, DEFAULT_QUESTION_LIMIT, BudgetExceeded, question
 from symcalc.errors import QueryError, SymcalcError, did_you_mean, one_line
 
@@ -41,6 +48,7 @@ PLAN_KEYS = ("model", "model_config", "hardware", "gpus", "tokens", "global_batc
              "throughput", "tp_across_nodes", "uneven_pp", "frontier")
 _FLAGS = ("tp_across_nodes", "uneven_pp", "frontier")
 MAX_TOP = 100
+POLL = 0.05       # seconds between looks at a cancel while waiting for a worker or its answer
 
 
 class RequestError(SymcalcError):
@@ -74,7 +82,7 @@ def _answered(kind: str, request: Any, lib, tmp: str, limit: float) -> str:
             if kind == "plan":
                 return _plan(request, lib, tmp)
             if kind == "presets":
-                return _presets()
+                return presets_json()
             raise RequestError(f"no such question '{kind}'")
     except SymcalcError as e:
         return json.dumps({"error": e.to_dict()})
@@ -125,9 +133,10 @@ def _plan(request: Any, lib, tmp: str) -> str:
     return result.json()
 
 
-def _presets() -> str:
-    from symcalc.library.presets import KINDS  # on use: the server process never loads the library
-    from symcalc.render.catalog import preset_catalog  # on use: the server process never loads the library
+def presets_json() -> str:
+    """The model and hardware presets' names and titles (the page's lists), as JSON."""
+    from symcalc.library.presets import KINDS  # on use: only the presets' data loads, not the engine
+    from symcalc.render.catalog import preset_catalog  # on use: only the presets' data loads, not the engine
     return json.dumps({KINDS[kind]: [{"name": p["name"], "title": p["title"]} for p in preset_catalog(kind)]
                        for kind in ("model", "hardware")})
 
@@ -230,33 +239,74 @@ def _model(req: dict, tmp: str) -> str | None:
     return path
 
 
-def _serve(conn, runner: Callable[[str, Any, float], str]) -> None:
+class Cancelled(BaseException):
+    """The server's :data:`CANCEL` signal in a worker: the client went away, the question ends.
+    A BaseException, as symcalc's BudgetExceeded: no ``except Exception`` on the way swallows it."""
+
+
+CANCEL = signal.SIGUSR1     # the server -> a worker: stop the question in hand (the client went away)
+_asking = False             # whether a question runs: a cancel that comes between two is ignored
+
+
+def _cancel(signum, frame) -> None:
+    """Raise Cancelled in the question, except where symcalc's own time limit would not raise
+    either (its limits being put in order, an import half-way): there, the signal comes again
+    in a moment, as budget's alarm does."""
+    if not _asking:
+        return
+    if budget._busy or (frame is not None and frame.f_code in budget._BOOKKEEPING) or budget._importing(frame):
+        threading.Timer(0.005, os.kill, (os.getpid(), CANCEL)).start()
+        return
+    raise Cancelled
+
+
+def _serve(conn, runner: Callable[[str, Any, float], str], home: str) -> None:
     """A worker's loop: build the library, say so, then answer (kind, request, limit) until the
-    pipe closes."""
+    pipe closes. ``home`` (made, and removed, by the server) is its working directory and its
+    temporary folder: no name a client gives can be read as a file relative to it, and whatever a
+    question leaves there goes when the server removes it (on a kill, a crash or close)."""
     try:
         from symcalc.library.loading import default_library  # on use: in the worker process only
         default_library()
-        # an empty working directory: no name a client gives can be read as a file relative to it
-        os.chdir(tempfile.mkdtemp(prefix="symcalc-worker-"))
+        os.chdir(home)
+        tempfile.tempdir = home
         conn.send("ready")
         while True:
             try:
                 kind, request, limit = conn.recv()
             except (EOFError, OSError):
                 return
-            conn.send(runner(kind, request, limit))
+            conn.send(_one(runner, kind, request, limit))
     except KeyboardInterrupt:       # the server's Ctrl-C reaches its workers too: end quietly
         return
+
+
+def _one(runner: Callable[[str, Any, float], str], kind: str, request: Any, limit: float) -> str:
+    """One answer, or the cancelled error once :data:`CANCEL` came while it ran. The signal may
+    reach the process through any of its threads (numpy's own among them), so it is not masked:
+    its handler raises only while a question runs."""
+    global _asking
+    signal.signal(CANCEL, _cancel)
+    try:
+        _asking = True
+        try:
+            return runner(kind, request, limit)
+        finally:
+            _asking = False
+    except Cancelled:
+        return error_json("cancelled", "the client went away; the question was ended")
 
 
 # -- in the server ------------------------------------------------------------------------------
 
 class Worker:
-    """One worker process and the pipe to it."""
+    """One worker process, the pipe to it, and its folder (removed when it is killed)."""
 
     def __init__(self, ctx, runner) -> None:
+        self.home = tempfile.mkdtemp(prefix="symcalc-worker-")
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, runner), daemon=True, name="symcalc-serve-worker")
+        self.process = ctx.Process(target=_serve, args=(child, runner, self.home), daemon=True,
+                                   name="symcalc-serve-worker")
         self.process.start()
         child.close()
         self.ready = False
@@ -266,11 +316,18 @@ class Worker:
             self.ready = self.conn.recv() == "ready"
         return self.ready
 
+    def interrupt(self) -> None:
+        """Ask the question in hand to end (:data:`CANCEL`); the worker then answers and stays."""
+        with contextlib.suppress(OSError):
+            if self.process.is_alive() and self.process.pid:
+                os.kill(self.process.pid, CANCEL)
+
     def kill(self) -> None:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(5)
         self.conn.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class WorkerPool:
@@ -280,6 +337,7 @@ class WorkerPool:
     def __init__(self, size: int = 2, runner: Callable[[str, Any, float], str] = answer,
                  time_limit: float | None = None, grace: float = GRACE, limits: dict[str, float] | None = None) -> None:
         self.ctx = multiprocessing.get_context("spawn")     # no fork of a server's threads
+        self.size = size
         self.runner, self.time_limit, self.grace = runner, time_limit, grace
         self.limits = {**LIMITS, **(limits or {})}
         self.idle: queue.Queue[Worker] = queue.Queue()
@@ -293,13 +351,19 @@ class WorkerPool:
         """The request's limit: the server's --time-limit if given, else the kind's (the command line's default)."""
         return self.time_limit if self.time_limit is not None else self.limits.get(kind, DEFAULT_QUESTION_LIMIT)
 
-    def ask(self, kind: str, request: Any) -> tuple[int, str]:
-        """(HTTP status, JSON text) for one request."""
+    def ask(self, kind: str, request: Any, cancel: threading.Event | None = None,
+            since: float | None = None) -> tuple[int, str]:
+        """(HTTP status, JSON text) for one request. ``cancel``, once set (the client went away),
+        ends it: a question still waiting is dropped, one in a worker is interrupted (and the
+        worker killed and replaced if it does not stop within the grace). ``since``: when the
+        request came (time.monotonic), if it waited before this call; the wait for a worker
+        counts from then."""
         limit = self.limit(kind)
-        wait = limit + self.grace if math.isfinite(limit) else None
-        try:
-            worker = self.idle.get(timeout=wait)
-        except queue.Empty:
+        wait = limit + self.grace if math.isfinite(limit) else math.inf
+        worker = self._take((since if since is not None else time.monotonic()) + wait, cancel)
+        if worker is None:
+            if cancel is not None and cancel.is_set():
+                return 499, error_json("cancelled", "the client went away")
             return 503, error_json("busy", "every worker is busy with an earlier request; ask again in a moment")
         try:
             if not worker.wait_ready(START_LIMIT):
@@ -307,10 +371,12 @@ class WorkerPool:
                 return 500, error_json("internal", "a worker did not start; please report it")
             t0 = time.monotonic()
             worker.conn.send((kind, request, limit))
-            if worker.conn.poll(wait):
+            if self._wait(worker, t0 + wait, cancel):
                 text = worker.conn.recv()
                 self.idle.put(worker)
                 return status_of(text), text
+            if cancel is not None and cancel.is_set():
+                return self._cancelled(worker)
             self._replace(worker)
             return 504, error_json("time_limit", f"no answer within the time limit ({limit:g} s; "
                                    f"stopped after {time.monotonic() - t0:.1f} s): the question was ended")
@@ -321,14 +387,63 @@ class WorkerPool:
             self._replace(worker)
             return 500, error_json("internal", one_line(f"internal error ({type(e).__name__}); please report it"))
 
-    def _replace(self, worker: Worker) -> None:
+    def _take(self, deadline: float, cancel: threading.Event | None) -> Worker | None:
+        """An idle worker that is alive (a dead one, crashed while idle, is replaced here, so that
+        no request is lost to it), or None when the deadline passed or the request was cancelled."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                return None
+            try:
+                worker = self.idle.get(timeout=min(left, POLL) if cancel is not None
+                                       else left if math.isfinite(left) else None)
+            except queue.Empty:
+                continue
+            if worker.process.is_alive():
+                return worker
+            fresh = self._replace(worker, idle=False)
+            if fresh is not None:
+                return fresh
+
+    def _wait(self, worker: Worker, deadline: float, cancel: threading.Event | None) -> bool:
+        """Whether the worker's answer came before the deadline (False at once when cancelled)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if cancel is None:
+                return worker.conn.poll(left if math.isfinite(left) else None)
+            if worker.conn.poll(min(left, POLL)):
+                return True
+            if cancel.is_set():
+                return False
+
+    def _cancelled(self, worker: Worker) -> tuple[int, str]:
+        """The client went away: interrupt the worker's question; if it has not stopped within
+        the grace, kill the worker and start another."""
+        worker.interrupt()
+        try:
+            if worker.conn.poll(self.grace):
+                worker.conn.recv()
+                self.idle.put(worker)
+            else:
+                self._replace(worker)
+        except (EOFError, OSError):
+            self._replace(worker)
+        return 499, error_json("cancelled", "the client went away; the question was ended")
+
+    def _replace(self, worker: Worker, idle: bool = True) -> Worker | None:
+        """Kill ``worker`` (its folder goes too) and start another in its place, put back idle
+        unless ``idle`` is False (then returned to the caller); None once the pool is closed."""
         worker.kill()
         with self.lock:
             if self.closed:
-                return
+                return None
             fresh = Worker(self.ctx, self.runner)
             self.workers = [fresh if w is worker else w for w in self.workers]
-        self.idle.put(fresh)
+        if idle:
+            self.idle.put(fresh)
+        return fresh
 
     def close(self) -> None:
         with self.lock:
