@@ -1,9 +1,10 @@
 """Plan a run: enumerate the layouts, evaluate them over arrays, keep those that fit, rank.
 
 :func:`plan` is ``symcalc.plan``: one GPU count gives the top layouts there; a list or range
-of counts with a goal (``deadline``, ``budget``, ``throughput``) plans backwards: the best
-layout at each count, and the count that meets the goal (the fewest GPUs for a deadline or a
-throughput, the fastest plan within a budget). Every number comes from the library's
+of counts with goals (``deadline``, ``budget``, ``throughput``, any of them together) plans
+backwards: the best layout at each count, and the count that meets every goal (the fewest GPUs
+when a deadline or a throughput is among them, the fastest plan within a budget alone), with
+the goals that bind there (:mod:`symcalc.planner.goals`). Every number comes from the library's
 formulas: the step time and memory derivations of :mod:`symcalc.planner.evaluate`, and the
 metrics (days, GPU-hours, cost, MFU) solved from the step time.
 """
@@ -60,8 +61,8 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
     """Search every valid parallel layout of ``model`` on ``gpus`` x ``hardware`` and rank those
     that fit.
 
-    ``gpus``: a count, or (with ``deadline``, ``budget`` or ``throughput``) a list or a range
-    "A:B". ``tokens``: the training tokens (for days, GPU-hours and cost; default the model
+    ``gpus``: a count, or (with ``deadline``, ``budget`` or ``throughput``, one or several: the
+    plan meets them all and says which binds) a list or a range "A:B". ``tokens``: the training tokens (for days, GPU-hours and cost; default the model
     preset's n_tokens). ``global_batch_size`` in sequences (or ``global_batch_tokens=`` in
     ``values``), ``seq_len`` (default the model's). ``options``: fixed options
     (``zero_stage="3"`` fixes what is otherwise searched; ``attention_kernel``, ``precision``

@@ -210,7 +210,7 @@ def _given_values(lib: Library, values: Mapping | None, named: Mapping[str, obje
     return named_values
 
 
-def _counts(gpus: GpuCounts | None, values: dict, facts: _Facts, goal: dict, by: str) -> list[int]:
+def _counts(gpus: GpuCounts | None, values: dict, facts: _Facts, goal: list[dict], by: str) -> list[int]:
     """The GPU counts to plan at, after refusing what the goal and ``by`` cannot answer."""
     counts = parse_gpus(gpus if gpus is not None else values["n_gpus"], facts.gpus_per_node) \
         if (gpus is not None or "n_gpus" in values) else None
