@@ -43,8 +43,9 @@ KINDS = {
     "limits_clash": "given limits pull a whole-number answer both ways (rounded: how it rounded instead)",
     "reported": "a quantity the derivation's data asks to be stated beside the answer (value, unit, "
                 "description): which pipeline stage a memory figure is that of",
-    "above_limit": "a known value above a limit it may exceed at a cost, as warn_above in the data says (value, "
-                   "unit, limit: its name, limit_value, limit_unit, description, origin): a context longer than "
+    "above_limit": "a known or solved value above a limit it may exceed at a cost, as warn_above in the data says "
+                   "(value, unit, limit: its name, limit_value, limit_unit, description, origin; solved: True for a "
+                   "value the derivation computed, with points and of for arrays): a context longer than "
                    "max_position_embeddings",
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",

@@ -145,7 +145,8 @@ def _limits_clash(f: Finding, v: dict[str, Any]) -> str:
 
 def _above_limit(f: Finding, v: dict[str, Any]) -> str:
     where = f" ({v['origin']})" if v.get("origin") else ""
-    return (f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])} is above {v['limit']} = "
+    solved = f", as solved{_where(v)}," if v.get("solved") else ""
+    return (f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])}{solved} is above {v['limit']} = "
             f"{with_unit(fmt(v['limit_value']), v['limit_unit'])}{where}; answered all the same, but "
             f"{v['limit']} is {v['description'].split(':')[0]}")
 
