@@ -47,6 +47,11 @@ KINDS = {
                    "(value, unit, limit: its name, limit_value, limit_unit, description, origin; solved: True for a "
                    "value the derivation computed, with points and of for arrays): a context longer than "
                    "max_position_embeddings",
+    "layout_rule": "given layout degrees break a structure rule the planner keeps, marked given = \"warn\" in "
+                   "formulas/planner/space.toml (rule, reason, shown: the values it reads; points and of for arrays)",
+    "rounded_to_rule": "a whole-number layout degree solved for was rounded to the nearest value that keeps the "
+                       "structure rules (value: exact, rounded, was: the plain rounding, rules and reasons it broke, "
+                       "how)",
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",
     "given_target": "the target itself is given: the answer is that value converted",

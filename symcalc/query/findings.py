@@ -17,6 +17,7 @@ from symcalc.errors import NoSolutionError, NotDeterminedError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library
 from symcalc.query import unused
+from symcalc.query.layout_rules import given_warnings
 from symcalc.query.parts import parts_of, sum_parts
 from symcalc.query.results import Result
 from symcalc.query.values import GivenValue, implausible
@@ -51,6 +52,7 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
     if odd is not None:
         findings.append(odd)
     findings += solved_above_limits(lib, derivation, ev.values, rounded, given)
+    findings += given_warnings({k: g.magnitude for k, g in given.items()})
     if how == "nearest" and _far_from_whole(exact):
         findings.append(Finding("rounded_nearest", tq.name, {"value": np.min(exact) / tq.factor}))
     capacity = over_capacity(lib, tq, exact, given)
