@@ -58,9 +58,10 @@ KINDS = {
     "unmeasured": "a preset value the answer uses was derived or assumed, not measured (value: as written, "
                   "preset: e.g. 'hardware h100_sxm', basis: 'derived' or 'assumed', source)",
     "infeasible_points": "points of a sweep that are not feasible, and why (why: 'no_solution', "
-                         "'out_of_bounds', 'rounds_outside', 'over_capacity' or 'above'; points: how many; "
+                         "'out_of_bounds', 'rounds_outside', 'over_capacity', 'above' or 'rule'; points: how many; "
                          "domain: the quantity's bounds as text; capacity, value, unit: what it must fit in; "
-                         "other: the quantity a given value exceeds though it never can)",
+                         "other: the quantity a given value exceeds though it never can; rule, reason: the "
+                         "layout rule broken)",
     # violations (result.violations; on_bounds="raise" raises the first)
     "out_of_bounds": "a computed value outside its quantity's bounds (value or None for NaN, unit, "
                      "points and of for arrays, bounds; related: the given values it follows from; "

@@ -19,6 +19,7 @@ from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import Question
 from symcalc.planner.validation import Evidence, evidence
 from symcalc.planner.space import MAX_VIRTUAL_STAGES, space_data
+from symcalc.query.layout_rules import FACT_SOURCES
 from symcalc.query.values import read_value
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
@@ -261,16 +262,20 @@ def _read(lib: Library, name: str, raw: RawValue) -> float:
 def _facts(q: Question, values: dict, lib: Library) -> _Facts:
     """The run's fixed facts in base units: from the given values, else the presets."""
     found: dict[str, float | None] = {}
-    for name in ("n_heads", "n_kv_heads", "n_layers", "seq_len", "gpus_per_node", "gpu_memory", "n_experts",
+    for fact in ("n_heads", "n_kv_heads", "n_layers", "seq_len", "gpus_per_node", "gpu_memory", "n_experts",
                  "global_batch_size"):
-        if name in values:
-            found[name] = _read(lib, name, values[name])
-            continue
-        try:
-            r = q.solve(name, {}, {})
-            found[name] = float(r.value) * r.factor
-        except UnderdeterminedError:       # the presets do not give it (any other error is the user's to see)
-            found[name] = None
+        found[fact] = None
+        # ep divides the routed experts: n_routed_experts, else n_experts (query.layout_rules.FACT_SOURCES)
+        for name in FACT_SOURCES.get(fact, (fact,)):
+            if name in values:
+                found[fact] = _read(lib, name, values[name])
+                break
+            try:
+                r = q.solve(name, {}, {})
+                found[fact] = float(r.value) * r.factor
+                break
+            except UnderdeterminedError:       # the presets do not give it (any other error is the user's to see)
+                continue
     seq_len = found["seq_len"]
     if "global_batch_tokens" in values and found["global_batch_size"] is None and seq_len:
         tokens = _read(lib, "global_batch_tokens", values["global_batch_tokens"])

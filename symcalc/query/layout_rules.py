@@ -285,6 +285,7 @@ def _shown(rule: Rule, values: Mapping[str, object], bad: np.ndarray) -> str:
         v = values.get(n) if n in space_data()["dimensions"] else getattr(facts, n, None)
         if v is None or isinstance(v, (str, bool)):
             continue
+        n = next((x for x in FACT_SOURCES.get(n, ()) if values.get(x) is not None), n)    # the name it came by
         x = float(np.broadcast_to(np.asarray(v, dtype=float), bad.shape)[first]) if np.ndim(v) else float(v)
         out.append(f"{n} = {fmt(x)}")
     return ", ".join(out)

@@ -207,6 +207,8 @@ def _infeasible_points(f: Finding, v: dict[str, Any]) -> str:
     at = f"{n} point{'' if n == 1 else 's'}"
     if v["why"] == "no_solution":
         return f"{at} {'has' if n == 1 else 'have'} no solution"
+    if v["why"] == "rule":        # a structure rule of the layout (query.layout_rules), as solve refuses
+        return f"{v['reason']} at {at} (rule {v['rule']})"
     if v["why"] == "above":
         return f"{f.quantity} is more than {v['other']} at {at}: it can never exceed it"
     if v["why"] == "over_capacity":
