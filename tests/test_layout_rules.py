@@ -55,13 +55,17 @@ def test_a_rule_that_only_warns_answers_and_says_which_rule():
 
 
 def test_pp_must_split_the_layers_and_ep_the_routed_experts():
-    """80 layers over 7 stages: ceil(80 / 7) = 12 a stage, 84 slots, 4 empty (more than the 2 an
-    uneven pipeline may leave); over 3: 27 a stage, 81 slots, 1 empty (allowed). DeepSeek-V3's
-    ep divides its 256 routed experts (64 does; 3 does not), not the 257 with the shared one,
-    which only 1 and 257 divide."""
-    with pytest.raises(DomainError, match="rule pp_layers"):
-        symcalc.solve("weight_memory", model="llama3-70b", pp=7)
-    assert symcalc.solve("weight_memory", model="llama3-70b", pp=3).base_value > 0
+    """80 layers over 7 stages: ceil(80 / 7) = 12 a stage, 84 slots, 4 empty (more than the 2 the
+    planner's uneven pipeline may leave): a warning, as DeepSeek-V3 trained 61 layers on 16 stages
+    (3 empty); over 3: 27 a stage, 81 slots, 1 empty, nothing said; over 81, more stages than
+    layers, refused. DeepSeek-V3's ep divides its 256 routed experts (64 does; 3 does not), not
+    the 257 with the shared one, which only 1 and 257 divide."""
+    [f] = [f for f in symcalc.solve("weight_memory", model="llama3-70b", pp=7).findings if f.kind == "layout_rule"]
+    assert f.values["rule"] == "pp_layers" and f.values["shown"] == "pp = 7, n_layers = 80"
+    assert not [f for f in symcalc.solve("weight_memory", model="llama3-70b", pp=3).findings
+                if f.kind == "layout_rule"]
+    with pytest.raises(DomainError, match="pp can never exceed n_layers"):
+        symcalc.solve("weight_memory", model="llama3-70b", pp=81)
     with pytest.raises(DomainError, match="ep = 3, n_routed_experts = 256 \\(rule ep_experts"):
         symcalc.solve("weight_memory", model="deepseek-v3", ep=3)
     assert symcalc.solve("weight_memory", model="deepseek-v3", ep=64).base_value > 0
@@ -69,14 +73,14 @@ def test_pp_must_split_the_layers_and_ep_the_routed_experts():
 
 def test_a_solved_degree_rounds_to_the_nearest_value_the_rules_allow():
     """tp for 30 GB of weights: 2 x 70,553,706,496 / 30e9 = 4.70; the memory limit rounds it up
-    (5 would fit), but 5, 6 and 7 do not divide 64 heads (nor 8 KV heads): 8, said why. For
-    12 GB: 11.76, up to 12, which divides neither; 16 divides the heads (it replicates the KV
-    heads, a warning-level rule), so 16, saying that it still breaks that rule."""
+    (5 would fit), but 5, 6 and 7 do not divide 64 heads: 8, said why. For 12 GB: 11.76, up to
+    12, which does not divide them; 16 does (it replicates the 8 KV heads, a rule that only
+    warns), so 16, saying that it still breaks that rule."""
     r = symcalc.solve("tp", model="llama3-70b", weight_memory="30 GB")
     assert r.value == 8
     [f] = [f for f in r.findings if f.kind == "rounded_to_rule"]
     assert f.values["was"] == 5 and f.values["value"] == pytest.approx(2 * 70_553_706_496 / 30e9, rel=1e-9)
-    assert f.values["rules"] == ["tp_heads", "tp_kv_heads"] and not f.values["still"]
+    assert f.values["rules"] == ["tp_heads"] and not f.values["still"]
     r = symcalc.solve("tp", model="llama3-70b", weight_memory="12 GB")
     [f] = [f for f in r.findings if f.kind == "rounded_to_rule"]
     assert r.value == 16 and f.values["was"] == 12 and f.values["still"] == ["tp does not divide n_kv_heads"]

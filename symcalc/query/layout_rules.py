@@ -318,29 +318,26 @@ MAX_CANDIDATES = 1_000_000      # whole values tried when a solved degree is rou
 
 def nearest_valid(name: str, exact: object, rounded: object, how: object, values: Mapping[str, object]
                   ) -> tuple[object, Finding | None]:
-    """A whole-number layout degree solved for (one value), rounded to the nearest whole value
-    that keeps every rule the data applies to given values (the way ``how`` says: up keeps a
-    limit that needs at least it, down one that needs at most), with a finding that says why;
+    """A whole-number parallel degree solved for (one value; ``search.degrees`` in the data),
+    rounded to the nearest whole value that keeps every rule the data refuses given values for
+    (the way ``how`` says: up keeps a limit that needs at least it, down one that needs at most),
+    with a finding that says why and which warning rules it still breaks;
     ``rounded`` unchanged, and None, when it already keeps them, is not a degree, or no value
     up to MAX_CANDIDATES does. O(candidates x rules), vectorised."""
-    if name not in space_data()["dimensions"] or np.ndim(exact) or np.ndim(rounded):
+    if name not in space_data()["search"]["degrees"] or np.ndim(exact) or np.ndim(rounded):
         return rounded, None
     x = float(exact)    # type: ignore[arg-type]
     if not np.isfinite(x) or x > MAX_CANDIDATES / 2:
         return rounded, None
-    broken = [r for r, _ in given_breaks({**values, name: float(rounded)})]     # type: ignore[arg-type]
+    broken = [r for r, _ in given_breaks({**values, name: float(rounded)}, "refuse")]     # type: ignore[arg-type]
     if not broken:
         return rounded, None
     cand = np.arange(1, int(min(max(4 * np.ceil(x), 16), MAX_CANDIDATES)) + 1, dtype=float)
     side = cand >= x - 1e-9 if how == "up" else cand <= x + 1e-9 if how == "down" else np.ones(cand.shape, bool)
-    ok = np.zeros(0)
-    for level in (None, "refuse"):      # every rule; else those that refuse (a warning is allowed)
-        keep = side.copy()
-        for _, bad in given_breaks({**values, name: cand}, level):
-            keep &= ~np.broadcast_to(bad, cand.shape)
-        ok = cand[keep]
-        if ok.size:
-            break
+    keep = side.copy()
+    for _, bad in given_breaks({**values, name: cand}, "refuse"):
+        keep &= ~np.broadcast_to(bad, cand.shape)
+    ok = cand[keep]
     if ok.size == 0:
         return rounded, None
     best = float(ok[np.argmin(np.abs(ok - x) + 1e-9 * ok)])     # the nearest; of two as near, the smaller
