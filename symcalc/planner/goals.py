@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from symcalc.errors import QueryError
+from symcalc.library.loading import default_library
 from symcalc.planner.onecount import _result, _row, _search, _fill_metrics, _space, _Search
 from symcalc.planner.result import GpuScan, PlanResult, PlanRow
 from symcalc.planner.setup import _read, _Setup
@@ -206,7 +207,7 @@ def _binding(goals: list[dict], found: list[tuple[GpuScan, PlanRow]], chosen: Gp
     GPUs when the plan is the fewest that meet the goals, more when it is the fastest within
     them); each goal's margin there; and the counts tried that meet every goal. A verdict in
     words for the plan's notes."""
-    lib = common.q.library
+    lib = common.q.library or default_library()
     side = [f for f in found if (f[0].n_gpus < chosen.n_gpus if fewest else f[0].n_gpus > chosen.n_gpus)]
     nxt = (max(side, key=lambda f: f[0].n_gpus) if fewest else min(side, key=lambda f: f[0].n_gpus)) if side else None
     binds = [g["kind"] for g in goals if nxt is not None and not _met(g, nxt[1])]

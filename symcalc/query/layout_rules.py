@@ -237,7 +237,7 @@ class GivenFacts:
     """The run's facts as a question knows them (base magnitudes), for the rules: a fact it
     does not know reads None, and a predicate over it holds."""
 
-    def __init__(self, values: Mapping[str, object]):
+    def __init__(self, values: Mapping[str, Any]):
         self._values = values
 
     def __getattr__(self, name: str) -> object:
@@ -252,12 +252,12 @@ class GivenFacts:
         return {}       # a question's options are not columns: the option rules are the planner's
 
 
-def _columns(values: Mapping[str, object]) -> dict[str, object]:
+def _columns(values: Mapping[str, Any]) -> dict[str, object]:
     """The layout degrees among ``values`` (numbers or arrays, not text)."""
     return {d: values[d] for d in space_data()["dimensions"] if d in values and not isinstance(values[d], str)}
 
 
-def given_breaks(values: Mapping[str, object], level: str | None = None):
+def given_breaks(values: Mapping[str, Any], level: str | None = None):
     """(rule, where it breaks: a bool or a mask over the values' grid) for every rule the data
     applies to given values (``given``; only those of ``level`` when named) that the given layout
     degrees break, over the facts known (``values``: name -> base magnitude). O(rules)."""
@@ -276,7 +276,7 @@ def given_breaks(values: Mapping[str, object], level: str | None = None):
             yield rule, ~ok
 
 
-def _shown(rule: Rule, values: Mapping[str, object], bad: np.ndarray) -> str:
+def _shown(rule: Rule, values: Mapping[str, Any], bad: np.ndarray) -> str:
     """'tp = 3, n_heads = 64': the values a rule reads, at the first point where it breaks."""
     first = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
     facts = GivenFacts(values)
@@ -291,7 +291,7 @@ def _shown(rule: Rule, values: Mapping[str, object], bad: np.ndarray) -> str:
     return ", ".join(out)
 
 
-def check_given(values: Mapping[str, object]) -> None:
+def check_given(values: Mapping[str, Any]) -> None:
     """Refuse given layout degrees that break a rule marked ``given = "refuse"`` (tp = 3 on 64
     heads, tp = 1e9, pp over more stages than layers): one DomainError naming the rule, the
     reason and the values, as the planner would reject that layout."""
@@ -301,7 +301,7 @@ def check_given(values: Mapping[str, object]) -> None:
                           f"formulas/{'/'.join(SPACE_FILE)}; symcalc plan searches only layouts that keep it)")
 
 
-def given_warnings(values: Mapping[str, object]) -> list[Finding]:
+def given_warnings(values: Mapping[str, Any]) -> list[Finding]:
     """A warning for each rule marked ``given = "warn"`` the given degrees break (tp beyond a
     node, KV heads replicated over tp, a batch dp does not divide): answered all the same."""
     out = []
@@ -316,8 +316,8 @@ def given_warnings(values: Mapping[str, object]) -> list[Finding]:
 MAX_CANDIDATES = 1_000_000      # whole values tried when a solved degree is rounded to the rules
 
 
-def nearest_valid(name: str, exact: object, rounded: object, how: object, values: Mapping[str, object]
-                  ) -> tuple[object, Finding | None]:
+def nearest_valid(name: str, exact: Any, rounded: Any, how: object, values: Mapping[str, Any]
+                  ) -> tuple[Any, Finding | None]:
     """A whole-number parallel degree solved for (one value; ``search.degrees`` in the data),
     rounded to the nearest whole value that keeps every rule the data refuses given values for
     (the way ``how`` says: up keeps a limit that needs at least it, down one that needs at most),
@@ -326,10 +326,10 @@ def nearest_valid(name: str, exact: object, rounded: object, how: object, values
     up to MAX_CANDIDATES does. O(candidates x rules), vectorised."""
     if name not in space_data()["search"]["degrees"] or np.ndim(exact) or np.ndim(rounded):
         return rounded, None
-    x = float(exact)    # type: ignore[arg-type]
+    x = float(exact)
     if not np.isfinite(x) or x > MAX_CANDIDATES / 2:
         return rounded, None
-    broken = [r for r, _ in given_breaks({**values, name: float(rounded)}, "refuse")]     # type: ignore[arg-type]
+    broken = [r for r, _ in given_breaks({**values, name: float(rounded)}, "refuse")]
     if not broken:
         return rounded, None
     cand = np.arange(1, int(min(max(4 * np.ceil(x), 16), MAX_CANDIDATES)) + 1, dtype=float)
@@ -341,7 +341,7 @@ def nearest_valid(name: str, exact: object, rounded: object, how: object, values
     if ok.size == 0:
         return rounded, None
     best = float(ok[np.argmin(np.abs(ok - x) + 1e-9 * ok)])     # the nearest; of two as near, the smaller
-    return best, Finding("rounded_to_rule", name, {"value": x, "rounded": best, "was": float(rounded),  # type: ignore[arg-type]
+    return best, Finding("rounded_to_rule", name, {"value": x, "rounded": best, "was": float(rounded),
                                                    "rules": [r.name for r in broken],
                                                    "reasons": [r.reason for r in broken], "how": how,
                                                    "still": [r.reason for r, _ in given_breaks({**values, name: best})]})
