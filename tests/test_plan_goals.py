@@ -98,3 +98,15 @@ def test_a_second_goal_needs_its_values_as_the_first_does():
     with pytest.raises(QueryError, match="--budget needs a GPU-hour price"):
         symcalc.plan("llama2-7b", "h100", "8,16", deadline="90 day", budget="1e6 USD", tokens="2e12 token",
                      global_batch_size=16, options=ONE)
+
+
+def test_the_server_honours_both_goals(best):
+    """The server's worker runs the same plan (symcalc.serve.worker passes every goal through)."""
+    from symcalc.serve.worker import answer
+    deadline = between(best[8]["train_time"], best[16]["train_time"]) / DAY
+    budget = between(best[16]["total_cost"], best[32]["total_cost"])
+    out = json.loads(answer("plan", {"model": "llama2-7b", "hardware": "h100", "gpus": "8,16,32", "global_batch_size": 16,
+                                     "tokens": "2e12", "gpu_hour_price": "2 USD/hour", "deadline": f"{deadline} day",
+                                     "budget": f"{budget} USD", "options": ONE, "top": 1}, 120))
+    assert out["goal"]["chosen_gpus"] == 16 and out["goal"]["binding"] == ["deadline"]
+    assert [g["kind"] for g in out["goal"]["goals"]] == ["deadline", "budget"]
