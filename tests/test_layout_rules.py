@@ -104,3 +104,15 @@ def test_the_planner_and_a_question_keep_one_rule_set():
     tp = np.arange(1, 65, dtype=float)
     broken = {int(t) for rule, bad in given_breaks({**facts, "tp": tp}) for t in tp[bad]}
     assert set(np.unique(c["tp"]).tolist()) == {1, 2} and broken == set(range(3, 65))
+
+
+def test_an_absurd_degree_without_a_model_is_flagged_as_implausible():
+    """With no heads known no rule can speak, but tp = 1e9 is far above the 1e6 GPUs of the
+    plausible range (formulas/quantities.toml, as n_gpus): answered (2 x 70e9 bytes / 1e9 =
+    140 bytes), with the warning; tp = 8 says nothing."""
+    r = symcalc.solve("weight_memory", n_params=70e9, bytes_per_param="2 byte", tp=1e9)
+    assert r.base_value == pytest.approx(140, rel=1e-12)
+    [f] = [f for f in r.findings if f.kind == "implausible"]
+    assert f.quantity == "tp" and f.values["side"] == "above" and f.values["limit"] == 1e6
+    ok = symcalc.solve("weight_memory", n_params=70e9, bytes_per_param="2 byte", tp=8)
+    assert not [f for f in ok.findings if f.kind == "implausible"]
