@@ -754,6 +754,8 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     """Search every parallel layout (tp, pp, cp, dp, ep, micro-batch, schedule, ZeRO, recompute,
     sequence parallelism) of a run, keep those that fit, rank them. NAME=VALUE pairs fix values
     (pp=1, "buffer_memory=4 GB", "tokens_per_second=2e6 token/s" as a throughput target).
+    Goals given together (--deadline with --budget, or with a throughput target) are all met:
+    the fewest GPUs meeting every one (the fastest within a budget alone), and which one binds.
 
     \b
     symcalc plan --model gpt3-175b --hardware a100-80gb --gpus 1024 --global-batch-size 1536

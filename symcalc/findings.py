@@ -43,18 +43,25 @@ KINDS = {
     "limits_clash": "given limits pull a whole-number answer both ways (rounded: how it rounded instead)",
     "reported": "a quantity the derivation's data asks to be stated beside the answer (value, unit, "
                 "description): which pipeline stage a memory figure is that of",
-    "above_limit": "a known value above a limit it may exceed at a cost, as warn_above in the data says (value, "
-                   "unit, limit: its name, limit_value, limit_unit, description, origin): a context longer than "
+    "above_limit": "a known or solved value above a limit it may exceed at a cost, as warn_above in the data says "
+                   "(value, unit, limit: its name, limit_value, limit_unit, description, origin; solved: True for a "
+                   "value the derivation computed, with points and of for arrays): a context longer than "
                    "max_position_embeddings",
+    "layout_rule": "given layout degrees break a structure rule the planner keeps, marked given = \"warn\" in "
+                   "formulas/planner/space.toml (rule, reason, shown: the values it reads; points and of for arrays)",
+    "rounded_to_rule": "a whole-number layout degree solved for was rounded to the nearest value that keeps the "
+                       "structure rules (value: exact, rounded, was: the plain rounding, rules and reasons it broke, "
+                       "how)",
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",
     "given_target": "the target itself is given: the answer is that value converted",
     "unmeasured": "a preset value the answer uses was derived or assumed, not measured (value: as written, "
                   "preset: e.g. 'hardware h100_sxm', basis: 'derived' or 'assumed', source)",
     "infeasible_points": "points of a sweep that are not feasible, and why (why: 'no_solution', "
-                         "'out_of_bounds', 'rounds_outside', 'over_capacity' or 'above'; points: how many; "
+                         "'out_of_bounds', 'rounds_outside', 'over_capacity', 'above' or 'rule'; points: how many; "
                          "domain: the quantity's bounds as text; capacity, value, unit: what it must fit in; "
-                         "other: the quantity a given value exceeds though it never can)",
+                         "other: the quantity a given value exceeds though it never can; rule, reason: the "
+                         "layout rule broken)",
     # violations (result.violations; on_bounds="raise" raises the first)
     "out_of_bounds": "a computed value outside its quantity's bounds (value or None for NaN, unit, "
                      "points and of for arrays, bounds; related: the given values it follows from; "

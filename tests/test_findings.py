@@ -182,3 +182,26 @@ def test_a_sweep_drops_the_over_capacity_warning_by_its_kind():
 def test_an_answer_that_overflows_its_display_unit_is_an_error_naming_it(target, given, shown):
     with pytest.raises(NoSolutionError, match=f"{target} overflows in {re.escape(shown)}"):
         symcalc.solve(target, given)
+
+
+def test_a_solved_context_above_the_models_limit_is_warned_as_a_given_one_is():
+    """Issue 34: a context solved from a memory budget carried no warning. Llama 3 8B caches
+    2 (K and V) x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes a token, so 64 GiB of KV
+    cache for one sequence is 2^36 / 2^17 = 524,288 tokens: 64 times its max_position_embeddings
+    (8,192, the preset's config.json figure), warned as a given 524,288 would be; 0.5 GiB is
+    4,096 tokens, within it, and says nothing. An array warns where it is above (2 of 3 points)."""
+    r = symcalc.solve("seq_len", model="llama3-8b", batch_size=1, kv_cache_memory="64 GiB")
+    assert r.value == 524288
+    [f] = [f for f in r.findings if f.kind == "above_limit"]
+    assert f.quantity == "seq_len" and f.values["solved"] is True
+    assert f.values["value"] == 524288 and f.values["limit_value"] == 8192
+    assert sentence(f).startswith("seq_len = 524288 token, as solved, is above max_position_embeddings = 8192 token")
+    given = symcalc.solve("kv_cache_memory", model="llama3-8b", batch_size=1, seq_len="524288 token")
+    [g] = [f for f in given.findings if f.kind == "above_limit"]
+    assert g.values["value"] == f.values["value"] and not g.values.get("solved")
+    within = symcalc.solve("seq_len", model="llama3-8b", batch_size=1, kv_cache_memory="0.5 GiB")
+    assert within.value == 4096 and not [f for f in within.findings if f.kind == "above_limit"]
+    arr = symcalc.solve("seq_len", model="llama3-8b", batch_size=1, kv_cache_memory=(np.array([0.5, 64, 128]), "GiB"))
+    [a] = [f for f in arr.findings if f.kind == "above_limit"]
+    assert a.values["points"] == 2 and a.values["of"] == 3 and a.mask.tolist() == [False, True, True]
+    assert a.values["value"] == 2 * 524288

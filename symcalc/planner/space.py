@@ -12,70 +12,34 @@ whole space ("1,204 layouts: tp does not divide n_kv_heads").
 The data file declares how each dimension's candidates are formed, the rules (a name, the
 reason in words, the stage it applies at and its predicate, written declaratively: ``divides``,
 ``at_most``, ``greater``, ``equals``, ``differs``, limited by ``when``), the search's stated
-defaults and the metrics; this module interprets it over numpy columns. The one rule that is a
-procedure (:func:`pp_splits_layers`) is named from the data and registered in :data:`CHECKS`.
+defaults and the metrics; the interpreter of the rules is :mod:`symcalc.query.layout_rules`, shared with the
+questions that check given values against the same rules; this module builds the space and
+applies them over numpy columns.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from symcalc.library.loading import default_library, formula_dir
-
-if TYPE_CHECKING:   # pragma: no cover - for type checkers
-    from symcalc.library.records import Condition
-    from symcalc.library.registry import Library
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-SPACE_FILE = ("planner", "space.toml")        # under the formula directory
-PREDICATES = ("divides", "at_most", "greater", "equals", "differs")
-RULE_KEYS = {"name", "reason", "stage", "when", "check", *PREDICATES}
-DIMENSION_KEYS = {"stage", "divisors_of", "rest_of", "range", "at_most"}
-
-
-class SpaceDataError(ValueError):
-    """The planner's data file is malformed (an unknown key, stage, check or name)."""
-
-
-@functools.cache
-def space_data() -> dict:
-    """``formulas/planner/space.toml``, read once a process and checked."""
-    path = formula_dir().joinpath(*SPACE_FILE)
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    stages = data["search"]["stages"]
-    for name, spec in data["dimensions"].items():
-        _check(set(spec) - DIMENSION_KEYS, f"dimension {name}: unknown keys")
-        _check({spec["stage"]} - set(stages), f"dimension {name}: unknown stage")
-    for spec in data["rules"]:
-        _check(set(spec) - RULE_KEYS, f"rule {spec.get('name')}: unknown keys")
-        _check(set(spec.get("when", {})) - set(PREDICATES), f"rule {spec.get('name')}: unknown predicates in when")
-        _check({spec["stage"]} - set(stages), f"rule {spec['name']}: unknown stage")
-    return data
-
-
-def _check(unknown: set, what: str) -> None:
-    if unknown:
-        raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: {what}: {', '.join(sorted(map(str, unknown)))}")
-
-
-def searched_options(library: Library | None = None) -> dict[str, tuple[str, ...]]:
-    """The options the planner searches (``searched = true`` in the library), each with its values
-    in their declared order, in the order the library declares the options."""
-    if library is None:
-        library = default_library()
-    return {name: tuple(spec.values) for name, spec in library.options.items() if spec.searched}
+from symcalc.query.layout_rules import (  # noqa: F401 - the rules' names, read from here by the planner and tests
+    CHECKS,
+    FACTS,
+    MAX_MICRO_BATCH,
+    MAX_VIRTUAL_STAGES,
+    RULES,
+    STAGES,
+    UNEVEN_PP_SLACK,
+    Rule,
+    Shape,
+    SpaceDataError,
+    pp_splits_layers,
+    searched_options,
+    space_data,
+)
 
 
 def __getattr__(name: str) -> dict[str, tuple[str, ...]]:
@@ -83,142 +47,6 @@ def __getattr__(name: str) -> dict[str, tuple[str, ...]]:
     if name == "SEARCHED_OPTIONS":
         return searched_options()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# stated defaults of the search (planner keyword arguments and CLI flags override the first two)
-MAX_MICRO_BATCH: int = space_data()["defaults"]["max_micro_batch"]
-MAX_VIRTUAL_STAGES: int = space_data()["defaults"]["max_virtual_stages"]
-UNEVEN_PP_SLACK: int = space_data()["defaults"]["uneven_pp_slack"]
-STAGES: tuple[str, ...] = tuple(space_data()["search"]["stages"])
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the rules read: the run's fixed facts."""
-
-    n_gpus: int
-    gpus_per_node: int
-    n_heads: int
-    n_kv_heads: int
-    n_layers: int
-    seq_len: int                      # tokens per sequence
-    global_batch_size: int            # sequences per optimizer step
-    n_experts: int | None = None      # MoE models only
-    tp_across_nodes: bool = False
-    uneven_pp: bool = True
-    max_micro_batch: int = MAX_MICRO_BATCH
-    max_virtual_stages: int = MAX_VIRTUAL_STAGES
-    # conditions a training stack puts on the layout: (the reason in words, a
-    # symcalc.library.records.Condition over layout quantities), e.g. FSDP's tp == 1
-    requires: tuple[tuple[str, Condition], ...] = ()
-    # the searched options with all their values, ((name, values), ...); empty: the default library's
-    searched: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-    def option_values(self) -> dict[str, tuple[str, ...]]:
-        return dict(self.searched) if self.searched else searched_options()
-
-
-FACTS = frozenset(f.name for f in fields(Shape)) - {"requires", "searched"}
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    reason: str                                   # why a layout is rejected, in words
-    stage: str                                    # one of STAGES
-    valid: Callable[[dict, Shape], np.ndarray | bool]    # columns, shape -> True where valid (True: all)
-
-
-def _divides(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
-    return np.asarray((np.asarray(b) % np.asarray(a)) == 0)
-
-
-def pp_splits_layers(c: dict, s: Shape) -> np.ndarray:
-    """pp divides n_layers; or, with uneven_pp, pp <= n_layers and pp x ceil(n_layers / pp)
-    leaves at most UNEVEN_PP_SLACK layer slots empty (Llama 3 405B: 126 layers over 16 stages
-    of 8, the first and the last stage one layer short, as they also hold the embedding and the
-    LM head). The step-time and memory formulas then take the library's layers_per_stage =
-    n_layers / pp (pipeline.toml), the mean over the stages."""
-    pp = c["pp"]
-    even = _divides(pp, s.n_layers)
-    if not s.uneven_pp:
-        return even
-    slots = pp * -(-s.n_layers // pp)
-    return even | ((pp <= s.n_layers) & (slots - s.n_layers <= UNEVEN_PP_SLACK))
-
-
-#: the rules that are procedures, by the name the data file's ``check`` gives them
-CHECKS: dict[str, Callable[[dict, Shape], np.ndarray]] = {"pp_splits_layers": pp_splits_layers}
-
-
-# -- the interpreter of the data file's predicates ---------------------------------------------
-
-def _value(x: object, c: dict, s: Shape) -> Any:
-    """An operand: a number or true/false as it is; a name, the layout's column, the derived
-    column of that name or the run's fact (None when the run has none: n_experts of a dense model)."""
-    if not isinstance(x, str):
-        return x
-    if x in c:
-        return c[x]
-    derived = space_data()["derived"]
-    if x in derived:
-        (op, args), = derived[x].items()
-        a, *rest = (_value(y, c, s) for y in args)
-        if any(v is None for v in (a, *rest)):
-            return None
-        if op == "product":
-            return a * math.prod(rest)
-        if op == "quotient":
-            return a // math.prod(rest)
-        if op == "ceil_quotient":
-            return -(-a // math.prod(rest))
-        raise SpaceDataError(f"derived column {x}: unknown operation {op}")
-    if x in FACTS:
-        return getattr(s, x)
-    raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: unknown name {x!r}")
-
-
-def _holds(kind: str, args: list, c: dict, s: Shape) -> np.ndarray | bool:
-    """One predicate over the columns (True where it holds; True everywhere over a missing fact)."""
-    x, y = args
-    if kind in ("equals", "differs") and isinstance(y, str) and x in s.option_values():
-        y = s.option_values()[x].index(y)      # a searched option's column holds indices into its values
-    a, b = _value(x, c, s), _value(y, c, s)
-    if a is None or b is None:
-        return True
-    if kind == "divides":
-        return _divides(a, b)
-    if kind == "at_most":
-        return np.asarray(a) <= b
-    if kind == "greater":
-        return np.asarray(a) > b
-    return (np.asarray(a) == b) if kind == "equals" else (np.asarray(a) != b)
-
-
-def _all_hold(preds: list, c: dict, s: Shape) -> np.ndarray | bool:
-    ok: np.ndarray | bool = True
-    for kind, args in preds:
-        ok = np.logical_and(ok, _holds(kind, args, c, s))
-    return ok
-
-
-def _rule(spec: dict) -> Rule:
-    """A rule of the data file as a predicate over columns: True where its ``when`` fails or
-    every predicate (and its ``check``) holds."""
-    preds = [(k, spec[k]) for k in PREDICATES if k in spec]
-    when = [(k, v) for k, v in spec.get("when", {}).items()]
-    _check({spec.get("check", "pp_splits_layers")} - set(CHECKS), f"rule {spec['name']}: unknown check")
-    check = CHECKS[spec["check"]] if "check" in spec else None
-
-    def valid(c: dict, s: Shape) -> np.ndarray | bool:
-        ok = _all_hold(preds, c, s)
-        if check is not None:
-            ok = np.logical_and(ok, check(c, s))
-        return np.logical_or(np.logical_not(_all_hold(when, c, s)), ok) if when else ok
-    return Rule(spec["name"], spec["reason"].format(**space_data()["defaults"]), spec["stage"], valid)
-
-
-RULES: tuple[Rule, ...] = tuple(_rule(spec) for spec in space_data()["rules"])
 
 
 def divisors(n: int) -> list[int]:

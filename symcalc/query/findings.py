@@ -17,6 +17,7 @@ from symcalc.errors import NoSolutionError, NotDeterminedError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library
 from symcalc.query import unused
+from symcalc.query.layout_rules import given_warnings
 from symcalc.query.parts import parts_of, sum_parts
 from symcalc.query.results import Result
 from symcalc.query.values import GivenValue, implausible
@@ -50,6 +51,8 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
         implausible(lib.quantities[k], g) for k, g in given.items() if not g.origin) else _implausible_answer(tq, rounded)
     if odd is not None:
         findings.append(odd)
+    findings += solved_above_limits(lib, derivation, ev.values, rounded, given)
+    findings += given_warnings({k: g.magnitude for k, g in given.items()})
     if how == "nearest" and _far_from_whole(exact):
         findings.append(Finding("rounded_nearest", tq.name, {"value": np.min(exact) / tq.factor}))
     capacity = over_capacity(lib, tq, exact, given)
@@ -312,21 +315,46 @@ def over_capacity(lib, q, value, given: Mapping) -> tuple[str, np.ndarray | floa
         return q.fits_in, cap, np.asarray(value, dtype=float) > np.asarray(cap, dtype=float)
 
 
-def above_limits(lib: Library, knowns: Mapping[str, GivenValue]) -> list[Finding]:
-    """Warnings for known values above a limit they may exceed at a cost (``warn_above`` in the
-    data: a context longer than the model's max_position_embeddings)."""
+def above_limits(lib: Library, knowns: Mapping[str, GivenValue], solved: Mapping[str, object] | None = None
+                 ) -> list[Finding]:
+    """Warnings for values above a limit they may exceed at a cost (``warn_above`` in the data: a
+    context longer than the model's max_position_embeddings): each known value, and each value
+    ``solved`` (name -> base magnitude: what a derivation computed, its answer rounded) against a
+    limit known or solved. A solved value's finding says so (``solved``) and, for an array, where
+    (``mask``). O(values x limits)."""
     out = []
-    for name, gv in knowns.items():
+    for name, value, origin in [*((k, g.magnitude, None) for k, g in knowns.items()),
+                                *((k, v, True) for k, v in (solved or {}).items())]:
         for other in lib.quantities[name].warn_above:
-            if other in knowns and not isinstance(gv.magnitude, str):
-                a, b = (np.asarray(x.magnitude, dtype=float) for x in (gv, knowns[other]))
-                if np.any(a > b * (1 + 1e-12)):
-                    q, o = lib.quantities[name], lib.quantities[other]
-                    out.append(Finding("above_limit", name, {
-                        "value": float(np.max(a)) / q.factor, "unit": q.display_unit, "limit": other,
-                        "limit_value": float(np.min(b)) / o.factor, "limit_unit": o.display_unit,
-                        "description": o.description, "origin": knowns[other].origin or ""}))
+            limit = knowns[other].magnitude if other in knowns else (solved or {}).get(other)
+            if limit is None or isinstance(value, str) or isinstance(limit, str):
+                continue
+            a, b = np.asarray(value, dtype=float), np.asarray(limit, dtype=float)
+            with np.errstate(invalid="ignore"):
+                over = a > b * (1 + 1e-12)
+            if not np.any(over):
+                continue
+            q, o = lib.quantities[name], lib.quantities[other]
+            said = {"value": float(np.max(a[over] if a.ndim else a)) / q.factor, "unit": q.display_unit,
+                    "limit": other, "limit_value": float(np.min(b)) / o.factor, "limit_unit": o.display_unit,
+                    "description": o.description, "origin": knowns[other].origin or "" if other in knowns else "",
+                    "solved": bool(origin)}
+            if origin and np.ndim(over):
+                said.update(points=int(np.sum(over)), of=int(np.size(over)))
+            out.append(Finding("above_limit", name, said, mask=over if origin and np.ndim(over) else None))
     return out
+
+
+def solved_above_limits(lib: Library, derivation: Derivation, values: Mapping[str, object], rounded,
+                        knowns: Mapping[str, GivenValue]) -> list[Finding]:
+    """:func:`above_limits` for the values a derivation computed (its answer as rounded): a
+    context solved from a memory budget can run far past the model's max_position_embeddings,
+    which a given one would be warned of."""
+    solved = {n: (rounded if n == derivation.target else values[n]) for s in derivation.steps for n in s.unknowns
+              if n in values and lib.quantities[n].warn_above}
+    if not solved:
+        return []
+    return [f for f in above_limits(lib, knowns, solved) if f.values["solved"]]
 
 
 def reported_findings(lib, result: Result) -> list[Finding]:

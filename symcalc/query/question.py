@@ -24,6 +24,7 @@ from symcalc.library.loading import Library
 from symcalc.query import stacks
 from symcalc.query.derivations import derivation_for
 from symcalc.query.implied import Resolved, resolve_options
+from symcalc.query.layout_rules import check_given
 from symcalc.query.presetvalues import preset_values
 from symcalc.query.values import GivenValue, read_value
 from symcalc.units import describe_dimension as show
@@ -173,6 +174,8 @@ def _setting(lib: Library, target: str, typed: dict[str, GivenValue], explicit: 
         from_presets = preset_values(lib, presets, resolved.values, target, typed)
     knowns = {**typed, **from_presets}
     _check_orders(lib, knowns)
+    # the planner's structure rules over the given degrees (tp divides the heads, ...): one rule set
+    check_given({name: gv.magnitude for name, gv in knowns.items()})
     return resolved, knowns
 
 

@@ -34,6 +34,7 @@ from symcalc.query.conflicts import (
 )
 from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
+from symcalc.query.layout_rules import nearest_valid
 from symcalc.query.limits import round_to_limits
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured
 from symcalc.query.question import Posed, check_hardware_dtypes, option_mapping, output_unit, pose, read_given
@@ -141,10 +142,12 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
     unit, factor = output_unit(tq, to)
     exact = ev.values[tq.name]
     check_displayable(lib, derivation, ev.values, tq.name, unit, factor)
-    how, reason = rounding or tq.whole, None
+    how, reason, ruled = rounding or tq.whole, None, None
     if tq.whole and rounding is None:
         rounded, how, reason = round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, posed.options,
                                                _solve_again)
+        # a layout degree rounds to a value the planner's structure rules allow (tp = 5.3 on 64 heads: 4)
+        rounded, ruled = nearest_valid(tq.name, exact, rounded, how, {k: g.magnitude for k, g in knowns.items()})
     else:
         rounded = round_whole(exact, how)
     findings = answer_findings(lib, derivation, ev, tq, exact, rounded, knowns, disagree.checked, how, brief=brief)
@@ -152,6 +155,8 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
     findings += [unused_disagreement(disagree.dismissed, disagree.assumed)] if disagree.dismissed else []
     if not brief:
         findings += _reader_findings(lib, presets, posed.resolved.values, knowns, derivation.route.given)
+    if tq.whole and rounding is None and ruled is not None:
+        findings.append(ruled)
     if reason and reason.get("clash"):
         findings.append(reason["clash"])
     violations = [f for f in findings if f.violation]

@@ -145,9 +145,23 @@ def _limits_clash(f: Finding, v: dict[str, Any]) -> str:
 
 def _above_limit(f: Finding, v: dict[str, Any]) -> str:
     where = f" ({v['origin']})" if v.get("origin") else ""
-    return (f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])} is above {v['limit']} = "
+    solved = f", as solved{_where(v)}," if v.get("solved") else ""
+    return (f"{f.quantity} = {with_unit(fmt(v['value']), v['unit'])}{solved} is above {v['limit']} = "
             f"{with_unit(fmt(v['limit_value']), v['limit_unit'])}{where}; answered all the same, but "
             f"{v['limit']} is {v['description'].split(':')[0]}")
+
+
+def _layout_rule(f: Finding, v: dict[str, Any]) -> str:
+    return (f"{v['reason']}: {v['shown']}{_where(v)} (rule {v['rule']}); answered all the same, but symcalc plan "
+            "does not search such a layout")
+
+
+def _rounded_to_rule(f: Finding, v: dict[str, Any]) -> str:
+    way = {"up": "the nearest above", "down": "the nearest below"}.get(v["how"], "the nearest")
+    return (f"{f.quantity} = {fmt(v['value'], 6)} rounds to {fmt(v['rounded'])}, {way} that keeps the layout rules: "
+            f"{fmt(v['was'])} breaks {'; '.join(f'{r} ({n})' for r, n in zip(v['reasons'], v['rules']))}"
+            + (f" (no value near keeps every rule: {fmt(v['rounded'])} still breaks {'; '.join(v['still'])}, "
+               "which is allowed with a warning)" if v.get("still") else ""))
 
 
 def _reported(f: Finding, v: dict[str, Any]) -> str:
@@ -193,6 +207,8 @@ def _infeasible_points(f: Finding, v: dict[str, Any]) -> str:
     at = f"{n} point{'' if n == 1 else 's'}"
     if v["why"] == "no_solution":
         return f"{at} {'has' if n == 1 else 'have'} no solution"
+    if v["why"] == "rule":        # a structure rule of the layout (query.layout_rules), as solve refuses
+        return f"{v['reason']} at {at} (rule {v['rule']})"
     if v["why"] == "above":
         return f"{f.quantity} is more than {v['other']} at {at}: it can never exceed it"
     if v["why"] == "over_capacity":
@@ -208,5 +224,6 @@ _SENTENCES: dict[str, Callable[[Finding, dict[str, Any]], str]] = {
     "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,
     "limits_clash": _limits_clash,
     "published": _published, "reported": _reported, "above_limit": _above_limit, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
+    "layout_rule": _layout_rule, "rounded_to_rule": _rounded_to_rule,
     "out_of_bounds": _out_of_bounds, "rounds_outside": _rounds_outside,
 }

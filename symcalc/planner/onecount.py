@@ -1,0 +1,376 @@
+"""One GPU count of a plan: every valid layout evaluated over arrays, those that fit ranked,
+the top rows detailed and judged against the published runs, and the PlanResult of that count."""
+
+from __future__ import annotations
+
+import math
+import shlex
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from symcalc.library.loading import default_library
+from symcalc.planner.evaluate import MEMORY, STEP_TIME, Evaluation, Question, evaluate, metrics
+from symcalc.planner.evaluate import row_given, row_options
+from symcalc.planner.result import PlanResult, PlanRow
+from symcalc.planner.setup import DEFAULT_BATCH_TOKENS, LAYOUT_DIMS, _Setup
+from symcalc.planner.space import Shape, Space, enumerate_space, searched_options
+from symcalc.planner.validation import Evidence, comm_ratio, judge, regime_ok
+
+
+@dataclass
+class _Search:
+    shape: Shape
+    space: Space
+    ev: Evaluation
+    order: np.ndarray       # indices of fitting layouts, best first
+    fitting: np.ndarray     # mask over space rows
+    seconds: float
+    planned: np.ndarray | None = None    # step time a layout is ranked by (s): the model's, or the frontier's
+    frontier_time: float | None = None   # step time at the frontier MFU (s), None without a frontier
+    unsure: np.ndarray | None = None     # mask: no published regime covers the layout (judged per shown row too)
+
+
+#: the largest GPU count a plan reads: beyond any cluster built (a typo of exponent, or inf)
+
+def _space(n_gpus: int, setup: _Setup) -> tuple[Shape, Space]:
+    """The run's shape at ``n_gpus`` and every valid layout of it (the rules alone)."""
+    facts, fixed = setup.facts, setup.fixed
+    shape = Shape(n_gpus=n_gpus, gpus_per_node=facts.gpus_per_node, n_heads=facts.n_heads,
+                  n_kv_heads=facts.n_kv_heads, n_layers=facts.n_layers, seq_len=facts.seq_len,
+                  global_batch_size=facts.global_batch_size,
+                  n_experts=facts.n_experts if setup.q.moe else None, tp_across_nodes=setup.tp_across_nodes,
+                  uneven_pp=setup.uneven_pp, max_micro_batch=setup.max_micro_batch,
+                  max_virtual_stages=setup.max_virtual_stages, requires=setup.requires,
+                  searched=tuple(searched_options(setup.q.library).items()))
+    dims = {k: v for k, v in fixed.items() if k != "dp"}
+    return shape, enumerate_space(shape, dims, setup.searched_opts, dp_fixed=fixed.get("dp"))
+
+
+def _search(n_gpus: int, setup: _Setup) -> _Search:
+    t = time.perf_counter()
+    q, facts = setup.q, setup.facts
+    shape, space = _space(n_gpus, setup)
+    if setup.progress is not None:
+        setup.progress(f"{n_gpus:,} GPUs: {space.size:,} valid layouts")
+    ev = evaluate(space, q, shape.global_batch_size, shape.seq_len, setup.progress) if space.size else \
+        Evaluation(np.zeros(0), np.zeros(0), np.zeros(0, bool))
+    limit = facts.gpu_memory - setup.headroom
+    fitting = ev.inside & (ev.memory <= limit)
+    s = _Search(shape, space, ev, np.zeros(0, dtype=np.int64), fitting, 0.0, planned=ev.step_time.copy())
+    _judge_all(s, setup)
+    s.order = _order(s, setup.by)
+    s.seconds = time.perf_counter() - t
+    return s
+
+
+#: the model's resolution: layouts whose planned step times lie in the same band of this width
+#: (relative, counted from the best) rank by simplicity, not by time
+TIE_BAND = 0.01
+
+
+def _judge_all(s: _Search, setup: _Setup) -> None:
+    """Mark the layouts no published regime covers (``s.unsure``) and rank those the model puts
+    beyond the frontier (the best MFU published for the hardware, precision and size class) at
+    the frontier's step time: a layout no one has run is not planned faster than anyone has.
+    The MFU is the model FLOPs of a step over n_gpus x peak x step time, so the frontier's step
+    time is one layout's MFU x its step time / the frontier (one solve). O(layouts x regimes)."""
+    ev = setup.evidence
+    idx = np.flatnonzero(s.fitting)
+    if ev is None or len(idx) == 0 or setup.by == "memory":
+        return
+    s.unsure = ~regime_ok(ev, s.space.columns)
+    if ev.frontier is None or not setup.frontier:
+        return
+    first = int(idx[0])
+    got = metrics(setup.q, s.ev.step_time[first:first + 1], np.array([s.shape.n_gpus]),
+                  s.shape.global_batch_size, s.shape.seq_len, {})
+    if "mfu" not in got or not np.isfinite(got["mfu"][0]):
+        return
+    s.frontier_time = float(got["mfu"][0]) * float(s.ev.step_time[first]) / ev.frontier
+    _cap(s, np.flatnonzero(s.unsure))
+
+
+def _cap(s: _Search, rows: np.ndarray) -> None:
+    """Rank ``rows`` no faster than the frontier."""
+    if s.frontier_time is not None and s.planned is not None and len(rows):
+        s.planned[rows] = np.maximum(s.ev.step_time[rows], s.frontier_time)
+
+
+def _order(s: _Search, by: str) -> np.ndarray:
+    """The fitting layouts, best first. By memory: memory, then step time. Otherwise by the
+    planned step time in bands of TIE_BAND from the best, and within a band the simplest first:
+    fewer parallel dimensions (tp, pp, cp, ep beyond 1, and ZeRO-3's sharding of the weights, a
+    dimension of its own: FSDP), smaller cp and ep, lower ZeRO stage,
+    less recompute, fewer virtual stages, no sequence parallelism; then the planned time, the
+    model's time (among layouts ranked at the frontier: the one the model puts fastest) and memory.
+    O(n log n)."""
+    idx = np.flatnonzero(s.fitting)
+    if len(idx) == 0:
+        return idx
+    mem = s.ev.memory[idx]
+    if by == "memory":
+        return idx[np.lexsort((s.ev.step_time[idx], mem))]
+    c = s.space.columns
+    t = (s.planned if s.planned is not None else s.ev.step_time)[idx]
+    band = np.floor(np.log(t / t.min()) / np.log1p(TIE_BAND) + 1e-9).astype(np.int64)
+    ep = c["ep"][idx]
+    dims = sum((c[d][idx] > 1).astype(np.int64) for d in ("tp", "pp", "cp")) + (ep > 1) + (c["zero_stage"][idx] == 3)
+    return idx[np.lexsort((mem, s.ev.step_time[idx], t, c["sequence_parallel"][idx], c["virtual_stages"][idx], c["recompute"][idx],
+                           c["zero_stage"][idx], ep, c["cp"][idx], dims, band))]
+
+
+def _band(s: _Search, i: int) -> int:
+    t = s.planned if s.planned is not None else s.ev.step_time
+    best = float(t[s.order[0]])
+    return int(math.floor(math.log(float(t[i]) / best) / math.log1p(TIE_BAND) + 1e-9))
+
+
+def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:
+    c = s.space.columns
+    layout = {k: int(c[k][i]) for k in (*LAYOUT_DIMS, "n_gpus")}
+    if not q.moe:
+        layout.pop("ep")
+    opts = row_options(c, i, searched_options(q.library))
+    row = PlanRow(rank=rank, layout=layout, options=opts, step_time=float(s.ev.step_time[i]),
+                  memory=float(s.ev.memory[i]), fits=bool(s.fitting[i]), index=i,
+                  planned_time=float(s.planned[i]) if s.planned is not None else float(s.ev.step_time[i]))
+    given = row_given(c, i, q.moe, s.shape.global_batch_size, s.shape.seq_len)
+    row.command = command_line(q, given, opts)
+    if detail:
+        t = q.solve(STEP_TIME, given, opts, on_bounds="flag")
+        m = q.solve(MEMORY, given, opts, on_bounds="flag")
+        bd = t.breakdown_of(wholes=False)
+        if bd:
+            row.step_parts = {p["name"]: float(p["value"]) * t.factor for p in bd["parts"]}
+        whole = t.breakdown
+        row.breakdown_parts = whole["parts"] if whole else []
+        mbd = m.breakdown_of(wholes=False)
+        if mbd:
+            row.memory_parts = _leaves(mbd["parts"], m.factor)
+    return row
+
+
+def _leaves(parts: list[dict], factor: float) -> dict[str, float]:
+    """The innermost parts of a breakdown (memory: the tensors' parts, the allocator's reserve,
+    the device's share), in base units: whatever the derivation's sums are made of."""
+    out: dict[str, float] = {}
+    for p in parts:
+        if "parts" in p:
+            out.update(_leaves(p["parts"], factor))
+        else:
+            out[p["name"]] = float(p["value"]) * factor
+    return out
+
+
+def command_line(q: Question, given: dict, opts: dict) -> str:
+    """The `symcalc solve step_time ...` that gives this layout's step time (and, with the
+    target changed, its memory): the same question the planner asked."""
+    parts = ["symcalc", "solve", STEP_TIME] + (["--model", q.model] if q.model else []) + ["--hardware", q.hardware]
+    parts += [f"{k}={v}" for k, v in {**q.values, **given}.items()]
+    for k, v in {**q.options, **opts}.items():
+        if k == "pipeline_schedule" and v == "interleaved":
+            continue    # virtual_stages > 1 implies it
+        parts += ["--option", f"{k}={v}"]
+    return " ".join(shlex.quote(str(p)) for p in parts)
+
+
+def _fill_metrics(rows: list[PlanRow], q: Question, shape: Shape, values: dict) -> None:
+    if not rows:
+        return
+    got = metrics(q, np.array([r.planned_time or r.step_time for r in rows]), np.array([r.layout["n_gpus"] for r in rows]),
+                  shape.global_batch_size, shape.seq_len,
+                  {"n_tokens": values.get("n_tokens"), "gpu_hour_price": values.get("gpu_hour_price")})
+    for j, r in enumerate(rows):
+        r.metrics = {k: float(v[j]) for k, v in got.items()}
+        if "mfu" in r.metrics:      # the model's own MFU (MFU goes as 1 / step time)
+            r.metrics["model_mfu"] = r.metrics["mfu"] * (r.planned_time or r.step_time) / r.step_time
+
+
+FAILURE_INPUTS = ("gpu_mtbf", "checkpoint_write_bandwidth", "n_writers", "recovery_time")
+
+
+def _failure_note(q: Question, n_gpus: int) -> str:
+    """What the days and cost with failures assume: each failure input as given, else the
+    library's default (Llama 3's interruption rate, its storage), and the job MTBF it makes."""
+    lib = q.library or default_library()
+    said = []
+    for name in FAILURE_INPUTS:
+        text = q.values.get(name)
+        said.append(f"{name} = {text if text is not None else lib.quantities[name].default}"
+                    f"{'' if text is not None else ' (default)'}")
+    mtbf = q.solve("mtbf", {"n_gpus": n_gpus}, {})
+    return ("days_wall and cost_wall_USD count failures: " + ", ".join(said)
+            + f", so a job MTBF of {mtbf.value:.4g} {mtbf.unit} on {n_gpus} GPUs; checkpoints of the model states at "
+            "Young's interval; give these values (gpu_mtbf=..., recovery_time=...) to change them")
+
+
+def _result(s: _Search, values: dict, top: int, t0: float, model: str | None, hardware: str, options: dict[str, str],
+            common: _Setup) -> PlanResult:
+    q = common.q
+    rows = _top_rows(s, q, values, top, common.evidence)
+    _fill_metrics(rows, q, s.shape, values)
+    res = _base(s, rows, model, hardware, options, common, values)
+    if any("wall_clock_time" in r.metrics for r in rows):
+        res.notes.append(_failure_note(q, s.shape.n_gpus))
+    if common.facts.batch_assumed:
+        res.notes.append(f"global_batch_size was not given: {s.shape.global_batch_size} sequences of {s.shape.seq_len} "
+                         f"tokens assumed (about {DEFAULT_BATCH_TOKENS / 2**20:g}M tokens, as GPT-3's 3.2M and Llama 2's "
+                         "4M); --global-batch-size to set it")
+    if not rows:
+        res.closest, res.message = _nothing_fits(s, common, values)
+    res.evidence = _evidence_summary(s, rows, common.evidence)
+    res.seconds = time.perf_counter() - t0
+    res.layouts_per_second = s.space.size / s.seconds if s.seconds else 0.0
+    res.pareto = _pareto_arrays(s)
+    return res
+
+
+SETTLE_ROUNDS = 4     # re-rankings after a shown row's network time leaves its regime (each caps rows for good)
+
+
+def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | None) -> list[PlanRow]:
+    """The ``top`` best distinct layouts, each with its breakdown and its verdict. Layouts of one
+    band with the same parallel degrees (tp, pp, cp, dp, ep, virtual stages) are one row, the
+    simplest, that names the others (``equivalents``). A shown row whose network time puts it
+    outside every published regime is capped like the rest and the layouts ranked again (at most
+    SETTLE_ROUNDS times: each round only ever caps). O(top) solves a round."""
+    detailed: dict[int, PlanRow] = {}
+    rows: list[PlanRow] = []
+    for round_ in range(SETTLE_ROUNDS + 1):
+        rows = []
+        groups: dict[tuple, PlanRow] = {}
+        for i in (int(x) for x in s.order):
+            key = (_band(s, i),) + tuple(int(s.space.columns[d][i]) for d in ("tp", "pp", "cp", "dp", "ep", "virtual_stages"))
+            if key in groups:
+                groups[key].equivalents.append(_row(s, i, 0, q, values, detail=False).label())
+                continue
+            if len(rows) == top:
+                break
+            row = detailed.get(i) or _row(s, i, len(rows) + 1, q, values, detail=True)
+            detailed[i] = row
+            row.rank, row.equivalents = len(rows) + 1, []
+            groups[key] = row
+            rows.append(row)
+        if ev is None or s.unsure is None:
+            break
+        flipped = []
+        for row in rows:
+            i = row.index
+            row.verdict = judge(ev, row.layout, int(row.options["zero_stage"]),
+                                comm_ratio(row.breakdown_parts)).as_dict()
+            if not row.verdict["validated"] and not s.unsure[i]:
+                s.unsure[i] = True
+                flipped.append(i)
+        capped = [i for i in flipped if s.frontier_time is not None and s.ev.step_time[i] < s.frontier_time]
+        _cap(s, np.array(flipped, dtype=np.int64))
+        if not capped or round_ == SETTLE_ROUNDS:
+            break
+        s.order = _order(s, "time")
+    for row in rows:
+        row.planned_time = float(s.planned[row.index]) if s.planned is not None else row.step_time
+        row.equivalents = [_difference(row.label(), e) for e in row.equivalents]
+    return rows
+
+
+def _difference(label: str, other: str) -> str:
+    """What ``other``'s label says that ``label``'s does not ("mbs2 zero2")."""
+    mine = set(label.split())
+    return " ".join(w for w in other.split() if w not in mine) or other
+
+
+def _evidence_summary(s: _Search, rows: list[PlanRow], ev: Evidence | None) -> dict:
+    """What the plan's verdicts rest on, for the renderers."""
+    if ev is None:
+        return {}
+    return {"validated": sum(1 for r in rows if r.verdict.get("validated")), "shown": len(rows),
+            "published_runs": len(ev.runs), "stack": ev.stack, "hardware": ev.hardware, "precision": ev.precision,
+            "frontier_mfu": ev.frontier, "frontier_run": ev.frontier_run, "frontier_class": ev.frontier_class,
+            "capped": sum(1 for r in rows if r.capped),
+            "frontier_applied": s.frontier_time is not None}
+
+
+def _base(s: _Search, rows: list[PlanRow], model: str | None, hardware: str, options: dict[str, str], common: _Setup,
+          values: dict) -> PlanResult:
+    facts = common.facts
+    ok = int(np.count_nonzero(s.ev.inside))
+    rejected = dict(s.space.reasons())
+    out_of_bounds = s.space.size - ok
+    if out_of_bounds:
+        rejected["the model's values leave their bounds (e.g. a negative time or memory)"] = out_of_bounds
+    too_big = ok - int(np.count_nonzero(s.fitting))
+    if too_big:
+        rejected["does not fit in gpu_memory - memory_headroom"] = too_big
+    searched = {k: list(v) for k, v in searched_options(common.q.library).items()}
+    searched.update({k: list(v) for k, v in common.searched_opts.items()})
+    return PlanResult(model=model, hardware=hardware, n_gpus=s.shape.n_gpus, by=common.by, rows=rows,
+                      searched=s.space.total, valid=s.space.size, evaluated_ok=ok,
+                      fitting=int(np.count_nonzero(s.fitting)), rejected=rejected,
+                      memory_limit=facts.gpu_memory - common.headroom, gpu_memory=facts.gpu_memory,
+                      memory_headroom=common.headroom, global_batch_size=s.shape.global_batch_size,
+                      seq_len=s.shape.seq_len,
+                      given={"values": {k: str(v) for k, v in values.items()}, "options": dict(options),
+                             "extra": dict(common.q.values),
+                             "fixed": {k: list(v) for k, v in common.fixed.items()}},
+                      searched_options=searched, combos=s.ev.combos)
+
+
+def _pareto_arrays(s: _Search) -> dict:
+    """Every fitting layout as columns (layout quantities, option indices into the searched
+    options' values, step_time and planned_time in s, memory in bytes, rank in the planner's
+    order), in the order searched."""
+    idx = np.flatnonzero(s.fitting)
+    out = {k: v[idx] for k, v in s.space.columns.items()}
+    out.update(step_time=s.ev.step_time[idx], memory=s.ev.memory[idx])
+    planned = s.planned if s.planned is not None else s.ev.step_time
+    position = np.zeros(len(s.fitting), dtype=np.int64)
+    position[s.order] = np.arange(1, len(s.order) + 1)
+    out.update(planned_time=planned[idx], rank=position[idx])     # rank: 1 = the planner's first
+    return out
+
+
+def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRow], str]:
+    q, facts = common.q, common.facts
+    limit = facts.gpu_memory - common.headroom
+    if s.space.size == 0:
+        reasons = sorted(s.space.reasons().items(), key=lambda kv: -kv[1])[:3]
+        why = "; ".join(f"{n:,} layouts: {r}" for r, n in reasons)
+        if not why:     # the fixed values left no candidate to count a layout against
+            given = ", ".join(f"{k}={'|'.join(map(str, common.fixed[k]))}" for k in common.given_dims)
+            why = (f"the values fixed ({given}) leave no candidate: each degree divides the GPU count "
+                   f"({s.shape.n_gpus:,}), a micro-batch the global batch ({s.shape.global_batch_size:,})")
+        return [], (f"no valid layout of {s.shape.n_gpus} GPUs: {why}. Try another GPU count "
+                    "(a multiple of the node size and of what the batch allows), or fix fewer dimensions")
+    ok = np.flatnonzero(s.ev.inside)
+    if len(ok) == 0:
+        return [], "every valid layout leaves the model's bounds"
+    best = ok[np.argsort(s.ev.memory[ok])[:3]]
+    closest = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(best)]
+    c0 = closest[0]
+    part = c0.largest_memory_part
+    msg = (f"nothing fits on {s.shape.n_gpus} GPUs: memory limit {limit / 1e9:.4g} GB a GPU "
+           f"(gpu_memory {facts.gpu_memory / 1e9:.4g} GB - memory_headroom {common.headroom / 1e9:.4g} GB); "
+           f"the closest layout, {c0.label()}, needs {c0.memory / 1e9:.4g} GB ({(c0.memory - limit) / 1e9:.4g} GB over"
+           + (f"; the largest part is {part[0]} = {part[1] / 1e9:.4g} GB" if part else "") + ")")
+    hints = []
+    fixed_opts = common.searched_opts
+    if "3" not in fixed_opts.get("zero_stage", ("3",)):
+        hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
+    if "full" not in fixed_opts.get("recompute", ("full",)):
+        hints.append("full recomputation (excluded by the fixed recompute)")
+    if common.fixed.get("micro_batch_size") and min(common.fixed["micro_batch_size"]) > 1:
+        hints.append("a micro-batch of 1 (excluded by the fixed micro_batch_size)")
+    # more GPUs: the same search at 2x, 4x, ... the count, until something fits
+    n = s.shape.n_gpus
+    for factor in (2, 4, 8, 16, 32, 64):
+        more = _search(n * factor, common)
+        if len(more.order):
+            r = _row(more, int(more.order[0]), 1, q, values, detail=False)
+            hints.append(f"{n * factor} GPUs (best there: {r.label()}, {r.memory / 1e9:.4g} GB, step {r.step_time:.4g} s)")
+            break
+    if hints:
+        msg += ". It would fit with " + "; or ".join(hints)
+    else:
+        msg += ". Nothing fits up to 64x the GPUs either: a larger GPU (--hardware) or a smaller memory_headroom"
+    return closest, msg

@@ -1,0 +1,347 @@
+"""The structure rules of a run's layout, one set for the planner and for given values.
+
+``formulas/planner/space.toml`` declares the rules of a valid layout (a name, the reason in
+words, the stage it applies at and its predicate, written declaratively: ``divides``,
+``at_most``, ``greater``, ``equals``, ``differs``, limited by ``when``): tp divides the heads,
+pp splits the layers, ep divides the experts. The planner (:mod:`symcalc.planner.space`)
+reads them over numpy columns of every candidate layout; a question (solve, check, sweep,
+compare, the API and the server) reads the same rules over its given values
+(:func:`given_breaks`), refusing the rules the data marks ``given = "refuse"`` and warning of
+those marked ``"warn"``, and rounds a whole-number degree it solves for to the nearest value
+that keeps them (:func:`nearest_valid`). It sits in the query layer so that both can import
+it. The one rule that is a procedure (:func:`pp_splits_layers`) is named from the data and
+registered in :data:`CHECKS`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from symcalc.errors import DomainError
+from symcalc.findings import Finding
+from symcalc.library.loading import default_library, formula_dir
+from symcalc.units.format import fmt
+
+if TYPE_CHECKING:   # pragma: no cover - for type checkers
+    from symcalc.library.records import Condition
+    from symcalc.library.registry import Library
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+SPACE_FILE = ("planner", "space.toml")        # under the formula directory
+PREDICATES = ("divides", "at_most", "greater", "equals", "differs")
+RULE_KEYS = {"name", "reason", "stage", "when", "check", "given", *PREDICATES}
+GIVEN = ("refuse", "warn")     # what a rule does to given values (absent: nothing)
+DIMENSION_KEYS = {"stage", "divisors_of", "rest_of", "range", "at_most"}
+
+
+class SpaceDataError(ValueError):
+    """The planner's data file is malformed (an unknown key, stage, check or name)."""
+
+
+@functools.cache
+def space_data() -> dict:
+    """``formulas/planner/space.toml``, read once a process and checked."""
+    path = formula_dir().joinpath(*SPACE_FILE)
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    stages = data["search"]["stages"]
+    for name, spec in data["dimensions"].items():
+        _check(set(spec) - DIMENSION_KEYS, f"dimension {name}: unknown keys")
+        _check({spec["stage"]} - set(stages), f"dimension {name}: unknown stage")
+    for spec in data["rules"]:
+        _check(set(spec) - RULE_KEYS, f"rule {spec.get('name')}: unknown keys")
+        _check(set(spec.get("when", {})) - set(PREDICATES), f"rule {spec.get('name')}: unknown predicates in when")
+        _check({spec["stage"]} - set(stages), f"rule {spec['name']}: unknown stage")
+    return data
+
+
+def _check(unknown: set, what: str) -> None:
+    if unknown:
+        raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: {what}: {', '.join(sorted(map(str, unknown)))}")
+
+
+def searched_options(library: Library | None = None) -> dict[str, tuple[str, ...]]:
+    """The options the planner searches (``searched = true`` in the library), each with its values
+    in their declared order, in the order the library declares the options."""
+    if library is None:
+        library = default_library()
+    return {name: tuple(spec.values) for name, spec in library.options.items() if spec.searched}
+
+
+# stated defaults of the search (planner keyword arguments and CLI flags override the first two)
+MAX_MICRO_BATCH: int = space_data()["defaults"]["max_micro_batch"]
+MAX_VIRTUAL_STAGES: int = space_data()["defaults"]["max_virtual_stages"]
+UNEVEN_PP_SLACK: int = space_data()["defaults"]["uneven_pp_slack"]
+STAGES: tuple[str, ...] = tuple(space_data()["search"]["stages"])
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the rules read: the run's fixed facts."""
+
+    n_gpus: int
+    gpus_per_node: int
+    n_heads: int
+    n_kv_heads: int
+    n_layers: int
+    seq_len: int                      # tokens per sequence
+    global_batch_size: int            # sequences per optimizer step
+    n_experts: int | None = None      # MoE models only
+    tp_across_nodes: bool = False
+    uneven_pp: bool = True
+    max_micro_batch: int = MAX_MICRO_BATCH
+    max_virtual_stages: int = MAX_VIRTUAL_STAGES
+    # conditions a training stack puts on the layout: (the reason in words, a
+    # symcalc.library.records.Condition over layout quantities), e.g. FSDP's tp == 1
+    requires: tuple[tuple[str, Condition], ...] = ()
+    # the searched options with all their values, ((name, values), ...); empty: the default library's
+    searched: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def option_values(self) -> dict[str, tuple[str, ...]]:
+        return dict(self.searched) if self.searched else searched_options()
+
+
+FACTS = frozenset(f.name for f in fields(Shape)) - {"requires", "searched"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    reason: str                                   # why a layout is rejected, in words
+    stage: str                                    # one of STAGES
+    valid: Callable[[dict, Shape], np.ndarray | bool]    # columns, shape -> True where valid (True: all)
+    given: str = ""                               # what it does to given values: refuse, warn or "" (nothing)
+    names: tuple[str, ...] = ()                   # the names its predicates read, to show their values
+
+
+def _divides(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+    return np.asarray((np.asarray(b) % np.asarray(a)) == 0)
+
+
+def pp_splits_layers(c: dict, s: Shape) -> np.ndarray:
+    """pp divides n_layers; or, with uneven_pp, pp <= n_layers and pp x ceil(n_layers / pp)
+    leaves at most UNEVEN_PP_SLACK layer slots empty (Llama 3 405B: 126 layers over 16 stages
+    of 8, the first and the last stage one layer short, as they also hold the embedding and the
+    LM head). The step-time and memory formulas then take the library's layers_per_stage =
+    n_layers / pp (pipeline.toml), the mean over the stages."""
+    pp = c.get("pp")
+    if pp is None or s.n_layers is None:      # a question that gives no pp, or knows no layers
+        return np.asarray(True)
+    even = _divides(pp, s.n_layers)
+    if not s.uneven_pp:
+        return even
+    slots = pp * -(-s.n_layers // pp)
+    return even | ((pp <= s.n_layers) & (slots - s.n_layers <= UNEVEN_PP_SLACK))
+
+
+#: the rules that are procedures, by the name the data file's ``check`` gives them
+CHECKS: dict[str, Callable[[dict, Shape], np.ndarray]] = {"pp_splits_layers": pp_splits_layers}
+
+
+# -- the interpreter of the data file's predicates ---------------------------------------------
+
+def _value(x: object, c: dict, s: Shape) -> Any:
+    """An operand: a number or true/false as it is; a name, the layout's column, the derived
+    column of that name or the run's fact (None when the run has none: n_experts of a dense model)."""
+    if not isinstance(x, str):
+        return x
+    if x in c:
+        return c[x]
+    derived = space_data()["derived"]
+    if x in derived:
+        (op, args), = derived[x].items()
+        a, *rest = (_value(y, c, s) for y in args)
+        if any(v is None for v in (a, *rest)):
+            return None
+        if op == "product":
+            return a * math.prod(rest)
+        if op == "quotient":
+            return a // math.prod(rest)
+        if op == "ceil_quotient":
+            return -(-a // math.prod(rest))
+        raise SpaceDataError(f"derived column {x}: unknown operation {op}")
+    if x in FACTS:
+        return getattr(s, x)
+    if x in space_data()["dimensions"]:
+        return None         # a layout degree a question does not give: the rule holds
+    raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: unknown name {x!r}")
+
+
+def _holds(kind: str, args: list, c: dict, s: Shape) -> np.ndarray | bool:
+    """One predicate over the columns (True where it holds; True everywhere over a missing fact)."""
+    x, y = args
+    if kind in ("equals", "differs") and isinstance(y, str) and x in s.option_values():
+        y = s.option_values()[x].index(y)      # a searched option's column holds indices into its values
+    a, b = _value(x, c, s), _value(y, c, s)
+    if a is None or b is None:
+        return True
+    if kind == "divides":
+        return _divides(a, b)
+    if kind == "at_most":
+        return np.asarray(a) <= b
+    if kind == "greater":
+        return np.asarray(a) > b
+    return (np.asarray(a) == b) if kind == "equals" else (np.asarray(a) != b)
+
+
+def _all_hold(preds: list, c: dict, s: Shape) -> np.ndarray | bool:
+    ok: np.ndarray | bool = True
+    for kind, args in preds:
+        ok = np.logical_and(ok, _holds(kind, args, c, s))
+    return ok
+
+
+def _rule(spec: dict) -> Rule:
+    """A rule of the data file as a predicate over columns: True where its ``when`` fails or
+    every predicate (and its ``check``) holds."""
+    preds = [(k, spec[k]) for k in PREDICATES if k in spec]
+    when = [(k, v) for k, v in spec.get("when", {}).items()]
+    _check({spec.get("check", "pp_splits_layers")} - set(CHECKS), f"rule {spec['name']}: unknown check")
+    check = CHECKS[spec["check"]] if "check" in spec else None
+
+    def valid(c: dict, s: Shape) -> np.ndarray | bool:
+        ok = _all_hold(preds, c, s)
+        if check is not None:
+            ok = np.logical_and(ok, check(c, s))
+        return np.logical_or(np.logical_not(_all_hold(when, c, s)), ok) if when else ok
+    _check({spec.get("given", "refuse")} - set(GIVEN), f"rule {spec['name']}: given is one of {', '.join(GIVEN)}")
+    names = tuple(dict.fromkeys(x for _, args in preds for x in args if isinstance(x, str)))
+    names += ("pp", "n_layers") if check is not None else ()
+    return Rule(spec["name"], spec["reason"].format(**space_data()["defaults"]), spec["stage"], valid,
+                spec.get("given", ""), names)
+
+
+RULES: tuple[Rule, ...] = tuple(_rule(spec) for spec in space_data()["rules"])
+
+
+
+# -- the same rules over a question's given values ----------------------------------------------
+
+# the facts a question knows by another name: ep divides the routed experts (DeepSeek-V3's 256,
+# not its 257 experts with the shared one), n_experts when a model gives no routed count
+FACT_SOURCES = {"n_experts": ("n_routed_experts", "n_experts")}
+QUESTION_DEFAULTS = {"uneven_pp": True, "tp_across_nodes": False}    # what solve assumes of the run
+
+
+class GivenFacts:
+    """The run's facts as a question knows them (base magnitudes), for the rules: a fact it
+    does not know reads None, and a predicate over it holds."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        self._values = values
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        for source in FACT_SOURCES.get(name, (name,)):
+            if self._values.get(source) is not None:
+                return self._values[source]
+        return QUESTION_DEFAULTS.get(name)
+
+    def option_values(self) -> dict[str, tuple[str, ...]]:
+        return {}       # a question's options are not columns: the option rules are the planner's
+
+
+def _columns(values: Mapping[str, Any]) -> dict[str, object]:
+    """The layout degrees among ``values`` (numbers or arrays, not text)."""
+    return {d: values[d] for d in space_data()["dimensions"] if d in values and not isinstance(values[d], str)}
+
+
+def given_breaks(values: Mapping[str, Any], level: str | None = None):
+    """(rule, where it breaks: a bool or a mask over the values' grid) for every rule the data
+    applies to given values (``given``; only those of ``level`` when named) that the given layout
+    degrees break, over the facts known (``values``: name -> base magnitude). O(rules)."""
+    cols = _columns(values)
+    if not cols:
+        return
+    facts = GivenFacts(values)
+    for rule in RULES:
+        if not rule.given or (level is not None and rule.given != level):
+            continue
+        if not any(n in cols for n in rule.names):
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ok = np.asarray(rule.valid(cols, facts), dtype=bool)     # type: ignore[arg-type]
+        if not np.all(ok):
+            yield rule, ~ok
+
+
+def _shown(rule: Rule, values: Mapping[str, Any], bad: np.ndarray) -> str:
+    """'tp = 3, n_heads = 64': the values a rule reads, at the first point where it breaks."""
+    first = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
+    facts = GivenFacts(values)
+    out = []
+    for n in rule.names:
+        v = values.get(n) if n in space_data()["dimensions"] else getattr(facts, n, None)
+        if v is None or isinstance(v, (str, bool)):
+            continue
+        n = next((x for x in FACT_SOURCES.get(n, ()) if values.get(x) is not None), n)    # the name it came by
+        x = float(np.broadcast_to(np.asarray(v, dtype=float), bad.shape)[first]) if np.ndim(v) else float(v)
+        out.append(f"{n} = {fmt(x)}")
+    return ", ".join(out)
+
+
+def check_given(values: Mapping[str, Any]) -> None:
+    """Refuse given layout degrees that break a rule marked ``given = "refuse"`` (tp = 3 on 64
+    heads, tp = 1e9, pp over more stages than layers): one DomainError naming the rule, the
+    reason and the values, as the planner would reject that layout."""
+    for rule, bad in given_breaks(values, "refuse"):
+        points = f" at {int(bad.sum())} of {bad.size} points" if bad.ndim else ""
+        raise DomainError(f"{rule.reason}: {_shown(rule, values, bad)}{points} (rule {rule.name}, "
+                          f"formulas/{'/'.join(SPACE_FILE)}; symcalc plan searches only layouts that keep it)")
+
+
+def given_warnings(values: Mapping[str, Any]) -> list[Finding]:
+    """A warning for each rule marked ``given = "warn"`` the given degrees break (tp beyond a
+    node, KV heads replicated over tp, a batch dp does not divide): answered all the same."""
+    out = []
+    for rule, bad in given_breaks(values, "warn"):
+        said: dict = {"rule": rule.name, "reason": rule.reason, "shown": _shown(rule, values, bad)}
+        if bad.ndim:
+            said.update(points=int(bad.sum()), of=int(bad.size))
+        out.append(Finding("layout_rule", None, said, mask=bad if bad.ndim else None))
+    return out
+
+
+MAX_CANDIDATES = 1_000_000      # whole values tried when a solved degree is rounded to the rules
+
+
+def nearest_valid(name: str, exact: Any, rounded: Any, how: object, values: Mapping[str, Any]
+                  ) -> tuple[Any, Finding | None]:
+    """A whole-number parallel degree solved for (one value; ``search.degrees`` in the data),
+    rounded to the nearest whole value that keeps every rule the data refuses given values for
+    (the way ``how`` says: up keeps a limit that needs at least it, down one that needs at most),
+    with a finding that says why and which warning rules it still breaks;
+    ``rounded`` unchanged, and None, when it already keeps them, is not a degree, or no value
+    up to MAX_CANDIDATES does. O(candidates x rules), vectorised."""
+    if name not in space_data()["search"]["degrees"] or np.ndim(exact) or np.ndim(rounded):
+        return rounded, None
+    x = float(exact)
+    if not np.isfinite(x) or x > MAX_CANDIDATES / 2:
+        return rounded, None
+    broken = [r for r, _ in given_breaks({**values, name: float(rounded)}, "refuse")]
+    if not broken:
+        return rounded, None
+    cand = np.arange(1, int(min(max(4 * np.ceil(x), 16), MAX_CANDIDATES)) + 1, dtype=float)
+    side = cand >= x - 1e-9 if how == "up" else cand <= x + 1e-9 if how == "down" else np.ones(cand.shape, bool)
+    keep = side.copy()
+    for _, bad in given_breaks({**values, name: cand}, "refuse"):
+        keep &= ~np.broadcast_to(bad, cand.shape)
+    ok = cand[keep]
+    if ok.size == 0:
+        return rounded, None
+    best = float(ok[np.argmin(np.abs(ok - x) + 1e-9 * ok)])     # the nearest; of two as near, the smaller
+    return best, Finding("rounded_to_rule", name, {"value": x, "rounded": best, "was": float(rounded),
+                                                   "rules": [r.name for r in broken],
+                                                   "reasons": [r.reason for r in broken], "how": how,
+                                                   "still": [r.reason for r, _ in given_breaks({**values, name: best})]})
