@@ -116,3 +116,14 @@ def test_an_absurd_degree_without_a_model_is_flagged_as_implausible():
     assert f.quantity == "tp" and f.values["side"] == "above" and f.values["limit"] == 1e6
     ok = symcalc.solve("weight_memory", n_params=70e9, bytes_per_param="2 byte", tp=8)
     assert not [f for f in ok.findings if f.kind == "implausible"]
+
+
+def test_a_sweep_marks_the_points_whose_layout_solve_refuses():
+    # solve refuses tp = 3 on Llama 3 70B's 64 heads (rule tp_heads); a sweep over tp = 1, 3, 8
+    # answers every point (the weights split over tp: 141.1 GB / 3 = 47.04 GB) but marks tp = 3
+    # infeasible with that rule, as it marks a micro-batch above the global batch
+    s = symcalc.sweep("weight_memory", {}, vary={"tp": "1,3,8"}, model="llama3-70b")
+    assert s.feasible.tolist() == [True, False, True]
+    [why] = [f for f in s.infeasible if f.values.get("why") == "rule"]
+    assert why.values["rule"] == "tp_heads" and why.values["points"] == 1
+    assert abs(s.values[1] * 3 - s.values[0]) < 1e-9 * s.values[0]

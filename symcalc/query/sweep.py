@@ -34,6 +34,7 @@ from symcalc.errors import QueryError, SymcalcError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
+from symcalc.query.layout_rules import given_breaks
 from symcalc.query.results import Result, sentences
 from symcalc.query.findings import bounds_text, out_of_bounds, over_capacity
 from symcalc.query.question import order_breaks
@@ -287,7 +288,8 @@ def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values,
 def _ordered(lib: Library, r: Result, axes: list[Axis], feasible: np.ndarray, found: list[Finding]
              ) -> tuple[np.ndarray, list[Finding]]:
     """The points where a known value exceeds one it never can (``not_above``: a micro-batch
-    above the global batch), which solve refuses, are not feasible either."""
+    above the global batch), or where the layout breaks a structure rule solve refuses
+    (query.layout_rules: tp = 3 on 64 heads), are not feasible either."""
     knowns: dict[str, object] = {n: g.magnitude for n, g in r.given.items()}
     for i, a in enumerate(axes):
         knowns[a.name] = a.base.reshape([-1 if j == i else 1 for j in range(len(axes))])
@@ -295,6 +297,12 @@ def _ordered(lib: Library, r: Result, axes: list[Axis], feasible: np.ndarray, fo
         bad = feasible & np.broadcast_to(over, feasible.shape)
         if bad.any():
             found.append(Finding("infeasible_points", name, {"why": "above", "other": other, "points": int(bad.sum())}))
+            feasible = feasible & ~bad
+    for rule, broken in given_breaks(knowns, "refuse"):     # a layout solve refuses (tp = 3 on 64 heads)
+        bad = feasible & np.broadcast_to(broken, feasible.shape)
+        if bad.any():
+            found.append(Finding("infeasible_points", rule.names[0], {"why": "rule", "rule": rule.name,
+                                                                      "reason": rule.reason, "points": int(bad.sum())}))
             feasible = feasible & ~bad
     return feasible, found
 

@@ -93,7 +93,8 @@ def plan_text(p: PlanResult, width: int | None = None) -> str:
     if p.scan:
         g = p.goal
         out.append("")
-        out.append(f"Planning backwards ({g['kind']} {g['raw']}): the best layout at each GPU count")
+        goal = g["raw"] if g["kind"] == "goals" else f"{g['kind']} {g['raw']}"    # several: 'deadline 90day, budget 2e7 USD'
+        out.append(f"Planning backwards ({goal}): the best layout at each GPU count")
         for sc in p.scan:
             if sc.best is None:
                 out.append(f"  {sc.n_gpus:>7}  nothing fits")

@@ -150,6 +150,11 @@ def headline(result: Result) -> str:
         # two decimals past the whole part (134816.4, not 134816: that is what it rounded from)
         line += f"  (exact {with_unit(result.exact, result.unit, digits=max(6, whole_digits + 2))}, rounded {result.rounding}"
         why = rounding_why(result)
+        ruled = next((f.values for f in result.findings if f.kind == "rounded_to_rule"), None)
+        if ruled:       # the nearest whole value breaks a layout rule: which, in the first line
+            why = "; ".join(w for w in (why, f"{fmt(ruled['was'])} is refused: "
+                                        + "; ".join(f"{r} ({n})" for r, n in zip(ruled["reasons"], ruled["rules"])))
+                            if w)
         line += f": {why})" if why else ")"
     if result.looked_up:
         line += "  (looked up)"
