@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import diagnosis  # noqa: E402
 import library_growth  # noqa: E402
+import memory_soak  # noqa: E402
 import planner  # noqa: E402
 import solve_cache  # noqa: E402
 import startup  # noqa: E402
@@ -24,7 +25,7 @@ import step_time  # noqa: E402
 import sweep  # noqa: E402
 from common import Row  # noqa: E402
 
-BENCHMARKS = [sweep, step_time, planner, solve_cache, startup, library_growth, diagnosis]
+BENCHMARKS = [sweep, step_time, planner, solve_cache, startup, library_growth, diagnosis, memory_soak]
 HEADERS = ("benchmark", "measured", "ratio", "target", "result")
 
 
