@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -37,3 +38,22 @@ def base(text: str) -> float:
 
 def close(got: float, expected: float, rel: float) -> bool:
     return math.isclose(got, expected, rel_tol=rel, abs_tol=0.0)
+
+
+# the calibration example (llm-foundry's H100 FSDP steps), shared by the calibrate tests
+EXAMPLE = Path(__file__).resolve().parent.parent / "calibration" / "examples" / "h100_fsdp_runs.toml"
+# mpt7b_8gpu_noac of the example, as a `symcalc solve step_time` question
+RUN = ["d_model=4096", "n_layers=32", "n_heads=32", "d_ffn=16384", "vocab_size=50368", "seq_len=2048 token", "tp=1",
+       "pp=1", "dp=8", "n_gpus=8", "global_batch_size=48", "micro_batch_size=6", "--stack", "fsdp",
+       "--option", "zero_stage=3", "--option", "recompute=none", "--option", "attention_kernel=flash1",
+       "--option", "dropout=false", "--option", "position_encoding=alibi", "--option", "precision=bf16_fp32_grads",
+       "--option", "tied_embeddings=true", "--option", "overlap_grad_reduce=true"]
+
+
+def faster_runs(tmp_path, factor: float = 2.0):
+    """A copy of the calibration example with every throughput ``factor`` times the measured one."""
+    text = re.sub(r'tokens_per_second = "(\d+) token/s"',
+                  lambda m: f'tokens_per_second = "{int(m.group(1)) * factor:g} token/s"', EXAMPLE.read_text())
+    path = tmp_path / "fast.toml"
+    path.write_text(text)
+    return path

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import symcalc
+from helpers import EXAMPLE, RUN
 from symcalc.cli import main
 from symcalc.library.presets import find_preset, hardware_from_file
 from symcalc.query.calibrate import Calibration, Coefficient, Fit, Measured, RunsFile
@@ -30,14 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "calibration" / "examples" / "h100_fsdp_runs.toml"
 COEFFICIENTS = ["sustained_clock_fraction", "comm_contention", "layer_pass_overhead", "elementwise_traffic_factor"]
-# mpt7b_8gpu_noac of the example, as a `symcalc solve step_time` question
-RUN = ["d_model=4096", "n_layers=32", "n_heads=32", "d_ffn=16384", "vocab_size=50368", "seq_len=2048 token", "tp=1",
-       "pp=1", "dp=8", "n_gpus=8", "global_batch_size=48", "micro_batch_size=6", "--stack", "fsdp",
-       "--option", "zero_stage=3", "--option", "recompute=none", "--option", "attention_kernel=flash1",
-       "--option", "dropout=false", "--option", "position_encoding=alibi", "--option", "precision=bf16_fp32_grads",
-       "--option", "tied_embeddings=true", "--option", "overlap_grad_reduce=true"]
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:

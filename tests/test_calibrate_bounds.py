@@ -13,7 +13,6 @@ Before the fix it wrote 2.36 (the fit's own limit, 0.96 x e^(6 x 0.15)), which -
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -21,18 +20,10 @@ import pytest
 import symcalc
 from symcalc.library.records import Interval
 from symcalc.query.calibfit import REACH, Coefficient
-from tests.test_calibrate import EXAMPLE, RUN
+from helpers import RUN
+from helpers import faster_runs as _fast
 
 CLOCK = "sustained_clock_fraction"
-
-
-def _fast(tmp_path, factor: float = 2.0):
-    """The example with every throughput ``factor`` times the measured one."""
-    text = re.sub(r'tokens_per_second = "(\d+) token/s"',
-                  lambda m: f'tokens_per_second = "{int(m.group(1)) * factor:g} token/s"', EXAMPLE.read_text())
-    path = tmp_path / "fast.toml"
-    path.write_text(text)
-    return path
 
 
 def test_the_domain_is_the_library_s():

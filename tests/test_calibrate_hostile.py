@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from tests.test_calibrate import EXAMPLE
-from tests.test_calibrate_bounds import _fast
+from helpers import EXAMPLE
+from helpers import faster_runs as _fast
 
 FIRST = "[[runs]] 'mpt70b_64gpu_ga4'"        # the example's first run
 TPS = 'tokens_per_second = "66523 token/s"'   # its measured throughput
