@@ -199,3 +199,13 @@ def test_no_function_is_longer_than_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{module}.{node.name}: {lines} lines")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_longer_than_500_lines():
+    # a module that long holds several jobs (issue 35): split it by job, one module each
+    long = [f"{module}: {n} lines" for module, path in MODULES.items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
