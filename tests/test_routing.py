@@ -362,7 +362,7 @@ def test_a_peeling_kept_across_stalls_leaves_what_one_from_scratch_leaves(seed):
     # what peeling the formulas still in play from scratch leaves
     from types import SimpleNamespace
 
-    from symcalc.engine.routing import _Peeling
+    from symcalc.engine.peeling import _Peeling
     rng = np.random.default_rng(seed)
     quantities = [f"q{i}" for i in range(int(rng.integers(4, 14)))]
     members = {f"f{i}": list(rng.choice(quantities, size=int(rng.integers(2, 5)), replace=False))
