@@ -47,6 +47,17 @@ class LazyGroup(click.Group):
         module, _, name = COMMANDS[cmd_name].partition(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """click's, but an unknown name is answered with the close names among every command
+        (`sovle`: Did you mean 'solve'?): click suggests from the commands it holds loaded."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            no_such = getattr(click.exceptions, "NoSuchCommand", None)  # click >= 8.2 (8.1 suggests nothing)
+            if no_such is None or not isinstance(e, no_such):
+                raise
+            raise no_such(e.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="symcalc", prog_name="symcalc")
