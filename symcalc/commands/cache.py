@@ -1,7 +1,4 @@
-"""``symcalc cache``: see or clear the on-disk cache.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc cache``: see or clear the on-disk cache."""
 
 from __future__ import annotations
 

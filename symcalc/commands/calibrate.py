@@ -1,7 +1,4 @@
-"""``symcalc calibrate``: the step-time model fitted to measured steps, written as a hardware profile.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc calibrate``: the step-time model fitted to measured steps, written as a hardware profile."""
 
 from __future__ import annotations
 

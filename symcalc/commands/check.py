@@ -1,7 +1,4 @@
-"""``symcalc check``: claimed numbers tested against each other.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc check``: claimed numbers tested against each other."""
 
 from __future__ import annotations
 
@@ -13,15 +10,12 @@ from symcalc.commands import shared
 @click.command()
 @shared.limited
 @shared.VALUES
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=shared.complete_option, help="An assumption, e.g. zero_stage=3.")
+@shared.assumptions("An assumption, e.g. zero_stage=3.")
 @click.option("--rtol", default=0.02, show_default=True, metavar="FRACTION",
               help="Relative tolerance: values within it agree (0.02 is 2 %).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--brief", is_flag=True, help="Only the verdicts, without the derivations of what disagrees.")
-@shared.HARDWARE
-@shared.MODEL
-@shared.STACK
-@shared.FORMULAS
+@shared.RUN
 def check(values, options, rtol, as_json, brief, hardware, model, stack, formula_files):
     """Check claimed numbers against each other: every relation among the NAME=VALUE pairs.
 

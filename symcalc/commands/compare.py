@@ -1,7 +1,4 @@
-"""``symcalc compare``: one quantity in two scenarios, side by side.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc compare``: one quantity in two scenarios, side by side."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ from symcalc.commands import shared
 @shared.limited
 @shared.TARGET
 @shared.VALUES
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=shared.complete_option,
-              help="An assumption of both sides, e.g. zero_stage=2 (see `symcalc list options`).")
+@shared.assumptions("An assumption of both sides, e.g. zero_stage=2 (see `symcalc list options`).")
 @click.option("--vs", "vs_items", multiple=True, metavar="NAME=VALUE",
               help="What side B changes (repeatable): an option (zero_stage=3), a value (\"mfu=45%\"), "
               "or hardware=NAME / model=NAME.")

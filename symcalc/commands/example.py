@@ -1,7 +1,4 @@
-"""``symcalc example``: the built-in worked examples.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc example``: the built-in worked examples."""
 
 from __future__ import annotations
 

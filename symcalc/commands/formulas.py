@@ -1,7 +1,4 @@
-"""``symcalc formulas``: the whole library as one LaTeX reference document.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc formulas``: the whole library as one LaTeX reference document."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""``symcalc graph``: what a quantity depends on and what depends on it.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc graph``: what a quantity depends on and what depends on it."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ from symcalc.commands import shared
 @click.argument("name")
 @click.option("--depth", type=click.IntRange(min=1), metavar="N",
               help="Follow at most N formula hops each way (default: all; --plot draws 2 unless given).")
-@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", shell_complete=shared.complete_option,
-              help="An option the formulas in force depend on (attention_kernel=flash, zero_stage=3, ...).")
+@shared.assumptions("An option the formulas in force depend on (attention_kernel=flash, zero_stage=3, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: the neighbourhood, and the graph's nodes and edges.")
 @click.option("--dot", "dot_file", metavar="FILE", help="Write what gives NAME as a Graphviz DOT file.")
 @click.option("--plot", "plot_file", metavar="FILE", help="Draw what gives NAME (.png/.svg/.pdf).")

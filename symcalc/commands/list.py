@@ -1,7 +1,4 @@
-"""``symcalc list``: the library's quantities, formulas, options, and the presets.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc list``: the library's quantities, formulas, options, and the presets."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""``symcalc plan``: every parallel layout of a run searched, the ones that fit ranked.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc plan``: every parallel layout of a run searched, the ones that fit ranked."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ from symcalc.commands import shared
 @click.option("--seq-len", "seq_len", metavar="TOKENS", callback=shared.given, help="Sequence length (default the model's).")
 @click.option("--gpus-per-node", "gpus_per_node", metavar="N", callback=shared.given,
               help="GPUs a node (default the hardware's, usually 8).")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=shared.complete_option,
-              help="Fix an option (zero_stage=3 fixes a searched one; attention_kernel=flash, precision=...).")
+@shared.assumptions("Fix an option (zero_stage=3 fixes a searched one; attention_kernel=flash, precision=...).")
 @click.option("--by", type=click.Choice(["time", "days", "gpu_hours", "cost", "memory"]), default="time",
               show_default=True, help="Rank by step time, training days, GPU-hours, cost or memory per GPU.")
 @click.option("--top", default=10, show_default=True, metavar="K", help="Show the K best layouts.")
@@ -58,10 +54,7 @@ from symcalc.commands import shared
 @click.option("--csv", "csv_file", metavar="FILE", help="Write the top layouts as CSV.")
 @click.option("--plot", "plot_file", metavar="FILE",
               help="Draw step time against memory (Pareto front) and the top layouts' breakdowns (.png/.svg/.pdf).")
-@shared.HARDWARE
-@shared.MODEL
-@shared.STACK
-@shared.FORMULAS
+@shared.RUN
 def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, options, by, top, memory_headroom,
          gpu_hour_price, deadline, budget, tp_across_nodes, even_stages, no_frontier, explain, latex_file, as_json,
          csv_file, plot_file, hardware, model, stack, formula_files):

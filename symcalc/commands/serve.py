@@ -1,7 +1,4 @@
-"""``symcalc serve``: the local page and its JSON API.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc serve``: the local page and its JSON API."""
 
 from __future__ import annotations
 

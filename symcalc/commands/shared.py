@@ -215,6 +215,22 @@ def complete_preset(kind: str):
     return complete
 
 
+def assumptions(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--option KEY=VALUE (repeatable: the assumptions of a question), completed from the
+    library's options and their values; ``help`` says what it means for the command."""
+    return click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=complete_option,
+                        help=help)
+
+
+def stacked(*decorators: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Several click decorators as one, applied as if written in this order above a function."""
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+    return apply
+
+
 # what several commands share, declared once
 TARGET = click.argument("target", shell_complete=_complete_quantity)
 VALUES = click.argument("values", nargs=-1, shell_complete=_complete_pair)
@@ -231,6 +247,8 @@ STACK = click.option("--stack", metavar="NAME", callback=given,
                                                               complete_option(ctx, param, f"{STACK_OPTION}={inc}")],
                       help=f"The training stack that runs the layout (see `symcalc show {STACK_OPTION}`): "
                       f"--option {STACK_OPTION}=NAME.")
+# the run a question is about: the GPU, the model, the stack, and formula files beyond the built-in ones
+RUN = stacked(HARDWARE, MODEL, STACK, FORMULAS)
 
 
 
@@ -283,4 +301,3 @@ class ProgressLine:
     def stop(self) -> None:
         if self.status is not None:
             self.status.stop()
-

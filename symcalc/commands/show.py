@@ -1,7 +1,4 @@
-"""``symcalc show``: one quantity, formula or option described.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc show``: one quantity, formula or option described."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""``symcalc solve``: one quantity from given values, with its derivation.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc solve``: one quantity from given values, with its derivation."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ from symcalc.commands import shared
 @shared.limited
 @shared.TARGET
 @shared.VALUES
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=shared.complete_option,
-              help="An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
+@shared.assumptions("An assumption, e.g. zero_stage=3 (see `symcalc list options`).")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or hour.", callback=shared.given)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @shared.output_flags("result")
@@ -27,10 +23,7 @@ from symcalc.commands import shared
               help="Answer even when given values contradict each other (each conflict becomes a warning).")
 @click.option("--sensitivity", is_flag=True,
               help="Also give the elasticity d ln(target) / d ln(value) of the answer to each given value.")
-@shared.HARDWARE
-@shared.MODEL
-@shared.STACK
-@shared.FORMULAS
+@shared.RUN
 def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, brief, rounding, allow_conflicts,
           sensitivity, hardware, model, stack, formula_files):
     """Solve for TARGET from NAME=VALUE pairs (values may carry units: "989 TFLOP/s", 24h, 45%).

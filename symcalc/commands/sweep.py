@@ -1,7 +1,4 @@
-"""``symcalc sweep``: one quantity over a range or grid of values.
-
-Loaded only when this command runs (or a help lists it): see :mod:`symcalc.commands`.
-"""
+"""``symcalc sweep``: one quantity over a range or grid of values."""
 
 from __future__ import annotations
 
@@ -16,14 +13,11 @@ from symcalc.commands import shared
 @shared.VALUES
 @click.option("--vary", "varies", multiple=True, metavar="NAME=START:STOP[:COUNT][:log]",
               help="A quantity to vary (also NAME=V1,V2,...); several make a grid.")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=shared.complete_option, help="An assumption, e.g. zero_stage=3.")
+@shared.assumptions("An assumption, e.g. zero_stage=3.")
 @click.option("--to", "to_unit", metavar="UNIT", help="Unit of the answer, e.g. GiB or day.", callback=shared.given)
 @shared.output_flags("sweep")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every point.")
-@shared.HARDWARE
-@shared.MODEL
-@shared.STACK
-@shared.FORMULAS
+@shared.RUN
 def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json, hardware, model, stack,
           formula_files):
     """Solve TARGET over a range or grid of values: what-if questions in one go.
