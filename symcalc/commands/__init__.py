@@ -47,7 +47,7 @@ class LazyGroup(click.Group):
         module, _, name = COMMANDS[cmd_name].partition(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         """click's, but an unknown name is answered with the close names among every command
         (`sovle`: Did you mean 'solve'?): click suggests from the commands it holds loaded."""
         try:

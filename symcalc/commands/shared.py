@@ -32,6 +32,9 @@ from symcalc.errors import BadOptionValueError, SymcalcError, did_you_mean
 from symcalc.outfile import check_target, write_file
 
 
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]   # what a click.option(...) returns
+
+
 class CliError(SymcalcError):
     kind = "usage"
 
@@ -138,7 +141,7 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
     return run
 
 
-def output_flags(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def output_flags(kind: str) -> Decorator:
     """The file-output flags of a record kind, as click options, from the format registry
     (symcalc.render.formats.OUTPUT_FLAGS): a format gets its flag there, not here."""
     from symcalc.render.formats import OUTPUT_FLAGS  # on use: at import of the commands, no renderer loaded
@@ -215,14 +218,14 @@ def complete_preset(kind: str):
     return complete
 
 
-def assumptions(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def assumptions(help: str) -> Decorator:
     """--option KEY=VALUE (repeatable: the assumptions of a question), completed from the
     library's options and their values; ``help`` says what it means for the command."""
     return click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", shell_complete=complete_option,
                         help=help)
 
 
-def stacked(*decorators: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def stacked(*decorators: Decorator) -> Decorator:
     """Several click decorators as one, applied as if written in this order above a function."""
     def apply(command: Callable[..., Any]) -> Callable[..., Any]:
         for decorator in reversed(decorators):
@@ -235,21 +238,20 @@ def stacked(*decorators: Callable[[Callable[..., Any]], Callable[..., Any]]) -> 
 TARGET = click.argument("target", shell_complete=_complete_quantity)
 VALUES = click.argument("values", nargs=-1, shell_complete=_complete_pair)
 HARDWARE = click.option("--hardware", metavar="NAME|profile.toml", callback=given,
-                         shell_complete=complete_preset("hardware"),
-                         help="Fill in a GPU's known values (see `symcalc list hardware`), or read a hardware "
-                         "profile from a TOML file.")
+                        shell_complete=complete_preset("hardware"),
+                        help="Fill in a GPU's known values (see `symcalc list hardware`), or read a hardware "
+                        "profile from a TOML file.")
 MODEL = click.option("--model", metavar="NAME|config.json", callback=given, shell_complete=complete_preset("model"),
-                      help="Fill in a model's shapes (see `symcalc list models`), or read a Hugging Face config.json.")
+                     help="Fill in a model's shapes (see `symcalc list models`), or read a Hugging Face config.json.")
 FORMULAS = click.option("--formulas", "formula_files", multiple=True, metavar="FILE", callback=given,
-                         help="Load extra formula files on top of the built-in library.")
+                        help="Load extra formula files on top of the built-in library.")
 STACK = click.option("--stack", metavar="NAME", callback=given,
-                      shell_complete=lambda ctx, param, inc: [v.partition("=")[2] for v in
-                                                              complete_option(ctx, param, f"{STACK_OPTION}={inc}")],
-                      help=f"The training stack that runs the layout (see `symcalc show {STACK_OPTION}`): "
-                      f"--option {STACK_OPTION}=NAME.")
+                     shell_complete=lambda ctx, param, inc: [v.partition("=")[2] for v in
+                                                             complete_option(ctx, param, f"{STACK_OPTION}={inc}")],
+                     help=f"The training stack that runs the layout (see `symcalc show {STACK_OPTION}`): "
+                     f"--option {STACK_OPTION}=NAME.")
 # the run a question is about: the GPU, the model, the stack, and formula files beyond the built-in ones
 RUN = stacked(HARDWARE, MODEL, STACK, FORMULAS)
-
 
 
 @contextlib.contextmanager
