@@ -222,16 +222,42 @@ def test_cache_info_and_clear(cli, tmp_path, monkeypatch):
 
 def test_every_command_shows_two_real_examples_in_its_help():
     """Each command's help ends with at least two example command lines of that command."""
+    import click
+
     from symcalc.commands import cli as group
 
     def commands(cmd, path):
-        for name, sub in getattr(cmd, "commands", {}).items():
+        # the group loads its commands on demand: ask it for each, as click does
+        if not isinstance(cmd, click.Group):
+            return
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
             yield f"{path} {name}".strip(), sub
             yield from commands(sub, f"{path} {name}")
-    for path, cmd in commands(group, ""):
+    found = dict(commands(group, ""))
+    # the 13 commands and cache's two subcommands, each the command it is listed as
+    assert len(found) == 15 and all(cmd.name == path.split()[-1] for path, cmd in found.items())
+    for path, cmd in found.items():
         examples = [line.strip() for line in (cmd.help or "").splitlines() if line.strip().startswith("symcalc ")]
         assert len(examples) >= 2, f"`symcalc {path} --help` shows {len(examples)} examples"
         assert all(e.startswith(f"symcalc {path}") for e in examples), (path, examples)
+
+
+def test_a_command_loads_its_own_module_and_the_shared_one_only():
+    """The group imports a command's module when that command runs (symcalc.commands.COMMANDS):
+    `symcalc solve --help` in a fresh process loads solve.py and shared.py, none of the other
+    eleven command modules (plan.py, serve.py ...); `symcalc --help` lists, so loads, all 13."""
+    probe = ("import json, sys\nfrom symcalc.cli import main\nmain(sys.argv[1:])\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('symcalc.commands.'))), file=sys.stderr)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def loaded(*args):
+        done = subprocess.run([sys.executable, "-c", probe, *args], cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stderr.strip().splitlines()[-1])
+    assert loaded("solve", "--help") == ["symcalc.commands.shared", "symcalc.commands.solve"]
+    assert len(loaded("--help")) == 14           # the 13 command modules and shared.py
 
 
 def test_completion_knows_quantities_options_and_presets():
@@ -261,24 +287,24 @@ def test_compare_plot_writes_the_figure(cli, tmp_path):
 
 
 def test_long_questions_show_a_progress_line_on_a_terminal(monkeypatch):
-    """solve, sweep, compare and calibrate run inside _working: on a terminal, past the delay, a
+    """solve, sweep, compare and calibrate run inside shared.working: on a terminal, past the delay, a
     status line says what is being done, and it is stopped when the answer is ready. The delay
     is shortened and the body waits for the line (no timing assertion)."""
     import sys
     import threading
 
-    from symcalc import commands
+    from symcalc.commands import shared
     seen, stopped, shown = [], [], threading.Event()
-    monkeypatch.setattr(commands.ProgressLine, "DELAY", 0.0)
-    monkeypatch.setattr(commands.ProgressLine, "__call__", lambda self, m: (seen.append(m), shown.set()))
-    monkeypatch.setattr(commands.ProgressLine, "stop", lambda self: stopped.append(True))
+    monkeypatch.setattr(shared.ProgressLine, "DELAY", 0.0)
+    monkeypatch.setattr(shared.ProgressLine, "__call__", lambda self, m: (seen.append(m), shown.set()))
+    monkeypatch.setattr(shared.ProgressLine, "stop", lambda self: stopped.append(True))
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    with commands._working("solving step_time"):
+    with shared.working("solving step_time"):
         assert shown.wait(30)
     assert seen == ["solving step_time"] and stopped == [True]
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     seen.clear()
-    with commands._working("quiet"):
+    with shared.working("quiet"):
         pass
     assert seen == []
 
@@ -288,8 +314,9 @@ def test_file_output_flags_come_from_the_format_registry():
     is an option of its command with the registry's help, and names a registered format."""
     from symcalc.commands import cli as group
     from symcalc.render.formats import FORMATS, OUTPUT_FLAGS
+    import click
     for kind, name in (("result", "solve"), ("sweep", "sweep"), ("comparison", "compare")):
-        params = {opt: p for p in group.commands[name].params for opt in getattr(p, "opts", [])}
+        params = {opt: p for p in group.get_command(click.Context(group), name).params for opt in getattr(p, "opts", [])}
         for out in OUTPUT_FLAGS[kind]:
             assert out.format in FORMATS
             assert out.flag in params and params[out.flag].help == out.help and params[out.flag].name == out.dest

@@ -73,7 +73,7 @@ def test_a_question_that_depends_on_the_stack_takes_its_defaults_and_says_so(cli
         ("stack", "megatron-core", "option"), ("attention_kernel", "flash", "set_by_option")]
     assert r.stacks == {"stack": False}
     assert r.defaults_used["stack_memory_factor"]["option"] == "stack"
-    monkeypatch.setattr("symcalc.commands._library", lambda files: LIB)
+    monkeypatch.setattr("symcalc.commands.shared.library", lambda files: LIB)
     args = ("solve", "stack_activation_memory", "micro_batch_size=8", "seq_len=4096 token", "d_model=5120",
             "n_heads=40")
     lines = cli(*args).out.splitlines()
@@ -230,7 +230,7 @@ def test_the_two_passes_never_serve_a_stale_derivation_from_the_disk_cache(tmp_p
 
 @pytest.fixture
 def toy_cli(cli, monkeypatch):
-    monkeypatch.setattr("symcalc.commands._library", lambda files: LIB)
+    monkeypatch.setattr("symcalc.commands.shared.library", lambda files: LIB)
     return cli
 
 
@@ -264,8 +264,8 @@ def test_bad_stacks_are_one_line_and_exit_2(toy_cli, extra, kind, message):
 
 
 def test_stack_with_a_library_without_the_option_is_one_line(cli, monkeypatch):
-    monkeypatch.setattr("symcalc.commands._library", lambda files: LIB)
-    monkeypatch.setattr("symcalc.commands.STACK_OPTION", "runtime")
+    monkeypatch.setattr("symcalc.commands.shared.library", lambda files: LIB)
+    monkeypatch.setattr("symcalc.commands.shared.STACK_OPTION", "runtime")
     run = cli(*ARGS, "--stack", "fsdp")
     assert run.code == 2 and run.err == ("error: --stack: the formula library has no option 'runtime' (training "
                                          "stacks are declared as its values; see `symcalc list options`)\n")
