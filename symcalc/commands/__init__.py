@@ -59,8 +59,28 @@ class LazyGroup(click.Group):
             raise no_such(e.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
 
 
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    """``--version``: the installed distribution's version, or the checkout's (pyproject.toml)
+    when symcalc runs from a source tree without being installed (click's own option raised
+    an internal error there)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib import metadata
+    try:
+        version = metadata.version("symcalc")
+    except metadata.PackageNotFoundError:
+        import re
+        from pathlib import Path
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        found = re.search(r'^version = "([^"]+)"', pyproject.read_text(), re.M) if pyproject.is_file() else None
+        version = f"{found.group(1) if found else 'unknown'} (not installed: running from {Path(__file__).resolve().parents[2]})"
+    click.echo(f"symcalc, version {version}")
+    ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="symcalc", prog_name="symcalc")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 def cli() -> None:
     """Solve the arithmetic of training large models for any quantity, with units and a
     derivation you can cite.
