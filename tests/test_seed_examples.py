@@ -33,16 +33,9 @@ def test_every_example_is_accounted_for():
     assert len(EXAMPLES) == 199
 
 
-# The seed documents' memory totals add model states, activations and buffers, without the
-# logits and loss, ZeRO-3's gathered layers or the caching allocator's reserve that the library's
-# total counts by default (formulas/peak_memory.toml): their examples are asked for that figure,
-# memory_figure = textbook; no example sets memory_figure itself.
-SEED_OPTIONS = {"memory_figure": "textbook"}
-
-
 @pytest.mark.parametrize("e", EXAMPLES, ids=[e["id"] for e in EXAMPLES])
 def test_seed_example(e):
-    r = symcalc.solve(e["find"], e["given"], options={**SEED_OPTIONS, **e.get("options", {})})
+    r = symcalc.solve(e["find"], e["given"], options=e.get("options", {}))
     expected = e["expected"]
     if isinstance(r.value, str):
         assert r.value == expected

@@ -389,7 +389,7 @@ def _fallback_assumption(opt, value: str) -> dict:
     fb = opt.fallback
     return {"name": opt.name, "value": value, "kind": "fallback", "default": opt.default,
             "summary": fb.summary, "reason": fb.reason,
-            "source": f"{fb.summary}; the default, {opt.name} = {opt.default}, cannot answer this question: {fb.reason}"}
+            "source": f"{fb.summary}: the default, {opt.name} = {opt.default}, cannot answer this question; {fb.reason}"}
 
 
 def _relevant_options(derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:

@@ -182,8 +182,7 @@ def first_lines(result: Result) -> list[str]:
     out = []
     for a in result.assumptions:
         if a["kind"] == "fallback":
-            out.append(f"assuming {a['name']} = {a['value']} ({a['summary']}): the default, {a['name']} = "
-                       f"{a['default']}, cannot answer this question: {a['reason']}")
+            out.append(f"assuming {a['name']} = {a['value']} ({a['source']})")
         elif a["kind"] in ("option", "set_by_option"):
             out.append(f"assuming {a['name']} = {a['value']} ({a['source']}; --option {a['name']}=... to change)")
         else:
