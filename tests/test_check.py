@@ -40,9 +40,9 @@ def test_every_noted_seed_error_is_in_the_table():
 def test_a_seeds_wrong_number_is_caught_and_the_right_one_passes(eid):
     e = BY_ID[eid]
     rtol = e["tolerance"]           # as tight as the example's own inputs allow (0: whole numbers exactly)
-    # the seeds' memory totals leave out the logits, ZeRO-3 buffers and the allocator's reserve
-    # (tests/test_seed_examples.py, SEED_OPTIONS)
-    options = {"memory_figure": "textbook", **e.get("options", {})}
+    # asked as the seed asks it: a memory total of the parts it gives is their sum (memory_figure's
+    # fallback), with no option of the test's own
+    options = e.get("options", {})
     wrong = check({**e["given"], e["find"]: SEED_WRONG[eid]}, options=options, rtol=rtol)
     assert not wrong.ok and [r.quantity for r in wrong.disagreements] == [e["find"]]
     right = check({**e["given"], e["find"]: e["expected"]}, options=options, rtol=rtol)

@@ -202,3 +202,25 @@ def test_a_slack_limit_is_checked_at_load(tmp_path, table, needle):
         {table.splitlines()[1] if len(table.splitlines()) > 1 else ""}
     """)
     assert "spare_memory" in msg and needle in msg
+
+
+@pytest.mark.parametrize("fallback,needle", [
+    ('{ value = "a", summary = "s", reason = "r" }', "other than the default"),     # the default itself
+    ('{ value = "c", summary = "s", reason = "r" }', "other than the default"),     # no such value
+    ('{ value = "b", summary = "s" }', "needs a summary"),                          # the answer says both
+    ('{ value = "b", summary = "s", reason = "r", why = "x" }', "unknown key 'why'"),
+])
+def test_an_option_fallback_is_another_of_its_values_with_both_texts(tmp_path, fallback, needle):
+    # query.question.pose answers with it where the default cannot, and the answer's first lines
+    # say what it means (summary) and what the default would add and how to get it (reason)
+    msg = load_error(tmp_path, f"""
+        [options.toy_choice]
+        description = "t"
+        default = "a"
+        fallback = {fallback}
+
+        [options.toy_choice.values]
+        a = "A"
+        b = "B"
+    """)
+    assert "toy_choice" in msg and needle in msg, msg

@@ -218,14 +218,101 @@ def test_the_latex_breakdown_lists_the_memory_parts_and_compiles(tmp_path, pdfla
     assert run.returncode == 0, run.stdout[-2000:]
 
 
-def test_a_sum_of_given_parts_is_told_about_the_textbook_figure(cli):
-    # the seeds' question (seed 001: 60 + 20 = 80 GB) leaves the logits and the ZeRO-3 buffers
-    # open: the error names the values that would count them and the option that leaves them out
-    run = cli("solve", "total_memory_per_gpu", "model_state_memory=60GB", "activation_memory=20GB")
-    assert run.code == 2 and "or --option memory_figure=textbook" in run.err
-    ok = cli("solve", "total_memory_per_gpu", "model_state_memory=60GB", "activation_memory=20GB",
-             "--option", "memory_figure=textbook", "--brief")
-    assert ok.code == 0 and ok.out.startswith("total_memory_per_gpu = 80 GB")
+# ---- the parts given, summed: memory_figure's fallback ------------------------------------------
+
+FALLBACK = ("assuming memory_figure = textbook (the parts given, summed: the default, memory_figure = reserved, "
+            "cannot answer this question;")
+
+
+def _fallbacks(d: dict) -> list[tuple[str, str]]:
+    """(option, value) of the fallbacks a JSON answer says it took."""
+    return [(a["name"], a["value"]) for a in d["assumptions"] if a["kind"] == "fallback"]
+
+
+def test_seed_000_exercise_total_is_its_parts_summed_and_says_so(cli):
+    # seed 000, Exercise 1: static 6.5 GB + activations 17.5 GB + buffers 5 GB = 29 GB. No shapes:
+    # the logits, gathered layers and reserve cannot be counted, so the parts are summed, and the
+    # second line says so, what the measured peak would add and how to get it
+    run = cli("solve", "total_memory_per_gpu", "model_state_memory=6.5GB", "activation_memory=17.5GB",
+              "buffer_memory=5GB")
+    assert run.code == 0, run.err
+    first, second = run.out.splitlines()[:2]
+    assert first == "total_memory_per_gpu = 29 GB"
+    assert second.strip().startswith(FALLBACK)
+    assert all(w in second for w in ("logits", "ZeRO-3", "reserve", "--model"))
+
+
+def test_seed_001_total_is_its_parts_summed_and_the_json_carries_the_assumption(cli):
+    # seed 001: ZeRO-3 on 8 GPUs, 2 bytes a parameter x 30B = 60 GB + 20 GB of activations = 80 GB
+    run = cli("solve", "total_memory_per_gpu", "model_state_memory=60GB", "activation_memory=20GB", "--json")
+    assert run.code == 0, run.err
+    d = run.json()
+    assert (d["value"], d["unit"]) == (80, "GB")
+    assert _fallbacks(d) == [("memory_figure", "textbook")] and d["options"]["memory_figure"] == "textbook"
+    (a,) = [a for a in d["assumptions"] if a["kind"] == "fallback"]
+    assert a["default"] == "reserved" and a["summary"] == "the parts given, summed" and "--model" in a["reason"]
+
+
+@pytest.mark.parametrize("args,want", [
+    # seed 001's fewest GPUs: 16 bytes x 30e9 / n = 80 - 20 GB -> n = 8
+    (["n_gpus", "n_params=30e9", "activation_memory=20GB", "gpu_memory=80GB", "memory_headroom=0GB"], 8),
+    # seed 001's largest model on 8 GPUs: 16 N / 8 = 60 GB -> N = 30e9
+    (["n_params", "dp=8", "activation_memory=20GB", "gpu_memory=80GB", "memory_headroom=0GB"], 30e9),
+    # seed 000's exercise, largest model at TP = 4 x DP = 8: 16 N / 32 = 80 - 17.5 - 5 GB -> N = 115e9
+    (["n_params", "tp=4", "dp=8", "activation_memory=17.5GB", "buffer_memory=5GB", "gpu_memory=80GB",
+      "memory_headroom=0GB"], 115e9),
+    # its fewest GPUs on a 40 GB A100: 16 x 13e9 / (4 dp) = 40 - 22.5 GB -> dp = 2.97, n = 4 x 2.97 = 11.9 -> 12
+    (["n_gpus", "n_params=13e9", "tp=4", "activation_memory=17.5GB", "buffer_memory=5GB", "gpu_memory=40GB",
+      "memory_headroom=0GB"], 12),
+])
+def test_the_seeds_inverse_questions_answer_with_the_parts_summed(cli, args, want):
+    run = cli("solve", *args, "--option", "zero_stage=3", "--json")
+    assert run.code == 0, run.err
+    d = run.json()
+    assert d["value"] == pytest.approx(want, rel=1e-12)
+    assert _fallbacks(d) == [("memory_figure", "textbook")]
+
+
+def test_a_question_with_the_shapes_keeps_the_measured_peak():
+    # Llama 3 8B's shapes and the job's: the default figure (reserved) counts the logits, the
+    # ZeRO-3 buffers and the reserve, as test_the_figures_allocated_reserved_device_and_textbook
+    # counts them by hand; no fallback is taken
+    r = solve("total_memory_per_gpu", {"zero_stage": "3", "recompute": "full", "attention_kernel": "flash"})
+    layer = (N8B - 2 * V * D - D) / L
+    per_token = 4 * 2 * D + 2 * (2 * D + 2 * 1024 + 3 * F) + 4 * 32
+    allocated = 16 * N8B / 8 + TOKENS * (2 * D * L + per_token) + TOKENS * V * 12 + layer * 8
+    assert r.to("byte").magnitude == pytest.approx(allocated * (1 + RESERVE), rel=1e-9)
+    assert r.all_options["memory_figure"] == "reserved"
+    assert not [a for a in r.assumptions if a["kind"] == "fallback"]
+
+
+def test_a_figure_the_user_chose_is_kept_even_where_it_cannot_answer():
+    # the fallback stands in for the default only: memory_figure = reserved given is a choice
+    with pytest.raises(symcalc.UnderdeterminedError):
+        symcalc.solve("total_memory_per_gpu", model_state_memory="60 GB", activation_memory="20 GB",
+                      options={"memory_figure": "reserved"}, diagnose=False)
+    # and the textbook figure given is no fallback: the answer is the same, without the line
+    r = symcalc.solve("total_memory_per_gpu", model_state_memory="60 GB", activation_memory="20 GB",
+                      options={"memory_figure": "textbook"})
+    assert r.to("GB").magnitude == pytest.approx(80, rel=1e-12)
+    assert not [a for a in r.assumptions if a["kind"] == "fallback"]
+
+
+def test_check_sweep_and_compare_take_the_fallback_and_say_it(cli):
+    # the same seed 001 figures: 60 + 20 = 80 GB agrees; 60 + 10..20 GB; 80 vs 70 GB
+    c = symcalc.check(model_state_memory="60 GB", activation_memory="20 GB", total_memory_per_gpu="80 GB")
+    assert c.ok and [r.quantity for r in c.relations] == ["total_memory_per_gpu"]
+    assert FALLBACK in c.text() and c.as_dict()["relations"][0]["assumptions"][0]["value"] == "textbook"
+    s = symcalc.sweep("total_memory_per_gpu", {"model_state_memory": "60 GB"},
+                      vary={"activation_memory": "10GB:20GB:3"})
+    assert list(s.values) == pytest.approx([70, 75, 80], rel=1e-12)
+    assert s.as_dict()["assumptions"][0]["kind"] == "fallback"
+    run = cli("sweep", "total_memory_per_gpu", "model_state_memory=60GB", "--vary", "activation_memory=10GB:20GB:3")
+    assert run.code == 0 and run.out.splitlines()[2].startswith(FALLBACK)
+    cmp = symcalc.compare("total_memory_per_gpu", {"model_state_memory": "60 GB", "activation_memory": "20 GB"},
+                          vs={"activation_memory": "10 GB"})
+    assert float(cmp.difference.magnitude) == pytest.approx(-10, rel=1e-12)
+    assert "assuming memory_figure = textbook on both sides" in cmp.text()
 
 
 def test_a_micro_batch_that_cannot_fit_says_the_smallest_breaks_the_limit(cli):

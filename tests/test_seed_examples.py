@@ -1,6 +1,7 @@
 """Every worked example of the source documents (shared/spec/seed_examples.toml, copied to
-tests/data/) that asks for a value, a label or an algorithm's result: solved through the public
-API from its `given` strings and `options`, and compared with its `expected` answer within its
+tests/data/) that asks for a value, a label or an algorithm's result, asked as the seed asks it
+(its `given` strings and `options`, no option of the suite's own) through the public API and
+through the CLI (`symcalc solve ... --json`), and compared with its `expected` answer within its
 `tolerance` (0 means exact). The 10 `comparison` examples (one quantity in two scenarios, side by
 side) are run through `symcalc.query.compare` in tests/test_compare.py, each with its mapping to a
 compare call; the one `informational` example has no answer. The terminal summary prints the
@@ -33,22 +34,29 @@ def test_every_example_is_accounted_for():
     assert len(EXAMPLES) == 199
 
 
-# The seed documents' memory totals add model states, activations and buffers, without the
-# logits and loss, ZeRO-3's gathered layers or the caching allocator's reserve that the library's
-# total counts by default (formulas/peak_memory.toml): their examples are asked for that figure,
-# memory_figure = textbook; no example sets memory_figure itself.
-SEED_OPTIONS = {"memory_figure": "textbook"}
-
-
 @pytest.mark.parametrize("e", EXAMPLES, ids=[e["id"] for e in EXAMPLES])
-def test_seed_example(e):
-    r = symcalc.solve(e["find"], e["given"], options={**SEED_OPTIONS, **e.get("options", {})})
+def test_seed_example(e, cli):
+    """Asked as the seed asks it, with no option of the suite's own (a total of the parts a
+    seed gives is the parts summed where the default figure needs shapes it does not give:
+    memory_figure's fallback, formulas/peak_memory.toml), through the API and the CLI."""
+    r = symcalc.solve(e["find"], e["given"], options=e.get("options", {}))
     expected = e["expected"]
     if isinstance(r.value, str):
         assert r.value == expected
-        return
-    want = base(expected)
-    if e["tolerance"] == 0:
-        assert r.rounded_base == want, (r.rounded_base, expected)
     else:
-        assert close(r.base_value, want, e["tolerance"]), (r.base_value, expected, e["tolerance"])
+        want = base(expected)
+        if e["tolerance"] == 0:
+            assert r.rounded_base == want, (r.rounded_base, expected)
+        else:
+            assert close(r.base_value, want, e["tolerance"]), (r.base_value, expected, e["tolerance"])
+    options = [a for k, v in e.get("options", {}).items() for a in ("--option", f"{k}={v}")]
+    run = cli("solve", e["find"], *(f"{k}={v}" for k, v in e["given"].items()), *options, "--json")
+    assert run.code == 0, run.err
+    d = run.json()
+    if isinstance(d["value"], str):
+        assert d["value"] == expected
+        return
+    # the JSON's value is shown in its display unit: the same number as the API's, read back
+    shown = d["value"] if e["tolerance"] == 0 or d["exact"] is None else d["exact"]
+    got = base(f"{shown!r} {d['unit']}".strip())
+    assert close(got, base(expected), e["tolerance"] or 1e-12), (d["value"], d["unit"], expected)

@@ -19,13 +19,14 @@ from symcalc.library.build_fields import (
 )
 from symcalc.library.compiling import compile_expr
 from symcalc.library.exprparse import ParseError, parse_condition
-from symcalc.library.records import Condition, OptionSpec, QuantitySpec, Requirement
+from symcalc.library.records import Condition, OptionFallback, OptionSpec, QuantitySpec, Requirement
 from symcalc.library.registry import _option_text
 from symcalc.units import describe_dimension as show
 from symcalc.units.dims import DimensionMismatch, dimension_of
 
 OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
-OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched"}
+OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched", "fallback"}
+FALLBACK_KEYS = {"value", "summary", "reason"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "hardware_dtype", "options", "supports",
                      "requires"}
 
@@ -89,7 +90,25 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
                       values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes, hardware_dtype=needs,
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
                       main_input=main_input, searched=searched, option_defaults=option_defaults, supports=supports,
-                      requires=requires)
+                      requires=requires, fallback=_fallback(table.get("fallback"), values, default, where))
+
+
+def _fallback(table, values: dict[str, str], default: str, where: str) -> OptionFallback | None:
+    """``fallback = { value = "textbook", summary = "...", reason = "..." }``: the value a question
+    the default cannot answer takes (see :class:`OptionFallback`); another value than the default,
+    with both texts, since the answer says them."""
+    if table is None:
+        return None
+    table = _require_table(table, f"{where}: fallback")
+    _check_keys(table, FALLBACK_KEYS, f"{where}: fallback")
+    _check_texts(table, ("summary", "reason"), f"{where}: fallback")
+    value, summary, reason = (str(table.get(k, "")).strip() for k in ("value", "summary", "reason"))
+    if value not in values or value == default:
+        raise LibraryError(f"{where}: fallback '{value}' is not one of its values other than the default {default!r}")
+    if not summary or not reason:
+        raise LibraryError(f"{where}: fallback needs a summary (what '{value}' means) and a reason (what the "
+                           "default counts besides, and what to give to get it)")
+    return OptionFallback(value, summary, reason)
 
 
 def _option_links(spec: dict, where: str, quantities: dict[str, QuantitySpec]

@@ -129,6 +129,18 @@ class QuantitySpec(LazyFields):
     symbol: sympy.Symbol | None = LazyField()  # type: ignore[assignment]
 
 
+@dataclass(frozen=True)
+class OptionFallback:
+    """The option value a question takes when the user did not choose the option and its
+    default leaves the question open while this value answers it (memory_figure: the textbook
+    sum of the parts given, where the measured peak needs the model's shapes); said first in the
+    answer, with ``reason``: what the default would count besides, and what to give to get it."""
+
+    value: str
+    summary: str        # what the value means, in a few words ("the parts given, summed")
+    reason: str         # what the default counts besides, and how to get it
+
+
 @dataclass
 class OptionSpec:
     """A discrete assumption (``zero_stage``, ``precision``) selecting formulas and defaults."""
@@ -153,6 +165,7 @@ class OptionSpec:
     supports: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     # value -> conditions given values must satisfy under it (PyTorch FSDP alone: tp == 1)
     requires: dict[str, tuple[Requirement, ...]] = field(default_factory=dict)
+    fallback: OptionFallback | None = None       # taken where the default cannot answer (query.question)
 
     @property
     def sets_options(self) -> bool:

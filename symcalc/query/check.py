@@ -106,6 +106,9 @@ class Check:
             lines.append(f"       via {', '.join(r.formulas) or 'the given values'}"
                          + (f"; defaults: {', '.join(f'{k}={v}' for k, v in r.defaults.items())}"
                             if r.defaults else ""))
+            # an option's fallback the answer took (query.question.pose): said as solve says it
+            lines += [f"       assuming {a['name']} = {a['value']} ({a['source']})"
+                      for a in (r.result.assumptions if r.result is not None else []) if a["kind"] == "fallback"]
         if self.unrelated:
             lines += ["", f"Not related to the others by any formula: {', '.join(self.unrelated)}"]
         if derivations:

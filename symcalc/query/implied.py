@@ -71,7 +71,8 @@ def resolve_options(library, explicit: Mapping[str, object], preset_options: Map
 
     Precedence, highest first: an explicit option; one the user's own values imply; a preset's
     options; one the preset's values imply; the default another option's value sets
-    (``options = {...}`` of a training stack's value); the option's own default. ``without``
+    (``options = {...}`` of a training stack's value); the option's own default (below which
+    only its fallback stands, where the default cannot answer: :func:`symcalc.query.question.pose`). ``without``
     names options whose ``options`` defaults are not applied (a stack the question does not
     reach: see :mod:`symcalc.query.stacks`).
 

@@ -103,6 +103,7 @@ class Posed:
     diagnosed: bool = True                      # ``error`` carries the search for what is missing
     in_force: set[str] = field(default_factory=set)     # setting options (stacks) in force
     quiet: set[str] = field(default_factory=set)        # setting options not in force
+    fallback: dict[str, str] = field(default_factory=dict)  # option -> its fallback value, taken (see pose)
 
     @property
     def used(self) -> set[str]:
@@ -118,6 +119,42 @@ class Posed:
 
 
 def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets: list, diagnose: bool) -> Posed:
+    """The question's options, known values and derivation (:func:`_pose`), with an option's
+    fallback value where its default leaves the question open.
+
+    An option may declare a fallback (``fallback = { value = ..., summary = ..., reason = ... }``
+    in the option data: memory_figure's textbook sum, where the measured peak needs the model's
+    shapes). When the user did not choose the option (not given, not a preset's, not implied by
+    the values, not set by a stack) and the question is underdetermined under the default, it
+    is posed again with the fallback value; if that derivation answers and depends on the
+    option, it is the answer, with ``fallback`` saying so (the answer's first lines and its
+    assumptions). A question the default answers is never changed; one neither answers keeps
+    the default's error (diagnosed later, by the caller, as before). One pose more, by routing
+    alone, for an underdetermined question under each such option.
+    """
+    preset_options = {k for p in presets for k in p.options}
+    choosable = [(name, opt.fallback.value) for name, opt in lib.options.items()
+                 if opt.fallback is not None and name not in explicit and name not in preset_options]
+    if not choosable:
+        return _pose(lib, tq, typed, explicit, presets, diagnose)
+    posed = _pose(lib, tq, typed, explicit, presets, diagnose=False)
+    if not isinstance(posed.error, UnderdeterminedError):
+        return posed
+    implied = {imp.option for imp in posed.resolved.implied}
+    for name, value in choosable:
+        if posed.resolved.values.get(name) != lib.options[name].default or name in implied | set(posed.resolved.set_by):
+            continue
+        try:
+            again = _pose(lib, tq, typed, {**explicit, name: value}, presets, diagnose=False)
+        except SymcalcError:        # the value is refused here (a stack in force does not run it)
+            continue
+        if again.derivation is not None and name in again.used:
+            again.fallback = {name: value}
+            return again
+    return posed
+
+
+def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets: list, diagnose: bool) -> Posed:
     """The question's options, known values and derivation, and the training stacks in force.
 
     A setting option the question does not settle applies its ``options`` defaults only when

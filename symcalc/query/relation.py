@@ -66,7 +66,10 @@ class Relation:
                 "computed": None if self.computed is None else self.computed / self.factor,
                 "unit": self.unit, "rel_error": None if not np.isfinite(self.rel_error) else self.rel_error,
                 "agrees": self.agrees, "inputs": list(self.inputs), "formulas": list(self.formulas),
-                "defaults": dict(self.defaults), "message": self.message}
+                "defaults": dict(self.defaults), "message": self.message,
+                # an option's fallback the answer took (query.question.pose), as solve's JSON carries it
+                "assumptions": [a for a in (self.result.assumptions if self.result is not None else [])
+                                if a["kind"] == "fallback"]}
 
 
 def relation(r: Result, name: str, claimed: float, rtol: float) -> Relation:

@@ -124,6 +124,9 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
         if p.file:
             check_profile(lib, p)
     posed = pose(lib, tq, typed, explicit_options, presets, diagnose)
+    # an option's fallback, taken where its default leaves the question open, is asked for from
+    # here on: the given values are cross-checked under it, and the answer says it first
+    explicit_options.update(posed.fallback)
     check_hardware_dtypes(lib, posed.resolved.values, presets)
     if posed.derivation is None:
         return _without_derivation(lib, tq, posed, presets, to, diagnose)
@@ -357,9 +360,9 @@ def _solve_again(target: str, given: Mapping[str, object], *, options: Mapping[s
 def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: Posed) -> list[dict]:
     """Defaults that stand in for a main input of the question (the token count, a utilization,
     the precision), a training stack in force that the question did not give, and the options
-    such a stack set that the derivation uses: each said in the answer's first lines, not only
-    among the defaults."""
-    out = []
+    such a stack set that the derivation uses, an option's fallback taken where its default
+    leaves the question open: each said in the answer's first lines, not only among the defaults."""
+    out = [_fallback_assumption(lib.options[name], value) for name, value in posed.fallback.items()]
     for name, d in defaults_used.items():
         if lib.quantities[name].main_input:
             entry = {"name": name, "value": d["value"], "source": d["source"], "kind": "rule" if "rule" in d else "default"}
@@ -378,6 +381,15 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
             out.append({"name": name, "value": value, "source": f"set by {by}={by_value}", "kind": "set_by_option",
                         "option": by, "option_value": by_value})
     return out
+
+
+def _fallback_assumption(opt, value: str) -> dict:
+    """The assumption an option's fallback makes (:func:`symcalc.query.question.pose`): its
+    value, what it means, and what the default would count besides and how to get it."""
+    fb = opt.fallback
+    return {"name": opt.name, "value": value, "kind": "fallback", "default": opt.default,
+            "summary": fb.summary, "reason": fb.reason,
+            "source": f"{fb.summary}: the default, {opt.name} = {opt.default}, cannot answer this question; {fb.reason}"}
 
 
 def _relevant_options(derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:

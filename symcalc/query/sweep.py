@@ -89,6 +89,12 @@ class Sweep:
         return sentences(self.findings)
 
     @property
+    def assumptions(self) -> list[dict]:
+        """The option fallbacks the question took (its default could not answer it: see
+        :func:`symcalc.query.question.pose`), as the answer's assumptions carry them."""
+        return [a for a in self.result.assumptions if a["kind"] == "fallback"]
+
+    @property
     def reasons(self) -> list[str]:
         """Why points are infeasible, one sentence each (the ``infeasible`` findings, rendered)."""
         return sentences(self.infeasible)
@@ -128,7 +134,8 @@ class Sweep:
             "n_points": int(self.values.size), "n_feasible": int(self.feasible.sum()),
             "capacity": ({"name": self.capacity[0], "value": self.capacity[1], "unit": self.unit}
                          if self.capacity else None),
-            "options": dict(self.result.options), "presets": dict(self.result.presets),
+            "options": dict(self.result.options), "assumptions": self.assumptions,
+            "presets": dict(self.result.presets),
             "reasons": list(self.reasons), "warnings": list(self.warnings),
             "infeasible": [render("finding_json", f) for f in self.infeasible],
             "findings": [render("finding_json", f) for f in self.findings],

@@ -57,6 +57,7 @@ def comparison_text(cmp: Comparison) -> str:
         lines.append(f"  ratio B / A: {fmt(cmp.ratio.magnitude)}  (change {shown})")
     for note in cmp.notes:
         lines.append(f"  {note}")
+    lines += _fallback_lines(cmp)
     for d in cmp.preset_values:
         lines.append(f"  from presets: {d.shown('a')} (A), {d.shown('b')} (B)")
     if cmp.same:
@@ -65,6 +66,18 @@ def comparison_text(cmp: Comparison) -> str:
     for side, v in cmp.violations:
         lines.append(f"OUT OF BOUNDS ({side}): {v}")
     return "\n".join(lines)
+
+
+def _fallback_lines(cmp: Comparison) -> list[str]:
+    """The option fallbacks the sides took (their default could not answer: query.question.pose),
+    each once, saying which sides: a fallback on one side only compares two figures."""
+    taken = [{a["name"]: a for a in r.assumptions if a["kind"] == "fallback"} for r in (cmp.a, cmp.b)]
+    out = []
+    for name in dict.fromkeys([*taken[0], *taken[1]]):
+        a = taken[0].get(name) or taken[1][name]
+        sides = "both sides" if all(name in t for t in taken) else "side A only" if name in taken[0] else "side B only"
+        out.append(f"  assuming {a['name']} = {a['value']} on {sides} ({a['source']})")
+    return out
 
 
 def comparison_dict(cmp: Comparison) -> dict[str, Any]:

@@ -38,6 +38,7 @@ def sweep_text(sweep: Sweep) -> str:
     if finite.size:
         lines.append(f"range {fmt(finite.min())} to {fmt(finite.max())}{' ' + sweep.unit if sweep.unit else ''}"
                      f"{' (feasible points)' if not sweep.feasible.all() else ''}")
+    lines += [f"assuming {a['name']} = {a['value']} ({a['source']})" for a in sweep.assumptions]
     if sweep.capacity:
         lines.append(f"must fit in {sweep.capacity[0]} = {fmt(sweep.capacity[1])} {sweep.unit}".rstrip())
     lines.append("")

@@ -181,7 +181,9 @@ def first_lines(result: Result) -> list[str]:
     input of the question, and options the given values implied."""
     out = []
     for a in result.assumptions:
-        if a["kind"] in ("option", "set_by_option"):
+        if a["kind"] == "fallback":
+            out.append(f"assuming {a['name']} = {a['value']} ({a['source']})")
+        elif a["kind"] in ("option", "set_by_option"):
             out.append(f"assuming {a['name']} = {a['value']} ({a['source']}; --option {a['name']}=... to change)")
         else:
             shown = f"{a['value']} = {a['computed']}" if a.get("computed") else a["value"]
