@@ -322,17 +322,19 @@ def test_file_output_flags_come_from_the_format_registry():
             assert out.flag in params and params[out.flag].help == out.help and params[out.flag].name == out.dest
 
 
-def test_version_is_the_projects_whether_installed_or_run_from_the_checkout(cli, monkeypatch):
+def test_version_from_a_checkout_that_was_never_installed_is_pyprojects(cli, monkeypatch):
     # --version from a source tree that was never installed raised an internal error (click's
-    # version option asks the installed distribution); it now reads pyproject.toml there
+    # version option asks the installed distribution); it now reads the checkout's pyproject.toml
     from importlib import metadata
     from pathlib import Path
 
     from helpers import tomllib
-    version = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]["version"]
+    from symcalc.commands import checkout_version
+    root = Path(__file__).resolve().parent.parent
+    assert checkout_version(root) == tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
 
     def not_installed(name):
         raise metadata.PackageNotFoundError(name)
     monkeypatch.setattr(metadata, "version", not_installed)
     run = cli("--version")
-    assert run.code == 0 and run.out.startswith(f"symcalc, version {version} (not installed: running from ")
+    assert run.code == 0 and run.out.startswith("symcalc, version ") and "(not installed: running from " in run.out

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import importlib
 
+import re
+from pathlib import Path
+
 import click
 
 from symcalc.commands.shared import ProgressLine  # noqa: F401  (re-exported: symcalc.commands.ProgressLine)
@@ -59,6 +62,13 @@ class LazyGroup(click.Group):
             raise no_such(e.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
 
 
+def checkout_version(root: Path) -> str | None:
+    """The version pyproject.toml in ``root`` declares (a checkout run without installing), or None."""
+    pyproject = root / "pyproject.toml"
+    found = re.search(r'^version = "([^"]+)"', pyproject.read_text(), re.M) if pyproject.is_file() else None
+    return found.group(1) if found else None
+
+
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
     """``--version``: the installed distribution's version, or the checkout's (pyproject.toml)
     when symcalc runs from a source tree without being installed (click's own option raised
@@ -69,11 +79,8 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
     try:
         version = metadata.version("symcalc")
     except metadata.PackageNotFoundError:
-        import re
-        from pathlib import Path
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        found = re.search(r'^version = "([^"]+)"', pyproject.read_text(), re.M) if pyproject.is_file() else None
-        version = f"{found.group(1) if found else 'unknown'} (not installed: running from {Path(__file__).resolve().parents[2]})"
+        root = Path(__file__).resolve().parents[2]
+        version = f"{checkout_version(root) or 'unknown'} (not installed: running from {root})"
     click.echo(f"symcalc, version {version}")
     ctx.exit()
 
