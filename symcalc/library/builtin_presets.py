@@ -236,6 +236,24 @@ def read_bounded(p: Path, where: str, limit: int, usual: str) -> bytes:
     return data
 
 
+def read_document(p: Path, where: str, limit: int, usual: str, parse, invalid, nested: str):
+    """A user's file (a config.json, a hardware profile) parsed by ``parse`` (text -> object),
+    or a one-line error: not a regular file, larger than ``limit``, not text, ``invalid(e)``
+    for the parser's ValueError (JSON's and TOML's errors are ValueErrors), or nested
+    beyond reason (``nested``: what such a file is)."""
+    data = read_bounded(p, where, limit, usual)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedValueError(f"{where}: not a text file") from None
+    try:
+        return parse(text)
+    except RecursionError:
+        raise MalformedValueError(f"{where}: nested too deeply to be {nested}") from None
+    except ValueError as e:
+        raise MalformedValueError(f"{where}: {invalid(e)}") from None
+
+
 def label(raw: object) -> str:
     """A model's name from its config, fit to print: printable characters, at most 80."""
     text = "".join(c if c.isprintable() else " " for c in str(raw)).strip()

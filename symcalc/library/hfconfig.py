@@ -10,7 +10,7 @@ from symcalc.errors import (
     MalformedValueError,
 )
 from symcalc.findings import Finding
-from symcalc.library.builtin_presets import Preset, label, read_bounded
+from symcalc.library.builtin_presets import Preset, label, read_document
 
 MAX_CONFIG_BYTES = 1 << 20      # real config.json files are a few kB; more is not one
 
@@ -158,15 +158,9 @@ def _hf_mtp_notes(cfg: dict, file: str) -> str:
 def _read_config(p: Path, where: str) -> dict:
     """The JSON object of a config.json; a clear error for anything else (not a regular file,
     too large, not text, not JSON, nested beyond what a parser should follow)."""
-    data = read_bounded(p, where, MAX_CONFIG_BYTES, "a model's config.json is a few kB")
-    try:
-        cfg = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise MalformedValueError(f"{where}: not a text file") from None
-    except json.JSONDecodeError as e:
-        raise MalformedValueError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at line {e.lineno}, column {e.colno}); truncated?") from None
-    except RecursionError:
-        raise MalformedValueError(f"{where}: nested too deeply to be a model's settings") from None
+    cfg = read_document(p, where, MAX_CONFIG_BYTES, "a model's config.json is a few kB", json.loads,
+                        lambda e: f"not valid JSON ({e.msg.removesuffix(' at')} at line {e.lineno}, "
+                                  f"column {e.colno}); truncated?", "a model's settings")
     if not isinstance(cfg, dict):
         raise MalformedValueError(f"{where}: expected a JSON object of model settings")
     return cfg

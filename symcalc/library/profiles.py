@@ -10,7 +10,7 @@ from symcalc.errors import (
     MalformedValueError,
     unknown_key,
 )
-from symcalc.library.builtin_presets import Preset, builtin_named, label, read_bounded, value_tables
+from symcalc.library.builtin_presets import Preset, builtin_named, label, read_document, value_tables
 
 MAX_PROFILE_BYTES = 1 << 20     # a profile is one table of a few kB
 PROFILE_KEYS = {"title", "aliases", "source", "notes", "values", "peak_flops", "base"}
@@ -83,13 +83,6 @@ def _read_profile(p: Path, where: str) -> dict:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
-    data = read_bounded(p, where, MAX_PROFILE_BYTES, "a hardware profile is a few kB")
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise MalformedValueError(f"{where}: not a text file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise MalformedValueError(f"{where}: not valid TOML ({e})") from None
-    except RecursionError:
-        raise MalformedValueError(f"{where}: nested too deeply to be a hardware profile") from None
+    return read_document(p, where, MAX_PROFILE_BYTES, "a hardware profile is a few kB", tomllib.loads,
+                         lambda e: f"not valid TOML ({e})", "a hardware profile")
 
