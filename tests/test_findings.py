@@ -30,7 +30,7 @@ from symcalc.render.findings import _SENTENCES, finding_dict, sentence
 # largest part is the logits, loss_memory_excess = 64 x 1,572,864,000 = 100.66 GB.
 MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
                   options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash",
-                           "memory_figure": "allocated"})
+                           "memory_figure": "allocated", "stack": "textbook"})   # the formulas' own count
 STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 32 * 2 * 4096 * 4096 + 4096 * 2 * (8 * 4096 + 3 * 11008) + 4 * 32 * 4096 \
     + 4096 * 32000 * 12
 MFU_QUESTION = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")

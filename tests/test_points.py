@@ -36,7 +36,7 @@ def test_memory_points_say_where_the_answer_does_not_fit_its_capacity():
     # 32000 x 12), the tensors' peak (memory_figure = allocated): 37.06 + 3.186 b <= 80 for b <= 13
     r = symcalc.solve("total_memory_per_gpu", micro_batch_size=1, dp=8, model="llama2-7b", hardware="h100",
                       options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash",
-                               "memory_figure": "allocated"})
+                               "memory_figure": "allocated", "stack": "textbook"})
     b = np.arange(1, 65)
     p = r.points(micro_batch_size=b, dp=np.full(64, 8))
     per_sequence = 32 * 2 * 4096 ** 2 + 4096 * 2 * (8 * 4096 + 3 * 11008) + 4 * 32 * 4096 + 4096 * 32000 * 12

@@ -70,7 +70,7 @@ def test_a_question_that_depends_on_the_stack_takes_its_defaults_and_says_so(cli
     r = solve("stack_activation_memory")
     assert r.value * 1e9 == pytest.approx(0.5 * FLASH, rel=1e-12)
     assert [(a["name"], a["value"], a["kind"]) for a in r.assumptions] == [
-        ("stack", "megatron-core", "option"), ("attention_kernel", "flash", "set_by_option")]
+        ("stack", "megatron-core", "stack"), ("attention_kernel", "flash", "set_by_option")]
     assert r.stacks == {"stack": False}
     assert r.defaults_used["stack_memory_factor"]["option"] == "stack"
     monkeypatch.setattr("symcalc.commands.shared.library", lambda files: LIB)
@@ -79,8 +79,8 @@ def test_a_question_that_depends_on_the_stack_takes_its_defaults_and_says_so(cli
     lines = cli(*args).out.splitlines()
     assert lines[:3] == [
         "stack_activation_memory = 2.852 GB",
-        "  assuming stack = megatron-core (the default of option stack: NVIDIA Megatron-Core; "
-        "--option stack=... to change)",
+        "  assuming stack = megatron-core (the default stack: the question depends on what a stack sets; "
+        "--stack NAME to change, --stack textbook for the source documents' physics)",
         "  assuming attention_kernel = flash (set by stack=megatron-core; --option attention_kernel=... to change)"]
     d = cli(*args, "--json").json()
     assert [a["name"] for a in d["assumptions"]] == ["stack", "attention_kernel"]
@@ -365,16 +365,28 @@ def test_the_planner_searches_only_what_the_stack_runs():
 
 
 def test_the_attention_kernel_an_answer_assumes_is_said_first_and_once():
-    # In the real library: memory asked without a stack keeps the seeds' eager attention, whose
-    # s x s scores are most of it at 8k tokens (Llama 3 8B, 32 heads: 2 x 32 x 8192^2 bytes =
-    # 4.295 GB a layer), so the answer says so in its first lines; a step time, under the default
-    # stack, runs cuDNN attention, said once, as set by the stack (not as the option's default)
+    # In the real library a question about a run (a model or hardware named) is answered as the
+    # default stack runs it, memory and step time alike: cuDNN attention, said once, as set by
+    # the stack, after the stack itself (the answer's first line says which, and why)
     layout = dict(tp=1, pp=1, dp=8, n_gpus=8, global_batch_size=64, micro_batch_size=1, seq_len="8192 token")
-    mem = symcalc.solve("activation_memory_per_layer", layout, model="llama3-8b", hardware="h100")
-    said = {a["name"]: a for a in mem.assumptions}
-    assert said["attention_kernel"]["value"] == "eager" and said["attention_kernel"]["kind"] == "option"
-    assert mem.values["attention_score_memory_per_layer"] == pytest.approx(2 * 32 * 8192 ** 2, rel=1e-12)
-    step = symcalc.solve("step_time", layout, model="llama3-8b", hardware="h100")
-    kernel = [a for a in step.assumptions if a["name"] == "attention_kernel"]
-    assert kernel == [{"name": "attention_kernel", "value": "cudnn", "source": "set by stack=megatron-core",
-                       "kind": "set_by_option", "option": "stack", "option_value": "megatron-core"}]
+    for target in ("activation_memory_per_layer", "step_time"):
+        r = symcalc.solve(target, layout, model="llama3-8b", hardware="h100")
+        assert r.assumptions[0]["name"] == "stack" and r.assumptions[0]["value"] == "megatron-core"
+        assert r.assumptions[0]["kind"] == "stack" and "names a model or hardware" in r.assumptions[0]["source"]
+        kernel = [a for a in r.assumptions if a["name"] == "attention_kernel"]
+        assert kernel == [{"name": "attention_kernel", "value": "cudnn", "source": "set by stack=megatron-core",
+                           "kind": "set_by_option", "option": "stack", "option_value": "megatron-core"}]
+        assert "attention_score_memory_per_layer" not in r.values     # no s x s scores are kept
+    # the seeds' question of the formula's own inputs keeps their eager attention (Korthikanti's
+    # s b h (34 + 5 a s / h) = 8192 x 4096 x (34 + 5 x 32 x 8192 / 4096) = 11.88 GB), no stack said
+    bare = symcalc.solve("activation_memory_per_layer", seq_len="8192 token", micro_batch_size=1, d_model=4096,
+                         n_heads=32)
+    assert bare.base_value == pytest.approx(8192 * 4096 * (34 + 5 * 32 * 8192 / 4096), rel=1e-12)
+    # of which the scores, their softmax and its dropout mask: 5 a s^2 b = 5 x 32 x 8192^2 bytes
+    assert bare.values["attention_score_memory_per_layer"] == pytest.approx(5 * 32 * 8192 ** 2, rel=1e-12)
+    assert not [a for a in bare.assumptions if a["name"] == "stack"]
+    # naming the textbook stack asks a run as the seeds would: eager attention again (Llama 3 has
+    # no dropout: the scores and their softmax, 2 x 32 x 8192^2 bytes = 4.295 GB a layer)
+    text = symcalc.solve("activation_memory_per_layer", layout, model="llama3-8b", hardware="h100",
+                         options={"stack": "textbook"})
+    assert text.values["attention_score_memory_per_layer"] == pytest.approx(2 * 32 * 8192 ** 2, rel=1e-12)

@@ -311,7 +311,7 @@ def test_full_recompute_counts_one_layers_working_set(kernel, fits):
     r = symcalc.solve("micro_batch_size", {"dp": 8, "n_gpus": 8, "memory_headroom": "0 GB", "seq_len": "4096 token"},
                       model="llama2-7b", hardware="h100",
                       options={"zero_stage": "1", "recompute": "full", "attention_kernel": kernel,
-                               "memory_figure": "allocated"})
+                               "memory_figure": "allocated", "stack": "textbook"})
     layer = 4096 * 2 * (4 * 4096 + 4 * 4096 + 3 * 11008)
     per_sequence = (32 * 2 * 4096 * 4096 + layer + (2 * 32 * 4096 ** 2 if kernel == "eager" else 4 * 32 * 4096)
                     + 4096 * 32000 * 12)

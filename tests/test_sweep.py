@@ -28,7 +28,7 @@ DAY = 86400.0
 # allocated: no fitted allocator reserve in these expectations).
 MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
                   options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash",
-                           "memory_figure": "allocated"})
+                           "memory_figure": "allocated", "stack": "textbook"})   # the formulas' own count
 STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 1_073_741_824 + 539_492_352 + 1_572_864_000
 
 
@@ -155,7 +155,7 @@ def test_an_axis_with_the_wrong_dimension_is_rejected():
 
 MEMORY_ARGS = ("sweep", "total_memory_per_gpu", "--model", "llama2-7b", "--hardware", "h100", "dp=8",
                "--option", "zero_stage=1", "--option", "recompute=full", "--option", "attention_kernel=flash",
-               "--option", "memory_figure=allocated", "--vary", "micro_batch_size=1:64")
+               "--option", "memory_figure=allocated", "--stack", "textbook", "--vary", "micro_batch_size=1:64")
 
 
 def test_cli_sweep_prints_a_table_and_writes_csv(cli, tmp_path):
@@ -225,7 +225,7 @@ def test_a_whole_number_that_rounds_outside_its_bounds_is_not_feasible():
     # below 1 at long sequences: solve refuses it there (it rounds down to 0), and the sweep
     # agrees point by point
     job = dict(model="llama3-8b", hardware="h100", dp=8, memory_headroom="0 GB",
-               options={"zero_stage": "3", "recompute": "full"})
+               options={"zero_stage": "3", "recompute": "full", "stack": "textbook"})
     lengths = [8192, 16384, 32768, 131072]
     s = sweep("micro_batch_size", vary={"seq_len": ",".join(map(str, lengths))}, **job)
     for seq, feasible in zip(lengths, s.feasible.tolist()):

@@ -32,7 +32,7 @@ from symcalc.commands import shared
 @click.option("--top", default=10, show_default=True, metavar="K", help="Show the K best layouts.")
 @click.option("--headroom", "memory_headroom", metavar="GB", callback=shared.given,
               help="Memory each GPU keeps free beyond what the model counts (the allocator's reserve, CUDA "
-                   "context and NCCL are counted: --option memory_figure=device); default 5 % of gpu_memory: "
+                   "context and NCCL are counted: the stack sets memory_figure=device); default 5 % of gpu_memory: "
                    "4 GB on an 80 GB GPU.")
 @click.option("--price", "gpu_hour_price", metavar="USD/hour", callback=shared.given,
               help="GPU-hour price, e.g. \"2 USD/hour\" (for cost).")

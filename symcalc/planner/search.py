@@ -70,7 +70,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
     may be anything) and ``named`` (keywords): other given values; a layout quantity (tp, pp,
     cp, dp, ep, micro_batch_size, virtual_stages) fixes that dimension (an int or a list of
     ints).
-    ``memory_headroom``: memory each GPU keeps free beyond the counted memory (default 5 % of gpu_memory; the memory is memory_figure = device unless the options say). ``by``: time,
+    ``memory_headroom``: memory each GPU keeps free beyond the counted memory (default 5 % of gpu_memory; the memory is the stack's memory_figure, device for every real stack, unless the options say). ``by``: time,
     days, gpu_hours, cost (needs ``gpu_hour_price``) or memory. ``progress``: a function that is
     told, in a short line, what the search is doing (the command line shows it after a second).
     ``frontier``: rank a layout no published regime validates no faster than the best MFU

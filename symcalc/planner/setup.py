@@ -25,13 +25,12 @@ from symcalc.query.values import read_value
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from symcalc.library.registry import Library
 
-# the planner's memory is nvidia-smi's figure (memory_figure = device: the tensors, the caching
-# allocator's fitted reserve, the CUDA context and NCCL's buffers, formulas/peak_memory.toml)
-# unless the options say otherwise; the headroom left free on each GPU unless memory_headroom is
-# given is for what that does not count: allocator spikes beyond the fitted reserve, workspaces
-# of kernels and CUDA graphs, pipeline stages that hold more than the average (stated in the help
-# and the README)
-PLAN_MEMORY_FIGURE = "device"
+# the planner's memory is what the stack counts (every real stack sets memory_figure = device,
+# nvidia-smi's figure: the tensors, the caching allocator's fitted reserve, the CUDA context and
+# NCCL's buffers, formulas/stacks.toml), as solve counts it for the same run; the headroom left
+# free on each GPU unless memory_headroom is given is for what that does not count: allocator
+# spikes beyond the fitted reserve, workspaces of kernels and CUDA graphs, pipeline stages that
+# hold more than the average (stated in the help and the README)
 DEFAULT_HEADROOM_FRACTION = 0.05
 # the global batch when none is given: about 4M tokens (GPT-3's 3.2M, Llama 2's 4M), as a power of
 # two of sequences; said in the plan's notes
@@ -176,11 +175,10 @@ def _checked_arguments(hardware: str | None, by: object, options: object, values
 
 
 def _plan_options(options: Mapping | None, lib: Library) -> tuple[dict[str, str], bool]:
-    """The options as text, with the plan's memory figure and the stack (the default one unless
+    """The options as text, with the stack (the default one unless
     given: the step time runs under a stack, and the memory of the same layout is counted under
     it, its attention kernel, its loss), and whether the stack was given."""
     out = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
-    out.setdefault("memory_figure", PLAN_MEMORY_FIGURE)
     stack_given = "stack" in out
     if "stack" in lib.options:
         out.setdefault("stack", lib.options["stack"].default)

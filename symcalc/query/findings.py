@@ -33,6 +33,7 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
     """
     _check_solvable(lib, derivation, ev)
     findings = _violations(lib, derivation, ev.values)
+    _check_fits(lib, derivation, ev.values, findings)
     if tq.whole and not findings and not np.all(tq.domain.contains(rounded)):
         findings.append(Finding("rounds_outside", tq.name,
                                 {"value": np.min(exact) / tq.factor, "rounded": np.min(rounded) / tq.factor,
@@ -143,6 +144,26 @@ def _check_solvable(lib, derivation: Derivation, ev) -> None:
                 within = f" in {target.domain}" if shown == derivation.target else ""
                 raise NoSolutionError(f"no value of {derivation.target}{within} fits: {cause}")
             raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {_equations_text(s)} with these values")
+
+
+def _check_fits(lib, derivation: Derivation, values: dict, violations: list[Finding]) -> None:
+    """An inverse question (fewest GPUs, largest batch) whose chain solves a part of a sum below
+    its bounds, on the way to the question's own quantity, has no value that fits: the parts
+    known before that step already exceed the total. Said as _check_solvable says it when the
+    step has no root at all (the same sentence, whichever memory figure the chain runs through),
+    not as a bound violation of an intermediate. One value only (a sweep flags its points).
+
+    Raises NoSolutionError ``no value of n_gpus fits: activation_memory = ... already exceed ...``.
+    """
+    first = next((f for f in violations if f.kind == "out_of_bounds" and f.mask is None), None)
+    if first is None:
+        return
+    at = next(i for i, s in enumerate(derivation.steps) if first.quantity in s.unknowns)
+    if not any(derivation.target in s.unknowns for s in derivation.steps[at:]):
+        return
+    cause = _out_of_range_input(lib, derivation, derivation.steps[at], values)
+    if cause:
+        raise NoSolutionError(f"no value of {derivation.target} fits: {cause}")
 
 
 def check_displayable(lib, derivation: Derivation, values: dict, target: str, unit: str, factor: float) -> None:

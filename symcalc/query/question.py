@@ -104,6 +104,7 @@ class Posed:
     in_force: set[str] = field(default_factory=set)     # setting options (stacks) in force
     quiet: set[str] = field(default_factory=set)        # setting options not in force
     fallback: dict[str, str] = field(default_factory=dict)  # option -> its fallback value, taken (see pose)
+    run: bool = False                                   # about a run: a model or hardware named (stacks.is_run)
 
     @property
     def used(self) -> set[str]:
@@ -174,7 +175,8 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
     stacks.check_requires(lib, resolved.values, linked & settled, knowns, settled)
     idle = frozenset(linked - settled)
     posed = _derive(lib, tq, Posed(resolved, knowns, settled), diagnose and not idle)
-    dropped = idle - posed.used
+    run = stacks.is_run(presets)
+    dropped = idle - stacks.held(posed.used, posed.resolved.set_by, run)
     if dropped:
         resolved2, knowns2 = _setting(lib, tq.name, typed, explicit, presets, preset_options, without=dropped)
         again = Posed(resolved2, knowns2, settled, posed.derivation, posed.defaults_used, posed.error,
@@ -187,7 +189,8 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
             again = _derive(lib, tq, Posed(resolved2, knowns2, settled), diagnose=False)
         if (again.error is None and not again.used & dropped) or (again.error and posed.error):
             posed = again
-    posed.in_force = (linked & settled) | (idle & posed.used)
+    posed.run = run
+    posed.in_force = (linked & settled) | (idle & stacks.held(posed.used, posed.resolved.set_by, run))
     posed.quiet = linked - posed.in_force
     stacks.check_supports(lib, posed.resolved.values, posed.in_force, set(explicit) | posed.used)
     stacks.check_requires(lib, posed.resolved.values, posed.in_force - settled, posed.knowns, settled)

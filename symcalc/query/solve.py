@@ -363,6 +363,12 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
     such a stack set that the derivation uses, an option's fallback taken where its default
     leaves the question open: each said in the answer's first lines, not only among the defaults."""
     out = [_fallback_assumption(lib.options[name], value) for name, value in posed.fallback.items()]
+    unnamed = posed.in_force - posed.settled
+    for name in sorted(unnamed):
+        # the stack the question did not name, in force: said first, with why (a run's default)
+        out.append({"name": name, "value": posed.resolved.values[name], "kind": "stack",
+                    "source": f"the default {name}: the question {_why_in_force(posed)}; --{name} NAME to "
+                              f"change, --{name} textbook for the source documents' physics"})
     for name, d in defaults_used.items():
         if lib.quantities[name].main_input:
             entry = {"name": name, "value": d["value"], "source": d["source"], "kind": "rule" if "rule" in d else "default"}
@@ -372,7 +378,7 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
             out.append(entry)
     for name, value in relevant.items():
         opt = lib.options[name]
-        if name not in posed.settled and name not in posed.resolved.set_by and (opt.main_input or name in posed.in_force):
+        if name not in posed.settled | unnamed and name not in posed.resolved.set_by and opt.main_input:
             out.append({"name": name, "value": value, "source": f"the default of option {name}: {opt.values[value]}",
                         "kind": "option"})
     for name, value in relevant.items():
@@ -381,6 +387,14 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
             out.append({"name": name, "value": value, "source": f"set by {by}={by_value}", "kind": "set_by_option",
                         "option": by, "option_value": by_value})
     return out
+
+
+def _why_in_force(posed: Posed) -> str:
+    """Why a stack the question did not name is in force: it is about a run (a model or a
+    hardware preset named), or its derivation depends on what only a stack sets."""
+    if posed.run:
+        return "names a model or hardware, so it is answered as that software runs it"
+    return "depends on what a stack sets"
 
 
 def _fallback_assumption(opt, value: str) -> dict:

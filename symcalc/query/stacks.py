@@ -12,16 +12,18 @@ three more keys (see the README's options section):
 - ``requires = [{ when = "tp == 1", why = "..." }]``: conditions given values must satisfy
   (:func:`check_requires`).
 
-When a stack is in force. The stack is an assumption of the step-time model. A question that
-never reaches it (the seed examples' activation memory per layer, which use the textbook
-eager-attention formulas) keeps the library's defaults; any step-time question, or any
-question given ``--stack``, takes the stack's defaults. So a setting option given explicitly
-(or by a preset, or implied by given values) is always in force; otherwise it is in force when
-the question's derivation depends on it: a formula of the derivation names it in its ``when``,
-or a default the derivation uses was set by one of its values (``sets``). The solver resolves
-the options with the stack's defaults, derives, and, when the derivation does not depend on
-the stack, resolves again without them and takes that derivation instead
-(:func:`symcalc.query.solve.solve`). Derivations are cached by their options, so the second
+When a stack is in force. One rule, read by every command. A question about a run (it names a
+model or a hardware preset, as every plan does: :func:`is_run`) is answered as the default
+stack runs it, memory and step time alike: the stack is in force when its derivation depends on
+an option the stack set (the attention kernel of an activation memory). A question of a
+formula's own inputs alone (the seed examples' activation memory per layer, with the textbook
+eager-attention formulas) keeps the library's defaults unless it depends on the stack itself: a
+formula of the derivation names it in its ``when``, or a default the derivation uses was set by
+one of its values (``sets``: a step time's host overhead). A setting option given explicitly
+(or by a preset, or implied by given values) is always in force. The solver resolves the
+options with the stack's defaults, derives, and, when the derivation does not hold to the stack
+(:func:`held`), resolves again without them and takes that derivation instead
+(:func:`symcalc.query.question.pose`). Derivations are cached by their options, so the second
 pass costs one more cold derivation at most once per question.
 """
 
@@ -44,6 +46,22 @@ def options_used(derivation, defaults_used: Mapping[str, dict]) -> set[str]:
         for f in s.formulas:
             names |= set(f.when)
     return names | {d["option"] for d in defaults_used.values() if d.get("option")}
+
+
+def is_run(presets: Iterable) -> bool:
+    """Whether a question is about a run: it names a model or a hardware preset (a real model
+    on a real machine), as every plan does. Such a question is answered as the default stack
+    runs it, in every command; a question of a formula's own inputs alone (the source
+    documents' exercises) keeps the formulas' textbook defaults unless it names a stack."""
+    return any(p.kind in ("model", "hardware") for p in presets)
+
+
+def held(used: Iterable[str], set_by: Mapping[str, tuple[str, str]], run: bool) -> set[str]:
+    """The setting options (stacks) a derivation holds to: those it depends on (``used``), and,
+    for a question about a run (:func:`is_run`), those that set an option it depends on (the
+    attention kernel of an activation memory, the overlaps of a step time)."""
+    used = set(used)
+    return used | ({by for name, (by, _) in set_by.items() if name in used} if run else set())
 
 
 def decided(explicit: Iterable[str], preset_options: Iterable[str], implied: Iterable) -> set[str]:

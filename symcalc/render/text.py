@@ -181,7 +181,7 @@ def first_lines(result: Result) -> list[str]:
     input of the question, and options the given values implied."""
     out = []
     for a in result.assumptions:
-        if a["kind"] == "fallback":
+        if a["kind"] in ("fallback", "stack"):
             out.append(f"assuming {a['name']} = {a['value']} ({a['source']})")
         elif a["kind"] in ("option", "set_by_option"):
             out.append(f"assuming {a['name']} = {a['value']} ({a['source']}; --option {a['name']}=... to change)")
