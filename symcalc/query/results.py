@@ -19,10 +19,10 @@ from symcalc import units
 from symcalc.engine.derivation import Derivation
 from symcalc.engine.method import Method
 from symcalc.findings import Finding
+from symcalc.formats import Rendered, render
 from symcalc.library.printed import Printed
 from symcalc.library.records import FormulaSpec, QuantitySpec
 from symcalc.query.values import GivenValue
-from symcalc.render.formats import Rendered, render
 from symcalc.units.format import with_unit
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers only

@@ -32,16 +32,16 @@ import numpy as np
 
 from symcalc.errors import QueryError, SymcalcError
 from symcalc.findings import Finding
+from symcalc.formats import render
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
-from symcalc.query.layout_rules import given_breaks
-from symcalc.query.results import Result, sentences
 from symcalc.query.findings import bounds_text, out_of_bounds, over_capacity
+from symcalc.query.layout_rules import given_breaks
 from symcalc.query.question import order_breaks
+from symcalc.query.results import Result, sentences
 from symcalc.query.solve import solve
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
-from symcalc.render.formats import render
 from symcalc.units import Q, parse_unit
 
 DEFAULT_COUNT = 50
