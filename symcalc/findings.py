@@ -3,7 +3,7 @@
 A :class:`Finding` is data, never a sentence: its ``kind`` (one of :data:`KINDS`), the quantity
 it is about, and the values a sentence needs. The sentences are the renderers' alone
 (:mod:`symcalc.render.findings`, reached through the ``finding`` format of
-:mod:`symcalc.render.formats`); code that acts on a finding tests its ``kind``, never the words
+:mod:`symcalc.formats`); code that acts on a finding tests its ``kind``, never the words
 (a sweep leaves out the over-capacity warning its capacity mask already says).
 
 It sits beside ``errors.py``, below every layer, because every layer finds something: a preset

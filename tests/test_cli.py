@@ -313,7 +313,7 @@ def test_file_output_flags_come_from_the_format_registry():
     """solve, sweep and compare take their file-output flags from OUTPUT_FLAGS: each flag there
     is an option of its command with the registry's help, and names a registered format."""
     from symcalc.commands import cli as group
-    from symcalc.render.formats import FORMATS, OUTPUT_FLAGS
+    from symcalc.formats import FORMATS, OUTPUT_FLAGS
     import click
     for kind, name in (("result", "solve"), ("sweep", "sweep"), ("comparison", "compare")):
         params = {opt: p for p in group.get_command(click.Context(group), name).params for opt in getattr(p, "opts", [])}

@@ -143,8 +143,8 @@ def limited(command=None, *, default: float = DEFAULT_QUESTION_LIMIT):
 
 def output_flags(kind: str) -> Decorator:
     """The file-output flags of a record kind, as click options, from the format registry
-    (symcalc.render.formats.OUTPUT_FLAGS): a format gets its flag there, not here."""
-    from symcalc.render.formats import OUTPUT_FLAGS  # on use: at import of the commands, no renderer loaded
+    (symcalc.formats.OUTPUT_FLAGS): a format gets its flag there, not here."""
+    from symcalc.formats import OUTPUT_FLAGS  # on use: at import of the commands, no renderer loaded
 
     def add(command: Callable[..., Any]) -> Callable[..., Any]:
         for out in reversed(OUTPUT_FLAGS[kind]):
@@ -155,19 +155,19 @@ def output_flags(kind: str) -> Decorator:
 
 def outputs_to_stdout(kind: str, files: dict[str, str | None], as_json: bool) -> list[str]:
     """The flags of ``kind`` (and --json) that would write to standard output."""
-    from symcalc.render.formats import OUTPUT_FLAGS  # on use: the command line starts without it (start-up, Ctrl-C)
+    from symcalc.formats import OUTPUT_FLAGS  # on use: the command line starts without it (start-up, Ctrl-C)
     return (["--json"] if as_json else []) + [o.flag for o in OUTPUT_FLAGS[kind] if o.text and files.get(o.dest) == "-"]
 
 
 def check_outputs(kind: str, files: dict[str, str | None]) -> None:
     """Refuse an output file that cannot be written, before any work (--csv, --plot ...)."""
-    from symcalc.render.formats import OUTPUT_FLAGS  # on use: the command line starts without it (start-up, Ctrl-C)
+    from symcalc.formats import OUTPUT_FLAGS  # on use: the command line starts without it (start-up, Ctrl-C)
     check_targets(**{o.flag.lstrip("-"): files.get(o.dest) for o in OUTPUT_FLAGS[kind]})
 
 
 def write_outputs(kind: str, record: Any, files: dict[str, str | None]) -> list[str]:
     """Write ``record`` in each format whose flag was given; returns the files written."""
-    from symcalc.render.formats import OUTPUT_FLAGS, render  # on use: the command line starts without it
+    from symcalc.formats import OUTPUT_FLAGS, render  # on use: the command line starts without it
     written = []
     for out in OUTPUT_FLAGS[kind]:
         path = files.get(out.dest)

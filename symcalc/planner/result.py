@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from symcalc.render.formats import Rendered, render
+from symcalc.formats import Rendered, render
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from matplotlib.figure import Figure

@@ -26,6 +26,7 @@ import numpy as np
 
 from symcalc.errors import QueryError, SymcalcError
 from symcalc.library.records import Interval
+from symcalc.query import reuse
 
 # how far a run's relative step-time error is trusted (log units): the fit's noise scale
 RUN_NOISE = 0.05
@@ -209,7 +210,7 @@ class Model:
             for n in self.names:
                 given[n] = self._given(n, values[n][:, idx].reshape(-1))
             try:
-                pts = g["result"].points(**given)
+                pts = reuse.points(g["result"], given)
             except SymcalcError:
                 continue
             out[:, idx] = np.asarray(pts.value, dtype=float).reshape(m, len(idx)) * _to_seconds(g["result"])

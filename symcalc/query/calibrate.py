@@ -19,6 +19,7 @@ import numpy as np
 from symcalc import units
 from symcalc.errors import OutputError, QueryError, SymcalcError, UnknownNameError, did_you_mean
 from symcalc.escape import toml_string
+from symcalc.formats import Rendered
 from symcalc.query.calibfit import RUN_NOISE as RUN_NOISE
 from symcalc.query.calibfit import Coefficient as Coefficient
 from symcalc.query.calibfit import Fit as Fit
@@ -31,7 +32,6 @@ from symcalc.query.calibruns import MEASURED as MEASURED
 from symcalc.query.calibruns import RunsFile as RunsFile
 from symcalc.query.calibruns import read_runs as read_runs
 from symcalc.query.calibruns import text_field
-from symcalc.render.formats import Rendered
 from symcalc.units.format import fmt
 
 

@@ -24,13 +24,13 @@ import pint
 from symcalc import units
 from symcalc.errors import QueryError, SymcalcError, UnknownNameError, closest_names
 from symcalc.findings import Finding
+from symcalc.formats import Rendered, render
 from symcalc.library.loading import Library, default_library
 from symcalc.query.implied import resolve_options
-from symcalc.query.results import Result
 from symcalc.query.presetvalues import presets_of
 from symcalc.query.question import option_mapping, output_unit, read_given
+from symcalc.query.results import Result
 from symcalc.query.solve import solve
-from symcalc.render.formats import Rendered, render
 from symcalc.units.format import with_unit
 
 PRESET_KINDS = ("hardware", "model")

@@ -1,9 +1,12 @@
 """The answer to one query: the value with its unit, the derivation behind it, and renderers.
 
-A :class:`Result` is a finished record: renderers read it and never recompute the answer
-(what only showing it needs, the closed form and each step's solution printed, is made on
-first read: :class:`Deferred`). It also keeps the compiled derivation, so ``result.function(...)`` re-evaluates the same route for new
-values (or arrays of them) at numpy speed.
+A :class:`Result` is a finished, plain record: renderers read it and never recompute the
+answer (what only showing it needs, the closed form and each step's solution printed, is made
+on first read: :class:`Deferred`). It holds data only, no callables into the solver, so it
+pickles and compares as its values. It keeps the compiled derivation, so the answer can be
+evaluated again for new values at numpy speed: that is the work of plain functions
+(:mod:`symcalc.query.reuse`), which the Result that :func:`symcalc.solve` returns
+(:class:`symcalc.query.solve.Solved`) offers as ``.function(...)`` and ``.points(...)``.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from symcalc import units
 from symcalc.engine.derivation import Derivation
 from symcalc.engine.method import Method
 from symcalc.findings import Finding
+from symcalc.formats import Rendered, render
 from symcalc.library.printed import Printed
 from symcalc.library.records import FormulaSpec, QuantitySpec
 from symcalc.query.values import GivenValue
-from symcalc.render.formats import Rendered, render
 from symcalc.units.format import with_unit
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers only
@@ -100,7 +103,9 @@ class Elasticity:
 class Result(Rendered):
     """The value of ``target`` with its unit, how it was derived, and what it leaned on."""
 
-    library: Library
+    # the library and the derivation it was made with: the means, not what the record says (a
+    # copy, pickled and read back, holds other objects of the same content), so not compared
+    library: Library = field(compare=False)
     target: str
     quantity: QuantitySpec
     unit: str                              # unit of ``value`` (--to, or the display unit)
@@ -114,7 +119,7 @@ class Result(Rendered):
     defaults_used: dict[str, dict]
     values: dict[str, Any]                 # every quantity of the derivation, base units
     steps: list[StepView]
-    derivation: Derivation
+    derivation: Derivation = field(compare=False)
     if TYPE_CHECKING:
         closed_form: Printed
     else:
@@ -125,8 +130,6 @@ class Result(Rendered):
     findings: list[Finding] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
     rounding: str | None = None            # how a whole-number answer was rounded: up | down | nearest (| mixed)
-    # the solver's re-evaluation for new values (symcalc.query.reuse.function, bound to solve)
-    again: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
     # why it rounded that way, when a given limit decided: {direction, limit, other (the whole
     # number on the other side, display units), value_there, given, unit, given_is}
     rounding_reason: dict | None = None
@@ -139,10 +142,9 @@ class Result(Rendered):
     # the setting options (training stacks) in force -> whether the question gave them (their
     # values are in all_options): new values for the same question meet their ``requires``
     stacks: dict[str, bool] = field(default_factory=dict)
-    # the solver's one-step answer for another quantity from this answer's values (a collective's
-    # whole time beside its exposed part in the breakdown), and what it gave
-    companion: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
-    _companions: dict = field(default_factory=dict, repr=False, compare=False)
+    # other quantities found from this answer's values (a collective's whole time beside its
+    # exposed part in the breakdown: symcalc.query.reuse.companion), name -> value, kept once found
+    companions: dict = field(default_factory=dict, repr=False, compare=False)
     # the elasticity to each given value, largest first (solve(..., sensitivity=True)), else None
     elasticities: list[Elasticity] | None = None
 
@@ -203,33 +205,6 @@ class Result(Rendered):
         q = self.library.quantities[name]
         return _scale(self.values[name], q.factor), q.display_unit
 
-    def function(self, **values) -> pint.Quantity:
-        """The same derivation for new values of the same knowns: the answer in ``unit``.
-
-        Values are read like :func:`symcalc.solve`'s (units, arrays). It goes through the
-        same checks (bounds, no-solution, rounding) and reuses the cached compiled derivation,
-        so nothing is re-planned or re-solved. Large arrays take the evaluator's chunked kernel
-        (:mod:`symcalc.engine.evaluate`): the same values and checks at about the speed of the
-        formula written in numpy by hand. The work is :func:`symcalc.query.reuse.function`'s, handed to
-        this record by the solver that made it (``again``): the record itself never imports
-        the solver.
-        """
-        if self.again is None:
-            raise TypeError("this result was not made by solve(): it cannot be evaluated again")
-        return self.again(self, values)
-
-    def points(self, also: tuple[str, ...] = (), outside: bool = False, **values):
-        """The same derivation over a grid that may leave the bounds (a planner's layouts, a
-        mixed feasible/infeasible sweep): a :class:`symcalc.query.reuse.Points` record of the
-        values in ``unit`` and masks ``inside`` (every value of the point within its bounds),
-        ``fits`` (within its capacity) and ``ok``, per-quantity ``outside`` masks (when asked
-        for), and the values of the other quantities named in ``also`` from the same pass;
-        nothing is refused for the points outside."""
-        if self.again is None:
-            raise TypeError("this result was not made by solve(): it cannot be evaluated again")
-        also = (also,) if isinstance(also, str) else tuple(also)     # one name, or several
-        return self.again(self, values, masked=True, also=also, outside=outside)
-
     @property
     def breakdown(self) -> dict | None:
         """:meth:`breakdown_of` with the collectives' whole times."""
@@ -285,17 +260,22 @@ class Result(Rendered):
 
     def companion_value(self, name: str) -> float | str | None:
         """``name``'s value from the quantities this answer computed (a collective's whole time
-        beside its exposed part): one more step of the same derivation's values, asked of the
-        solver that made this record, cached; None where it cannot be had."""
+        beside its exposed part), or one found from them before (``companions``); None where
+        the record has none. The record asks no solver: the Result solve() returns
+        (:class:`symcalc.query.solve.Solved`) finds the value it lacks, one more step of the
+        same derivation's values, and keeps it here."""
         if name in self.values and isinstance(self.values[name], str):
             return self.values[name]
         if name in self.values and np.ndim(self.values[name]) == 0:
             return float(self.values[name])
-        if self.companion is None:
-            return None
-        if name not in self._companions:
-            self._companions[name] = self.companion(self, name)
-        return self._companions[name]
+        return self.companions.get(name)
+
+    def __setstate__(self, state: dict) -> None:
+        # a pickled derivation leaves its library out (symcalc.engine.derivation: it is cached on
+        # disk apart from it); the copy is bound to the library pickled with the record
+        self.__dict__.update(state)
+        if self.derivation.library is None:
+            self.derivation.bind(self.library)
 
     @property
     def numeric_symbols(self) -> list[str]:

@@ -1,12 +1,15 @@
-"""A finished result evaluated again for new values of its knowns (``Result.function``,
-``Result.points``), and several results on the same knowns at once (:func:`together`).
+"""A finished result evaluated again for new values of its knowns (:func:`function`,
+:func:`points`), several results on the same knowns at once (:func:`together`), and another
+quantity from a result's values (:func:`companion`).
 
-The solver hands each :class:`~symcalc.query.results.Result` this module's functions, bound
-to :func:`symcalc.query.solve.solve` (``Result.again``), so the record never imports the
-solver. The values come from the one evaluator (:func:`symcalc.engine.evaluate.evaluate`);
-``function`` asks the question again through the solver whenever the evaluator's strict mode
-declines (small arrays, a point out of the ordinary), which reuses the cached derivation and
-words any refusal exactly as a first answer would.
+Plain functions of a plain record (:class:`~symcalc.query.results.Result` holds no callable):
+where the solver is needed it is passed in (``solve``, ``ask``), so this module never imports
+it; the Result that :func:`symcalc.query.solve.solve` returns offers them as ``.function``,
+``.points`` and ``.companion_value``, passing its module's solver. The values come from the one
+evaluator (:func:`symcalc.engine.evaluate.evaluate`); :func:`function` asks the question again
+through the solver whenever the evaluator's strict mode declines (small arrays, a point out of
+the ordinary), which reuses the cached derivation and words any refusal exactly as a first
+answer would.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pint
 
 from symcalc import units
 from symcalc.engine.evaluate import MIN_SIZE, Target, evaluate
-from symcalc.errors import QueryError
+from symcalc.errors import QueryError, SymcalcError
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
 
@@ -41,6 +44,29 @@ def function(result, values: dict, solve: Callable) -> pint.Quantity:
               rounding=result.rounding if result.rounding in ("up", "down", "nearest") else None,
               **{k: v for k, v in result.preset_args.items() if v})
     return r.quantity_value
+
+
+def companion(result, name: str, ask: Callable) -> float | str | None:
+    """``name`` from the scalar values ``result`` computed, given as known (so its derivation is
+    the one step that combines them: a collective's whole time beside its exposed part), asked
+    of ``ask`` (the solver, unshown, bounds flagged) under the same options; None where it
+    cannot be had (an array answer, no derivation, a refusal)."""
+    lib = result.library
+    known = {}
+    for k, v in result.values.items():
+        q = lib.quantities.get(k)
+        if q is None or q.kind == "text" or isinstance(v, str) or np.ndim(v) != 0 or not np.isfinite(v):
+            continue
+        if not np.all(q.domain.contains(v)):    # a part that came out 0 where a given one must be positive
+            continue
+        known[k] = (float(v), q.unit) if q.unit else float(v)
+    try:
+        r = ask(name, known, options=result.all_options, library=lib)
+    except SymcalcError:
+        return None
+    if isinstance(r.base_value, str):       # a text answer (which bound binds)
+        return r.base_value
+    return float(r.base_value) if np.ndim(r.base_value) == 0 else None
 
 
 def _strict(result, values: dict):

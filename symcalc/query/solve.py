@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
+import pint
 
 from symcalc.engine.derivation import Derivation, Evaluation
 from symcalc.engine.rounding import round_whole
 from symcalc.engine.routing import Route
-from symcalc.errors import ConflictError, OutOfBoundsError, QueryError, SymcalcError, UnderdeterminedError
+from symcalc.errors import ConflictError, OutOfBoundsError, QueryError, UnderdeterminedError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
@@ -43,7 +45,54 @@ from symcalc.query.sensitivity import sensitivity_of
 from symcalc.query.values import GivenValue, implausible
 from symcalc.units.format import with_unit
 
-__all__ = ["read_given", "solve", "solve_unshown"]
+if TYPE_CHECKING:   # pragma: no cover - for type checkers only
+    from symcalc.query.reuse import Points
+
+__all__ = ["Solved", "read_given", "solve", "solve_unshown"]
+
+
+class Solved(Result):
+    """The Result :func:`solve` returns: the plain record (every field data, no callable: it
+    pickles and compares as its values), and what a user asks of it again, each a plain
+    function of :mod:`symcalc.query.reuse` handed this module's solver.
+
+    Why the methods are here, not on Result: ``function`` and ``companion_value`` need the
+    solver, and the solver makes Results, so a Result that imported it would close an import
+    cycle (tests/test_layers.py). The class solve() makes is the solver's to define; the record
+    stores no callback, and a copy read back from a pickle is asked again the same way."""
+
+    def function(self, **values) -> pint.Quantity:
+        """The same derivation for new values of the same knowns: the answer in ``unit``.
+
+        Values are read like :func:`solve`'s (units, arrays). It goes through the same checks
+        (bounds, no-solution, rounding) and reuses the cached compiled derivation, so nothing is
+        re-planned or re-solved. Large arrays take the evaluator's chunked kernel
+        (:mod:`symcalc.engine.evaluate`): the same values and checks at about the speed of the
+        formula written in numpy by hand. The work is :func:`symcalc.query.reuse.function`'s."""
+        from symcalc.query import reuse  # start-up: only a record evaluated again needs it
+        return reuse.function(self, values, solve)
+
+    def points(self, also: tuple[str, ...] = (), outside: bool = False, **values) -> Points:
+        """The same derivation over a grid that may leave the bounds (a planner's layouts, a
+        mixed feasible/infeasible sweep): a :class:`symcalc.query.reuse.Points` record of the
+        values in ``unit`` and masks ``inside`` (every value of the point within its bounds),
+        ``fits`` (within its capacity) and ``ok``, per-quantity ``outside`` masks (when asked
+        for), and the values of the other quantities named in ``also`` from the same pass;
+        nothing is refused for the points outside (:func:`symcalc.query.reuse.points`)."""
+        from symcalc.query import reuse  # start-up: only a record evaluated again needs it
+        also = (also,) if isinstance(also, str) else tuple(also)     # one name, or several
+        return reuse.points(self, values, also, outside)
+
+    def companion_value(self, name: str) -> float | str | None:
+        """``name``'s value from the quantities this answer computed (a collective's whole time
+        beside its exposed part): the record's own, else one more step of the same
+        derivation's values, asked of the solver (:func:`symcalc.query.reuse.companion`) and
+        kept in the record's ``companions``; None where it cannot be had."""
+        known = super().companion_value(name)
+        if known is None and name not in self.companions:
+            from symcalc.query import reuse  # start-up: only a breakdown or a reported value needs it
+            known = self.companions[name] = reuse.companion(self, name, _solve_again)
+        return known
 
 
 def solve(target: str, given: Mapping[str, object] | None = None, /, *,
@@ -51,7 +100,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           library: Library | None = None, on_bounds: str = "raise",
           hardware: str | None = None, model: str | None = None, diagnose: bool = True,
           conflicts: bool | str = True, rtol: float = 0.02, rounding: str | None = None,
-          sensitivity: bool = False, **values) -> Result:
+          sensitivity: bool = False, **values) -> Solved:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -100,7 +149,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
 
 def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,
                   options: Mapping[str, object] | None = None, library: Library | None = None,
-                  on_bounds: str = "raise", hardware: str | None = None, model: str | None = None) -> Result:
+                  on_bounds: str = "raise", hardware: str | None = None, model: str | None = None) -> Solved:
     """:func:`solve` for a caller that reads an answer's numbers and never shows its text (the
     planner's 100-odd questions a plan): the same value, derivation, steps, rounding, bound
     violations and errors, without the findings only a reader needs (what a given value not
@@ -114,7 +163,7 @@ def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,
 
 
 def _solve(target, given, values: Mapping[str, object], *, options, to, library, on_bounds: str, hardware, model,
-           diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Result:
+           diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Solved:
     """:func:`solve`'s work; ``brief``: :func:`solve_unshown`'s (the findings for a reader left out)."""
     lib, tq, on_conflict = _checked_arguments(target, given, library, on_bounds, conflicts, rounding, rtol)
     typed = read_given(lib, [*(given or {}).items(), *values.items()])
@@ -201,7 +250,7 @@ def _checked_arguments(target, given, library: Library | None, on_bounds: str, c
     return lib, tq, on_conflict
 
 
-def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str | None, diagnose: bool) -> Result:
+def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str | None, diagnose: bool) -> Solved:
     """The answer to a question with no derivation: the target given (or published), or looked
     up in a preset when nothing derives it; else the error that says why (diagnosed)."""
     opts, knowns = posed.resolved.values, posed.knowns
@@ -279,7 +328,7 @@ def _reader_findings(lib: Library, presets: list, opts: dict, knowns: dict[str, 
 
 def _record(lib: Library, tq, posed: Posed, derivation: Derivation, defaults_used: dict, ev, explicit_options: dict,
             unit: str, factor: float, rounded, how, reason, findings: list, violations: list, found: list,
-            on_bounds: str, presets: list, hardware, model) -> Result:
+            on_bounds: str, presets: list, hardware, model) -> Solved:
     """The Result of an evaluated derivation (its display made on first read)."""
     shown = Display(derivation, ev.choices)
     steps = [StepView(number=i + 1, formulas=list(s.formulas), method=s.method,
@@ -288,7 +337,7 @@ def _record(lib: Library, tq, posed: Posed, derivation: Derivation, defaults_use
              for i, s in enumerate(derivation.steps)]
     opts = posed.resolved.values
     relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
-    return Result(again=_again, companion=_companion, library=lib, target=tq.name, quantity=tq, unit=unit,
+    return Solved(library=lib, target=tq.name, quantity=tq, unit=unit,
                   factor=factor, base_value=ev.values[tq.name], rounded_base=rounded, given=posed.knowns,
                   presets={p.kind: p.key for p in presets}, preset_args={"hardware": hardware, "model": model},
                   options=relevant, all_options=posed.options,
@@ -304,55 +353,25 @@ def _record(lib: Library, tq, posed: Posed, derivation: Derivation, defaults_use
                   conflicts=[{k: v for k, v in c.items() if k != "finding"} for c in found])
 
 
-def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: str | None) -> Result:
+def _conversion(lib: Library, q, knowns: dict[str, GivenValue], opts: dict, to: str | None) -> Solved:
     """The target is itself given: the answer is that value, in the unit asked for."""
     unit, factor = output_unit(q, to)
     value = knowns[q.name].magnitude
     plan = Route(target=q.name, steps=(), given=(q.name,), defaults=(), unused=tuple(sorted(set(knowns) - {q.name})))
     derivation = Derivation(lib, plan, opts, {}, steps=[])
-    return Result(again=_again, library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
+    return Solved(library=lib, target=q.name, quantity=q, unit=unit, factor=factor, base_value=value,
                   rounded_base=round_whole(value, q.whole), rounding=q.whole, given=knowns, presets={}, options={}, all_options=opts,
                   defaults_used={}, values={k: v.magnitude for k, v in knowns.items()}, steps=[],
                   derivation=derivation, closed_form=Printed.of_quantity(q.name, q.latex), unused=list(plan.unused),
                   findings=[Finding("given_target", q.name)])
 
 
-def _again(result: Result, values: dict, masked: bool = False, also: tuple[str, ...] = (), outside: bool = False):
-    """Result.function (and, ``masked``, Result.points): the record's derivation for new values
-    (symcalc.query.reuse), with this module's solve() for what the evaluator's strict mode leaves to it."""
-    from symcalc.query import reuse  # start-up: only a record evaluated again needs it
-    if masked:
-        return reuse.points(result, values, also, outside)
-    return reuse.function(result, values, solve)
-
-
-def _companion(result: Result, name: str) -> float | str | None:
-    """Result.companion_value: ``name`` from the scalar values ``result`` computed, given as
-    known (so its derivation is the one step that combines them), under the same options."""
-    lib = result.library
-    known = {}
-    for k, v in result.values.items():
-        q = lib.quantities.get(k)
-        if q is None or q.kind == "text" or isinstance(v, str) or np.ndim(v) != 0 or not np.isfinite(v):
-            continue
-        if not np.all(q.domain.contains(v)):    # a part that came out 0 where a given one must be positive
-            continue
-        known[k] = (float(v), q.unit) if q.unit else float(v)
-    try:
-        r = _solve_again(name, known, options=result.all_options, library=lib)
-    except SymcalcError:
-        return None
-    if isinstance(r.base_value, str):       # a text answer (which bound binds)
-        return r.base_value
-    return float(r.base_value) if np.ndim(r.base_value) == 0 else None
-
-
 def _solve_again(target: str, given: Mapping[str, object], *, options: Mapping[str, object], library: Library
-                 ) -> Result:
+                 ) -> Solved:
     """The questions an answer asks of itself (what the limit would be at the other whole
     number, a collective's whole time beside its exposed part): only their value is read, so
     they are asked unshown (no findings, flagged bounds). Not through the public entry, so that
-    a test that patches it out (to prove that Result.function never falls back to it) does not
+    a test that patches it out (to prove that Solved.function never falls back to it) does not
     catch these."""
     return solve_unshown(target, given, options=options, library=library, on_bounds="flag")
 

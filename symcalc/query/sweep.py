@@ -32,16 +32,17 @@ import numpy as np
 
 from symcalc.errors import QueryError, SymcalcError
 from symcalc.findings import Finding
+from symcalc.formats import render
 from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
-from symcalc.query.layout_rules import given_breaks
-from symcalc.query.results import Result, sentences
+from symcalc.query import reuse
 from symcalc.query.findings import bounds_text, out_of_bounds, over_capacity
+from symcalc.query.layout_rules import given_breaks
 from symcalc.query.question import order_breaks
+from symcalc.query.results import Result, sentences
 from symcalc.query.solve import solve
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
-from symcalc.render.formats import render
 from symcalc.units import Q, parse_unit
 
 DEFAULT_COUNT = 50
@@ -233,12 +234,12 @@ def _evaluated(lib: Library, tq, fixed: dict, axes: list[Axis], shape: tuple, kw
         grid[a.name] = (a.values.reshape(dims), a.unit)
     template = _template(tq.name, fixed, axes, kw)
     if template is not None and template.quantity.kind != "text":
-        # the first point's derivation over the whole grid, masked (Result.points: the
+        # the first point's derivation over the whole grid, masked (symcalc.query.reuse.points: the
         # evaluator's chunked kernel for large grids, its step walker for small ones; never refused)
         r = template
         check_new_values(r, {a.name: a.base.reshape([-1 if j == i else 1 for j in range(len(axes))])
                              for i, a in enumerate(axes)})
-        p = r.points(also=(tq.name,) if tq.whole else (), outside=True, **fixed, **grid)
+        p = reuse.points(r, {**fixed, **grid}, also=(tq.name,) if tq.whole else (), outside=True)
         vals = np.array(np.broadcast_to(p.value, shape), dtype=float)
         exact = np.array(np.broadcast_to(p.also[tq.name][0], shape), dtype=float) if tq.whole else None
         outside = {name: np.broadcast_to(bad, shape) for name, bad in (p.outside or {}).items()}

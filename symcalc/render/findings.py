@@ -2,7 +2,7 @@
 
 The one place the words of a warning or a bound violation are written: :func:`sentence`
 dispatches on the finding's kind. Records reach it through the ``finding`` format of
-:mod:`symcalc.render.formats` (``Result.warnings``, ``Result.violations``, ``Sweep.warnings``).
+:mod:`symcalc.formats` (``Result.warnings``, ``Result.violations``, ``Sweep.warnings``).
 """
 
 from __future__ import annotations

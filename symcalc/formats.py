@@ -4,15 +4,18 @@ Records (Result, Comparison, Sweep, PlanResult, Calibration) offer ``.text()``, 
 ``.plot()`` ... for convenience; each goes through :func:`render`, so the query layer names a
 format, never a renderer module, and a renderer is imported only when its format is first used
 (matplotlib for a plot, nothing for a cached text answer). Adding a format is one line here.
+
+It imports nothing of symcalc (the renderers are named by string), so it sits in the support
+layer: a record of any layer (query's Result, the planner's PlanResult) uses it without an
+import up the layers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import importlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 # format -> "module:function"; each function takes the record first
