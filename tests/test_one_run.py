@@ -1,0 +1,94 @@
+"""One run, read the same way by every command (issue 35): a question that names a model or
+hardware is answered under the same default stack, with the same memory figure and the same fit
+test, whether it is asked of `solve`, `check`, `sweep` or `plan`."""
+
+import numpy as np
+import pytest
+
+import symcalc
+
+# Llama 3 8B on one node of 8 H100s, the global batch plan takes by default (4M tokens: 512 x 8192)
+RUN = dict(model="llama3-8b", hardware="h100")
+
+
+@pytest.fixture(scope="module")
+def planned():
+    return symcalc.plan("llama3-8b", "h100", 8, top=4)
+
+
+def _asked(row, target):
+    """The plan's row asked of solve as a new user would: its layout and options, no --stack."""
+    given = {k: v for k, v in row.layout.items() if k != "virtual_stages" or v > 1}
+    given.update(global_batch_size=512, seq_len="8192 token")
+    return symcalc.solve(target, given, options=row.options, **RUN)
+
+
+def test_solve_and_plan_agree_on_memory_and_step_time_for_the_same_layout(planned):
+    # four different layouts (ZeRO-1 with full recompute, tp 4 without, ...): the memory plan
+    # ranks by and the step time it prints are what solve gives without being told the stack
+    assert len(planned.rows) == 4
+    for row in planned.rows:
+        memory = _asked(row, "total_memory_per_gpu")
+        assert memory.base_value == pytest.approx(row.memory, rel=1e-9), row.layout
+        step = _asked(row, "step_time")
+        assert step.base_value == pytest.approx(row.step_time, rel=1e-9), row.layout
+        # both said which stack they assumed, first: the plan's own
+        for r in (memory, step):
+            assert (r.assumptions[0]["name"], r.assumptions[0]["value"]) == ("stack", planned.stack)
+    # the memory is nvidia-smi's figure under every real stack: the parts plan prints add up
+    # to it, the CUDA context (device_fixed_memory) included
+    best = planned.rows[0]
+    assert sum(best.memory_parts.values()) == pytest.approx(best.memory, rel=1e-9)
+    assert best.memory_parts["device_fixed_memory"] > 0
+
+
+def test_check_gives_the_plans_verdict_on_the_plans_layout(planned):
+    # check of the plan's best layout under the same fit test: it fits, with the same figure
+    row = planned.rows[0]
+    given = {k: v for k, v in row.layout.items() if k != "virtual_stages"}
+    given.update(global_batch_size=512, seq_len="8192 token")
+    c = symcalc.check(given, options=row.options, **RUN)
+    fit = [f for f in c.fits if f.quantity == "total_memory_per_gpu"]
+    assert fit and fit[0].fits and fit[0].value == pytest.approx(row.memory, rel=1e-9)
+
+
+def test_sweep_marks_the_points_plan_would_reject_for_memory():
+    # tp 8, no recompute, ZeRO-0 with sequence parallelism: plan's row 'tp8 mbs8 ... sp' counts
+    # 72.1 GB at micro-batch 8 (rank 4 of its default plan); the sweep over micro-batches 4..12
+    # under the same default stack puts the same figure at 8 and marks the points above 80 GB
+    s = symcalc.sweep("total_memory_per_gpu", vary={"micro_batch_size": "4:12"}, tp=8, pp=1, cp=1, dp=1, n_gpus=8,
+                      global_batch_size=512, seq_len="8192 token",
+                      options={"zero_stage": "0", "recompute": "none", "sequence_parallel": "true"}, **RUN)
+    values = np.asarray(s.values, dtype=float).ravel()         # in GB, the display unit
+    one = symcalc.solve("total_memory_per_gpu", dict(tp=8, pp=1, cp=1, dp=1, n_gpus=8, micro_batch_size=8,
+                                                     global_batch_size=512, seq_len="8192 token"),
+                        options={"zero_stage": "0", "recompute": "none", "sequence_parallel": "true"}, **RUN)
+    assert values[4] == pytest.approx(one.base_value / 1e9, rel=1e-9)
+    assert list(np.asarray(s.feasible).ravel()) == list(values <= 80)
+    assert 0 < int(np.sum(values <= 80)) < values.size        # the boundary lies inside the sweep
+
+
+def test_a_bare_formula_question_keeps_the_seeds_physics_and_names_no_stack():
+    # seed 000's Exercise 1 layer: s b h (34 + 5 a s / h) with s = 2048, b = 1, h = 12288,
+    # a = 96: 2048 x 12288 x (34 + 5 x 96 x 2048 / 12288) = 3.869 GB; asked of the same model as
+    # a run, the default stack's cuDNN attention keeps no s x s scores: less
+    bare = symcalc.solve("activation_memory_per_layer", seq_len="2048 token", micro_batch_size=1, d_model=12288,
+                         n_heads=96)
+    assert bare.base_value == pytest.approx(2048 * 12288 * (34 + 5 * 96 * 2048 / 12288), rel=1e-12)
+    assert not [a for a in bare.assumptions if a["kind"] == "stack"]
+    as_run = symcalc.solve("activation_memory_per_layer", seq_len="2048 token", micro_batch_size=1, hardware="h100",
+                           d_model=12288, n_heads=96)
+    assert as_run.assumptions[0]["value"] == "megatron-core" and as_run.base_value < bare.base_value
+    textbook = symcalc.solve("activation_memory_per_layer", seq_len="2048 token", micro_batch_size=1,
+                             hardware="h100", d_model=12288, n_heads=96, options={"stack": "textbook"})
+    assert textbook.base_value == pytest.approx(bare.base_value, rel=1e-12)
+
+
+def test_the_cli_says_the_stack_first(cli):
+    run = cli("solve", "total_memory_per_gpu", "--model", "llama3-8b", "--hardware", "h100", "tp=8", "dp=1",
+              "n_gpus=8", "micro_batch_size=8", "seq_len=8192 token", "--option", "sequence_parallel=true")
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[1].startswith("  assuming stack = megatron-core (the default stack: the question names a model "
+                               "or hardware")
+    assert "--stack textbook for the source documents' physics" in lines[1]
