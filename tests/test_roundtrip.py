@@ -1,12 +1,16 @@
 """Round trips: solve forwards, swap the answer with one of its inputs, solve back, and get the
-input again (issue 9). Over every formula of the library, and over a few hundred random
-multi-step questions of realistic runs. An inverse may fairly be refused as not determined
-(a Max whose other branch binds, a whole-number ceiling); it may never be a different number.
+input again (issue 9). Over a third of the library's (formula, input) pairs, every third in a
+fixed order, and over a hundred random multi-step questions of realistic runs: the suite's
+share, within its five minutes. ``SYMCALC_ROUNDTRIP_SCALE=3`` runs every pair and three hundred
+questions; ``python benchmarks/roundtrip_audit.py`` runs every formula with three seeds and
+random chains over the presets. An inverse may fairly be refused as not determined (a Max whose
+other branch binds, a whole-number ceiling); it may never be a different number.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 
 
@@ -17,6 +21,8 @@ from symcalc.errors import ConflictError, NoSolutionError, OutOfBoundsError, Sym
 
 LIB = symcalc.default_library()
 RTOL = 1e-6
+# the share the suite asks: 1, a third of the pairs and 100 questions; 3, every pair and 300
+SCALE = max(1, min(3, int(os.environ.get("SYMCALC_ROUNDTRIP_SCALE", "1"))))
 
 
 def _value_for(q, rng: random.Random) -> float:
@@ -92,7 +98,8 @@ def test_every_formula_solves_back_to_its_inputs():
     # quantities: the engine may find them contradicting one ("another law") and refuse
     counts = {"back": 0, "refused": 0, "another law": 0, "no forward": 0}
     wrong = []
-    for f, options, lhs, x in _pairs():
+    pairs = _pairs()
+    for f, options, lhs, x in pairs[::3] if SCALE == 1 else pairs:
         values = {q: _value_for(LIB.quantities[q], rng) for q in f.quantities if q != lhs}
         try:
             fwd = symcalc.solve(lhs, _given(values), options=options, conflicts=False, diagnose=False)
@@ -152,7 +159,7 @@ TARGETS = ["train_time", "total_cost", "gpu_hours", "tokens_per_second", "step_t
            "checkpoint_interval", "bubble_fraction", "bubble_ratio", "achieved_flops_per_gpu", "memory_headroom",
            "flops_per_token", "n_params", "weight_memory", "optimizer_memory", "checkpoint_write_time",
            "allreduce_bandwidth_time", "cluster_peak_flops", "pipeline_bubble_time", "tokens_per_second_per_gpu"]
-QUESTIONS = 300       # distinct (world, target, swapped input) questions at most
+QUESTIONS = 100 * SCALE   # distinct (world, target, swapped input) questions at most
 
 
 def test_random_multi_step_questions_solve_back():
@@ -191,7 +198,7 @@ def test_random_multi_step_questions_solve_back():
             wrong.append(f"{target} -> {x}: {original!r} came back as {got!r}")
     print(f"\nrandom multi-step round trips: {counts}, {len(wrong)} wrong")
     assert not wrong, wrong
-    assert sum(counts.values()) >= 200 and counts["back"] >= 0.85 * sum(counts.values())
+    assert sum(counts.values()) >= 0.66 * QUESTIONS and counts["back"] >= 0.85 * sum(counts.values())
 
 
 # ---- laws before estimates -----------------------------------------------------------------------
