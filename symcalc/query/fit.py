@@ -115,7 +115,7 @@ def workloads(lib: Library) -> tuple[Workload, ...]:
     return lib.__dict__["_workloads"]
 
 
-def _written_in(lib: Library, name: str, options: Mapping[str, str]) -> frozenset:
+def written_in(lib: Library, name: str, options: Mapping[str, str]) -> frozenset:
     """``name`` and every quantity it is written in terms of, formula by formula as the data
     writes them (left side from right side) under ``options``; cached per library."""
     cache = lib.__dict__.setdefault("_fit_ancestry", {})
@@ -143,7 +143,7 @@ def decide(lib: Library, options: Mapping[str, str], settled: Iterable[str], foo
     every, settled, footprint = workloads(lib), set(settled), set(footprint)
     chosen = [w for w in every if w.option in settled and options.get(w.option) == w.value]
     free = [w for w in every if w.option not in settled]
-    terms = {w: _written_in(lib, w.amount, {**options, w.option: w.value}) for w in free}
+    terms = {w: written_in(lib, w.amount, {**options, w.option: w.value}) for w in free}
     for w in free:
         others = set().union(*(t for v, t in terms.items() if v.amount != w.amount))
         if (terms[w] - others) & footprint:
