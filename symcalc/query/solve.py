@@ -392,9 +392,11 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
                 q = lib.quantities[name]
                 entry["computed"] = with_unit(float(values[name]) / q.factor, q.display_unit)
             out.append(entry)
+    setting = {d.get("option") for d in defaults_used.values()}
     for name, value in relevant.items():
         opt = lib.options[name]
-        if name not in posed.settled and name not in posed.resolved.set_by and (opt.main_input or name in posed.in_force):
+        main = opt.main_input and (name in setting or not opt.main_input_by_defaults)
+        if name not in posed.settled and name not in posed.resolved.set_by and (main or name in posed.in_force):
             out.append({"name": name, "value": value, "source": f"the default of option {name}: {opt.values[value]}",
                         "kind": "option"})
     for name, value in relevant.items():
