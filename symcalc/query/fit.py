@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,9 +52,9 @@ class Fit:
     (base units; arrays for a grid)."""
 
     workload: Workload
-    value: object               # float or array
-    capacity: object            # float or array (a grid over gpu_memory)
-    margin: object              # 0 when none is given
+    value: Any                  # float or array
+    capacity: Any               # float or array (a grid over gpu_memory)
+    margin: Any                 # 0 when none is given
     margin_given: bool
     defaults: dict              # whole-number inputs the amount took by default (tp = 1), as text
     parts: tuple = ()           # (part, value) of the amount at its first point, largest first
@@ -110,7 +111,7 @@ def workloads(lib: Library) -> tuple[Workload, ...]:
             [(option, values)] = f.when.items()
             if len(values) == 1:
                 amount = amounts[0]
-                out.append(Workload(option, values[0], amount, lib.quantities[amount].fits_in, margins[0], f.id))
+                out.append(Workload(option, values[0], amount, str(lib.quantities[amount].fits_in), margins[0], f.id))
     lib.__dict__["_workloads"] = tuple(out)
     return lib.__dict__["_workloads"]
 
