@@ -226,8 +226,8 @@ def _fits(lib: Library, raw: Mapping[str, object], magnitudes: Mapping[str, obje
         if not q.fits_in or q.name in raw or (workloads and q.name not in own):
             continue
         try:
-            r = solve(q.name, dict(raw), options=options, library=lib, hardware=hardware, model=model,
-                      on_bounds="flag", diagnose=False, conflicts=False)
+            r = solve_unshown(q.name, dict(raw), options=options, library=lib, hardware=hardware, model=model,
+                              on_bounds="flag")
         except SymcalcError:
             continue
         if q.fits_in not in r.given or np.ndim(r.base_value) != 0:
@@ -242,14 +242,9 @@ def _fits(lib: Library, raw: Mapping[str, object], magnitudes: Mapping[str, obje
 
 
 def _is_total(lib: Library, name: str) -> bool:
-    """Whether ``name`` is the whole of what must fit: a formula relates it to its capacity and
-    to a slack with a limit (memory_headroom = gpu_memory - total_memory_per_gpu)."""
-    q = lib.quantities[name]
-    for f in lib.formulas.values():
-        names = set(f.quantities)
-        if name in names and q.fits_in in names and any(lib.quantities[x].limit for x in names):
-            return True
-    return False
+    """Whether ``name`` is the whole of what must fit: some workload's amount (symcalc.query.fit:
+    a formula relates it to its capacity and to a slack with a limit)."""
+    return any(w.amount == name for w in fit.workloads(lib))
 
 
 def _one_per_relation(found: list[Relation], order: list[str]) -> list[Relation]:
