@@ -225,7 +225,7 @@ def _fit(f: Finding, v: dict[str, Any]) -> str:
             f"{f.related[0]} {with_unit(v['capacity'], u)} - {f.related[1]} {with_unit(v['margin'], u)} = "
             f"{with_unit(v['limit'], u)}")
     at = ", ".join(f"{n} = {t}" for n, t in v.get("defaults", {}).items())
-    said = f"workload = {v['workload']}" + (f", at {at} (default)" if at else "")
+    said = f"workload = {v['workload']}" + (f"; {at} by default" if at else "")
     if v["fits"]:
         every = f" at all {v['of']} points" if v.get("of") else ""
         most = "at most " if v.get("of") else ""
