@@ -130,7 +130,7 @@ def test_check_tests_a_serving_setup_against_serving_memory_only(cli):
               "serving_memory_per_gpu=28.6GB", "--json")
     assert run.code == 0
     d = run.json()
-    assert [f["quantity"] for f in d["fits"]] == ["serving_memory_per_gpu"]
+    assert [(f["quantity"], f["workload"]) for f in d["fits"]] == [("serving_memory_per_gpu", "serving")]
     assert d["fits"][0]["fits"] and d["fits"][0]["value"] == pytest.approx(serving_memory(32, 8) / 1e9, rel=1e-9)
 
 

@@ -50,6 +50,7 @@ class Fit:
     unit: str
     factor: float
     parts: tuple = ()         # (part, value) of the amount, largest first
+    workload: str | None = None   # the workload whose memory it is (symcalc.query.fit), None for a part
 
     @property
     def fits(self) -> bool:
@@ -69,7 +70,7 @@ class Fit:
         return {"quantity": self.quantity, "value": self.value / self.factor, "capacity": self.capacity,
                 "limit": self.limit / self.factor, "unit": self.unit, "fits": self.fits,
                 "over": max(self.value - self.limit, 0.0) / self.factor,
-                "parts": [{"name": n, "value": v / self.factor} for n, v in self.parts]}
+                "parts": [{"name": n, "value": v / self.factor} for n, v in self.parts], "workload": self.workload}
 
 
 @dataclass
@@ -218,7 +219,7 @@ def _fits(lib: Library, raw: Mapping[str, object], magnitudes: Mapping[str, obje
         if found is not None:
             q = lib.quantities[w.amount]
             out.append(Fit(w.amount, float(found.value), w.capacity, float(found.limit), q.display_unit, q.factor,
-                           found.parts))
+                           found.parts, w.value))
     if out:
         return out
     own = set().union(*(fit.written_in(lib, w.amount, {**every, w.option: w.value}) for w in workloads))
