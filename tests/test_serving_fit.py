@@ -102,8 +102,11 @@ def test_the_largest_batch_that_fits_is_asked_with_memory_headroom(headroom, exp
 
 
 def test_a_sweep_marks_the_batches_that_do_not_fit(cli):
-    # tp 8: 17.64 + 0.25 + b x 0.3355 GB: 18.23 GB at 1, 39.36 at 64, 189.7 at 512 (over 80: the
-    # boundary is 185.1 sequences)
+    # tp 8: weights 141.1 GB / 8 = 17.64 GB; the KV cache splits over kv_cache_shards = tp /
+    # kv_head_replication = 8 / max(1, 8 / 8) = 8 GPUs (one of the 8 KV heads each), so a sequence
+    # of 8192 tokens takes 8192 x 320 KiB / 8 = 0.3355 GB a GPU; workspace 0.25 GB.
+    # 17.64 + 0.25 + b x 0.3355 GB: 18.23 GB at 1, 39.36 at 64, 189.7 at 512; the boundary is
+    # (80 - 17.89) / 0.3355 = 185.1 sequences, so 512 does not fit and 64 does
     assert [serving_memory(b, 8) / 1e9 for b in (1, 64, 512)] == pytest.approx([18.225, 39.364, 189.70], rel=1e-4)
     s = symcalc.sweep("decode_tokens_per_second", model="llama3-70b", hardware="h100", tp=8,
                       vary={"batch_size": "1,64,512"})
