@@ -52,6 +52,10 @@ KINDS = {
     "rounded_to_rule": "a whole-number layout degree solved for was rounded to the nearest value that keeps the "
                        "structure rules (value: exact, rounded, was: the plain rounding, rules and reasons it broke, "
                        "how)",
+    "fit": "the memory of the answer's workload at the answer's own values against its capacity less the margin "
+           "given (symcalc.query.fit: workload, option, fits, value: the amount (its largest for arrays), capacity, "
+           "margin or None, limit, unit, excess, free, largest: [part, value] or None, defaults: whole-number inputs "
+           "taken by default, points and of for arrays; related: capacity and margin; mask: where it does not fit)",
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",
     "given_target": "the target itself is given: the answer is that value converted",

@@ -84,12 +84,14 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     if default not in values:
         raise LibraryError(f"{where}: default '{default}' is not one of its values {list(values)}")
     main_input, searched = table.get("main_input", False), table.get("searched", False)
+    by_defaults = main_input == "defaults"      # said first only where a default it sets is used
+    main_input = True if by_defaults else main_input
     if not isinstance(main_input, bool) or not isinstance(searched, bool):
-        raise LibraryError(f"{where}: 'main_input' and 'searched' must be true or false")
+        raise LibraryError(f"{where}: 'main_input' is true, false or \"defaults\"; 'searched' true or false")
     return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
                       values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes, hardware_dtype=needs,
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
-                      main_input=main_input, searched=searched, option_defaults=option_defaults, supports=supports,
+                      main_input=main_input, main_input_by_defaults=by_defaults, searched=searched, option_defaults=option_defaults, supports=supports,
                       requires=requires, fallback=_fallback(table.get("fallback"), values, default, where))
 
 

@@ -157,6 +157,9 @@ class OptionSpec:
     # values that given quantities imply: [(option value, Condition)], first match wins
     implied_by: tuple = ()
     main_input: bool = False     # its default value changes the question: said first when it shapes one
+    # said first only when the answer uses a default it sets (main_input = "defaults" in the data:
+    # precision's bytes, not the GEMM efficiency a serving answer also reads from it)
+    main_input_by_defaults: bool = False
     searched: bool = False       # `symcalc plan` searches its values (in their declared order)
     # value -> {other option: its default under this value} (a training stack sets the kernels
     # and overlaps it runs); below presets and implications, above the other option's own default

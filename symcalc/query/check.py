@@ -31,7 +31,9 @@ from symcalc.library.loading import Library, default_library
 from symcalc.query.parts import parts_of
 from symcalc.query.relation import Relation, _percent, relation
 from symcalc.query.question import read_given
-from symcalc.query.solve import solve
+from symcalc.query import fit
+from symcalc.query.question import option_mapping
+from symcalc.query.solve import solve, solve_unshown
 from symcalc.units.format import with_unit
 
 DEFAULT_RTOL = 0.02
@@ -48,6 +50,7 @@ class Fit:
     unit: str
     factor: float
     parts: tuple = ()         # (part, value) of the amount, largest first
+    workload: str | None = None   # the workload whose memory it is (symcalc.query.fit), None for a part
 
     @property
     def fits(self) -> bool:
@@ -67,7 +70,7 @@ class Fit:
         return {"quantity": self.quantity, "value": self.value / self.factor, "capacity": self.capacity,
                 "limit": self.limit / self.factor, "unit": self.unit, "fits": self.fits,
                 "over": max(self.value - self.limit, 0.0) / self.factor,
-                "parts": [{"name": n, "value": v / self.factor} for n, v in self.parts]}
+                "parts": [{"name": n, "value": v / self.factor} for n, v in self.parts], "workload": self.workload}
 
 
 @dataclass
@@ -164,8 +167,10 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
         raise QueryError(f"rtol is a relative tolerance between 0 and 1 (0.02 is 2 %), got {rtol:g}")
     items = [*(given or {}).items(), *values.items()]
     knowns = read_given(lib, items)        # names and values checked once, up front
-    if len(knowns) < 2:
-        raise QueryError("a check needs at least two values to compare with each other")
+    # a preset's values are evidence too: one claim checks against the model's shapes
+    if len(knowns) < (1 if hardware or model else 2):
+        raise QueryError("a check needs at least two values to compare with each other "
+                         "(or one, with --model or --hardware to compare it with)")
     raw = {lib.quantity(k).name: v for k, v in items}
     found: list[Relation] = []
     for name, gv in knowns.items():
@@ -190,24 +195,40 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
     related = set().union(*(r.members for r in relations)) if relations else set()
     unrelated = [n for n in knowns if n not in related]
     opts = {} if not relations or relations[0].result is None else dict(relations[0].result.options)
-    fits = _fits(lib, raw, options, hardware, model)
+    fits = _fits(lib, raw, {k: g.magnitude for k, g in knowns.items()}, options, hardware, model)
     if fits:
         related |= {f.quantity for f in fits}
         unrelated = [n for n in unrelated if n not in related]
     return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts, fits=fits)
 
 
-def _fits(lib: Library, raw: Mapping[str, object], options, hardware, model) -> list[Fit]:
-    """Whether the per-GPU amounts the values determine fit their capacity: the outermost one
-    (the total, when it is determined; a total includes its parts), with its parts.
-    Empty when no capacity is known or nothing that must fit is determined."""
+def _fits(lib: Library, raw: Mapping[str, object], magnitudes: Mapping[str, object], options, hardware,
+          model) -> list[Fit]:
+    """Whether what the values determine fits: the memory of the workload they are about
+    (symcalc.query.fit: the workload option given, else the workload whose own quantities the
+    given values reach: a batch_size or a kv_cache_per_token is serving's, a micro_batch_size
+    training's), solved from them; a serving setup is never tested against optimizer states.
+    When that memory is not determined, the per-GPU amounts it is written in terms of that are;
+    with no workload reached, every per-GPU amount the values determine (the outermost, a total
+    with its parts, when it is determined). Empty when no capacity is known."""
+    every = lib.option_values(option_mapping(options))
+    workloads = fit.decide(lib, every, set(option_mapping(options) or {}), set(raw))
     out: list[Fit] = []
+    for w in workloads:
+        found = fit.fit_at(lib, w, magnitudes, option_mapping(options) or {}, solve_unshown, hardware, model)
+        if found is not None:
+            q = lib.quantities[w.amount]
+            out.append(Fit(w.amount, float(found.value), w.capacity, float(found.limit), q.display_unit, q.factor,
+                           found.parts, w.value))
+    if out:
+        return out
+    own = set().union(*(fit.written_in(lib, w.amount, {**every, w.option: w.value}) for w in workloads))
     for q in lib.quantities.values():
-        if not q.fits_in or q.name in raw:
+        if not q.fits_in or q.name in raw or (workloads and q.name not in own):
             continue
         try:
-            r = solve(q.name, dict(raw), options=options, library=lib, hardware=hardware, model=model,
-                      on_bounds="flag", diagnose=False, conflicts=False)
+            r = solve_unshown(q.name, dict(raw), options=options, library=lib, hardware=hardware, model=model,
+                              on_bounds="flag")
         except SymcalcError:
             continue
         if q.fits_in not in r.given or np.ndim(r.base_value) != 0:
@@ -222,14 +243,9 @@ def _fits(lib: Library, raw: Mapping[str, object], options, hardware, model) -> 
 
 
 def _is_total(lib: Library, name: str) -> bool:
-    """Whether ``name`` is the whole of what must fit: a formula relates it to its capacity and
-    to a slack with a limit (memory_headroom = gpu_memory - total_memory_per_gpu)."""
-    q = lib.quantities[name]
-    for f in lib.formulas.values():
-        names = set(f.quantities)
-        if name in names and q.fits_in in names and any(lib.quantities[x].limit for x in names):
-            return True
-    return False
+    """Whether ``name`` is the whole of what must fit: some workload's amount (symcalc.query.fit:
+    a formula relates it to its capacity and to a slack with a limit)."""
+    return any(w.amount == name for w in fit.workloads(lib))
 
 
 def _one_per_relation(found: list[Relation], order: list[str]) -> list[Relation]:

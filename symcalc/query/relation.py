@@ -28,6 +28,7 @@ class Relation:
     factor: float
     result: Result | None = None
     message: str = ""         # why there is no computed value
+    presets: tuple[str, ...] = ()   # the presets' values the derivation used (evidence as much as given ones)
 
     @property
     def members(self) -> frozenset:
@@ -39,7 +40,9 @@ class Relation:
             return f"{self.quantity} = {claimed} claimed; {self.message}"
         computed = with_unit(self.computed / self.factor, self.unit)
         verdict = "agrees" if self.agrees else "DISAGREES"
-        return (f"{self.quantity} = {claimed} claimed, {computed} from {', '.join(self.inputs)}: "
+        presets = f"the presets' {', '.join(self.presets)}" if self.presets else ""
+        source = ", ".join(x for x in (", ".join(self.inputs), presets) if x) or "the defaults"
+        return (f"{self.quantity} = {claimed} claimed, {computed} from {source}: "
                 f"{verdict} ({_percent(self.rel_error)} off)")
 
     def conflict(self, rtol: float) -> dict:
@@ -65,7 +68,8 @@ class Relation:
         return {"quantity": self.quantity, "claimed": self.claimed / self.factor,
                 "computed": None if self.computed is None else self.computed / self.factor,
                 "unit": self.unit, "rel_error": None if not np.isfinite(self.rel_error) else self.rel_error,
-                "agrees": self.agrees, "inputs": list(self.inputs), "formulas": list(self.formulas),
+                "agrees": self.agrees, "inputs": list(self.inputs), "presets": list(self.presets),
+                "formulas": list(self.formulas),
                 "defaults": dict(self.defaults), "message": self.message,
                 # an option's fallback the answer took (query.question.pose), as solve's JSON carries it
                 "assumptions": [a for a in (self.result.assumptions if self.result is not None else [])
@@ -85,7 +89,8 @@ def relation(r: Result, name: str, claimed: float, rtol: float) -> Relation:
     defaults.update({k: f"{r.given[k].text} ({r.given[k].origin})" for k in presets})
     return Relation(quantity=name, claimed=claimed, computed=computed, rel_error=error,
                     agrees=bool(error <= rtol * (1 + 1e-12)), inputs=inputs, formulas=formulas,
-                    defaults=defaults, unit=r.unit, factor=r.factor, result=r)
+                    defaults=defaults, unit=r.unit, factor=r.factor, result=r,
+                    presets=tuple(presets) if not inputs else ())
 
 
 def _percent(x: float) -> str:

@@ -158,7 +158,13 @@ class Result(Rendered):
     @property
     def warnings(self) -> list[str]:
         """The warnings as sentences (the findings that are not bound violations or reports)."""
-        return sentences(f for f in self.findings if not f.violation and f.kind != "reported")
+        return sentences(f for f in self.findings if not f.violation and f.kind not in ("reported", "fit"))
+
+    @property
+    def fit(self) -> list[str]:
+        """Whether the run fits: its workload's memory at this answer's values against the GPU's
+        (symcalc.query.fit), as sentences; [] when the question reaches no workload's memory."""
+        return sentences(f for f in self.findings if f.kind == "fit")
 
     @property
     def reported(self) -> list[str]:

@@ -26,7 +26,7 @@ from symcalc.errors import ConflictError, OutOfBoundsError, QueryError, Underdet
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
-from symcalc.query import stacks, unused
+from symcalc.query import fit, stacks, unused
 from symcalc.query.conflicts import (
     assumed_by,
     contradicts,
@@ -219,7 +219,29 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
                      reason, findings, violations, disagree.found, on_bounds, presets, hardware, model)
     if not brief:
         result.findings[:0] = reported_findings(lib, result)
+        result.findings += _fit_findings(lib, tq, posed, result, hardware, model)
     return result
+
+
+def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, model) -> list[Finding]:
+    """Whether the run fits (symcalc.query.fit): the memory of each workload the question is
+    about (the one it settles, else those whose own quantities its derivation reaches), solved
+    at the answer's values: the values typed, the presets and options, and the answer itself."""
+    derivation = result.derivation
+    footprint = {tq.name, *derivation.route.given, *result.defaults_used,
+                 *(n for s in derivation.steps for n in s.unknowns)}
+    settled = posed.settled | set(posed.fallback) | posed.used
+    known: dict[str, object] = {k: g.magnitude for k, g in posed.knowns.items() if not g.origin}
+    if tq.kind != "text":
+        known[tq.name] = result.rounded_base
+    out = []
+    for w in fit.decide(lib, result.all_options, settled, footprint):
+        if w.amount == tq.name:     # the answer is the amount: its over_capacity finding says it
+            continue
+        found = fit.fit_at(lib, w, known, result.all_options, solve_unshown, hardware, model)
+        if found is not None:
+            out.append(found.finding(lib))
+    return out
 
 
 def _checked_arguments(target, given, library: Library | None, on_bounds: str, conflicts, rounding, rtol):
@@ -395,9 +417,11 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
                 q = lib.quantities[name]
                 entry["computed"] = with_unit(float(values[name]) / q.factor, q.display_unit)
             out.append(entry)
+    setting = {d.get("option") for d in defaults_used.values()}
     for name, value in relevant.items():
         opt = lib.options[name]
-        if name not in posed.settled | unnamed and name not in posed.resolved.set_by and opt.main_input:
+        main = opt.main_input and (name in setting or not opt.main_input_by_defaults)
+        if name not in posed.settled | unnamed and name not in posed.resolved.set_by and main:
             out.append({"name": name, "value": value, "source": f"the default of option {name}: {opt.values[value]}",
                         "kind": "option"})
     for name, value in relevant.items():

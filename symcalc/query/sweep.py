@@ -39,8 +39,9 @@ from symcalc.query import reuse
 from symcalc.query.findings import bounds_text, out_of_bounds, over_capacity
 from symcalc.query.layout_rules import given_breaks
 from symcalc.query.question import order_breaks
+from symcalc.query import fit
 from symcalc.query.results import Result, sentences
-from symcalc.query.solve import solve
+from symcalc.query.solve import solve, solve_unshown
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import read_value
 from symcalc.units import Q, parse_unit
@@ -191,9 +192,11 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     r, vals, exact, outside, capacity_values, over = _evaluated(lib, tq, fixed, axes, shape, kw)
     feasible, infeasible, capacity = _feasible(lib, tq, r, vals, outside, capacity_values, over)
     feasible, infeasible = _ordered(lib, r, axes, feasible, infeasible)
+    feasible, infeasible = _workload_fit(lib, tq, r, axes, fixed, vals, feasible, infeasible, kw)
     # the capacity mask and its reason say where the target does not fit: not also a warning
-    # (a report, such as the busiest pipeline stage, is the first point's: it may differ across the grid)
-    findings = [f for f in r.findings if not f.violation and f.kind != "reported"
+    # (a report, such as the busiest pipeline stage, is the first point's: it may differ across
+    # the grid; so is the first point's fit, which the grid's own mask replaces)
+    findings = [f for f in r.findings if not f.violation and f.kind not in ("reported", "fit")
                 and not (capacity and f.kind == "over_capacity")]
     return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
                  feasible=feasible, infeasible=infeasible, capacity=capacity, result=r, findings=findings)
@@ -311,6 +314,33 @@ def _ordered(lib: Library, r: Result, axes: list[Axis], feasible: np.ndarray, fo
         if bad.any():
             found.append(Finding("infeasible_points", rule.names[0], {"why": "rule", "rule": rule.name,
                                                                       "reason": rule.reason, "points": int(bad.sum())}))
+            feasible = feasible & ~bad
+    return feasible, found
+
+
+def _workload_fit(lib: Library, tq, r: Result, axes: list[Axis], fixed: dict, vals: np.ndarray,
+                  feasible: np.ndarray, found: list[Finding], kw: dict) -> tuple[np.ndarray, list[Finding]]:
+    """The points where the memory of the sweep's workload does not fit (symcalc.query.fit, as
+    every answer states it: the same workloads as the first point's answer, its amount solved
+    over the grid from the fixed values, the axes and the answer) are not feasible either."""
+    workloads = {f.quantity for f in r.findings if f.kind == "fit"}
+    known: dict[str, object] = {k: g.magnitude for k, g in r.given.items() if not g.origin}
+    for i, a in enumerate(axes):
+        known[a.name] = a.base.reshape([-1 if j == i else 1 for j in range(len(axes))])
+    if tq.kind != "text":
+        known[tq.name] = vals * r.factor
+    for w in fit.workloads(lib):
+        if w.amount not in workloads:
+            continue
+        at = fit.fit_at(lib, w, known, r.all_options, solve_unshown, kw.get("hardware"), kw.get("model"))
+        if at is None:
+            continue
+        bad = feasible & np.broadcast_to(np.asarray(at.over, dtype=bool), feasible.shape)
+        if bad.any():
+            q = lib.quantities[w.amount]
+            found.append(Finding("infeasible_points", w.amount,
+                                 {"why": "over_capacity", "points": int(bad.sum()), "capacity": w.capacity,
+                                  "value": float(np.min(at.limit)) / q.factor, "unit": q.display_unit}))
             feasible = feasible & ~bad
     return feasible, found
 

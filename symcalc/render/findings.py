@@ -217,8 +217,27 @@ def _infeasible_points(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} {verb} {v['domain']} at {at}"
 
 
+def _fit(f: Finding, v: dict[str, Any]) -> str:
+    """'fits: serving_memory_per_gpu = 28.63 GB of gpu_memory = 80 GB (51.37 GB free; workload = serving)', or
+    'DOES NOT FIT: ... exceeds ... by ...; the largest part is ...'."""
+    u = v["unit"]
+    room = (f"{f.related[0]} = {with_unit(v['capacity'], u)}" if v.get("margin") is None else
+            f"{f.related[0]} {with_unit(v['capacity'], u)} - {f.related[1]} {with_unit(v['margin'], u)} = "
+            f"{with_unit(v['limit'], u)}")
+    at = ", ".join(f"{n} = {t}" for n, t in v.get("defaults", {}).items())
+    said = f"workload = {v['workload']}" + (f"; {at} by default" if at else "")
+    if v["fits"]:
+        every = f" at all {v['of']} points" if v.get("of") else ""
+        most = "at most " if v.get("of") else ""
+        return f"fits{every}: {f.quantity} = {most}{with_unit(v['value'], u)} of {room} ({with_unit(v['free'], u)} free; {said})"
+    largest = f"; the largest part is {v['largest'][0]} = {with_unit(v['largest'][1], u)}" if v.get("largest") else ""
+    most = "up to " if v.get("of") else ""
+    return (f"DOES NOT FIT{_where(v)}: {f.quantity} = {most}{with_unit(v['value'], u)} exceeds {room} by "
+            f"{with_unit(v['excess'], u)}{largest} ({said})")
+
+
 _SENTENCES: dict[str, Callable[[Finding, dict[str, Any]], str]] = {
-    "infeasible_points": _infeasible_points,
+    "infeasible_points": _infeasible_points, "fit": _fit,
     "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
     "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
     "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,

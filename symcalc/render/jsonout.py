@@ -78,6 +78,8 @@ def result_dict(result: Result) -> dict:
         "warnings": list(result.warnings),
         # quantities stated beside the answer (which pipeline stage a memory figure is that of)
         "reported": {f.quantity: f.values["value"] for f in result.findings if f.kind == "reported"},
+        # whether the run fits: its workload's memory at this answer's values (symcalc.query.fit)
+        "fit": [finding_dict(f) for f in result.findings if f.kind == "fit"],
         "conflicts": [dict(c) for c in result.conflicts],
         "out_of_bounds": list(result.violations),
         # the records behind warnings and out_of_bounds: {kind, quantity, values, ...}

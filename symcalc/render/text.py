@@ -190,6 +190,7 @@ def first_lines(result: Result) -> list[str]:
             out.append(f"assuming {a['name']} = {shown} ({a['source']}; give {a['name']} to change)")
     out += [f"note: {n}" for n in result.notes]
     out += list(result.reported)
+    out += list(result.fit)
     return out
 
 
