@@ -9,6 +9,7 @@ import symcalc
 
 # Llama 3 8B on one node of 8 H100s, the global batch plan takes by default (4M tokens: 512 x 8192)
 RUN = dict(model="llama3-8b", hardware="h100")
+RUN_7B = dict(model="llama2-7b", hardware="h100")
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +93,17 @@ def test_the_cli_says_the_stack_first(cli):
     assert lines[1].startswith("  assuming stack = megatron-core (the default stack: the question names a model "
                                "or hardware")
     assert "--stack textbook for the source documents' physics" in lines[1]
+
+
+def test_one_margin_decides_a_fit_in_plan_and_in_solve(planned):
+    # plan keeps 5 % of the GPU free when no headroom is given: 80 GB - 4 GB = 76 GB a GPU
+    assert planned.memory_limit == pytest.approx(80e9 * 0.95, rel=1e-12)
+    # Llama 2 7B, ZeRO-1 over 8, full recompute, flash attention, micro-batch 11: 77.48 GB under
+    # the default stack (the sweep in the README puts 11 last below 80 GB), so it fits the GPU
+    # but leaves 2.52 GB, under the 4 GB plan keeps: solve says so, with the same margin
+    r = symcalc.solve("total_memory_per_gpu", dict(dp=8, micro_batch_size=11),
+                      options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"}, **RUN_7B)
+    [fit] = [f for f in r.findings if f.kind == "fit"]
+    assert fit.values["fits"] and fit.values["tight"]
+    assert fit.values["advised"] == pytest.approx(4.0, rel=1e-12)          # GB, 5 % of 80 GB
+    assert fit.values["free"] == pytest.approx(80 - r.base_value / 1e9, rel=1e-9)

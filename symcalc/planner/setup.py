@@ -19,6 +19,7 @@ from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import Question
 from symcalc.planner.validation import Evidence, evidence
 from symcalc.planner.space import MAX_VIRTUAL_STAGES, space_data
+from symcalc.query.fit import default_margin
 from symcalc.query.layout_rules import FACT_SOURCES
 from symcalc.query.values import read_value
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 # free on each GPU unless memory_headroom is given is for what that does not count: allocator
 # spikes beyond the fitted reserve, workspaces of kernels and CUDA graphs, pipeline stages that
 # hold more than the average (stated in the help and the README)
-DEFAULT_HEADROOM_FRACTION = 0.05
 # the global batch when none is given: about 4M tokens (GPT-3's 3.2M, Llama 2's 4M), as a power of
 # two of sequences; said in the plan's notes
 DEFAULT_BATCH_TOKENS = 4 * 2**20
@@ -324,4 +324,4 @@ def _headroom(values: dict, facts: _Facts, lib: Library) -> float:
             raise QueryError(f"memory_headroom = {values['memory_headroom']} leaves nothing of the GPU's "
                              f"{facts.gpu_memory / 1e9:g} GB to plan with; give less than gpu_memory")
         return headroom
-    return DEFAULT_HEADROOM_FRACTION * facts.gpu_memory
+    return default_margin(lib, facts.gpu_memory)     # the one margin: solve's fit verdict says it too

@@ -58,6 +58,7 @@ class Fit:
     margin_given: bool
     defaults: dict              # whole-number inputs the amount took by default (tp = 1), as text
     parts: tuple = ()           # (part, value) of the amount at its first point, largest first
+    advised: float = 0.0        # the margin a run keeps when none is given (memory_margin_fraction)
 
     @property
     def limit(self):
@@ -88,6 +89,9 @@ class Fit:
                   "margin": float(np.max(self.margin)) / q.factor if self.margin_given else None,
                   "limit": limit / q.factor, "unit": q.display_unit,
                   "excess": max(worst - limit, 0.0) / q.factor, "free": max(limit - worst, 0.0) / q.factor,
+                  # fits, but keeps less free than a run keeps by default: what plan rejects
+                  "tight": bool(self.fits and not self.margin_given and limit - worst < self.advised),
+                  "advised": self.advised / q.factor,
                   "largest": [self.parts[0][0], self.parts[0][1] / q.factor] if self.parts else None,
                   "defaults": dict(self.defaults),
                   "points": int(np.sum(over)) if np.ndim(over) else None,
@@ -177,4 +181,19 @@ def fit_at(lib: Library, w: Workload, known: Mapping[str, object], options: Mapp
                 if lib.quantities[n].input and lib.quantities[n].whole}
     split = parts_of(lib, r.derivation, r.values, w.amount)
     return Fit(w, r.base_value, cap.magnitude, margin if margin is not None else 0.0, margin is not None, defaults,
-               split.parts if split and np.ndim(r.base_value) == 0 else ())
+               split.parts if split and np.ndim(r.base_value) == 0 else (),
+               advised=default_margin(lib, float(np.min(cap.magnitude))))
+
+
+def default_margin(lib: Library, capacity: float) -> float:
+    """The memory a run keeps free when the question gives no memory_headroom (base units): the
+    library's memory_margin_fraction of ``capacity``. symcalc plan keeps it; the fit verdict of
+    every other command says when an answer leaves less, so that one test decides a layout."""
+    from symcalc.query.values import read_value   # the one reader of a value's text
+    q = lib.quantities.get(MARGIN_FRACTION)
+    if q is None or q.default is None:
+        return 0.0
+    return float(read_value(q, q.default).magnitude) * capacity
+
+
+MARGIN_FRACTION = "memory_margin_fraction"

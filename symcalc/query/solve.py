@@ -236,10 +236,9 @@ def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, mode
         known[tq.name] = result.rounded_base
     out = []
     for w in fit.decide(lib, result.all_options, settled, footprint):
-        if w.amount == tq.name:     # the answer is the amount: its over_capacity finding says it
-            continue
         found = fit.fit_at(lib, w, known, result.all_options, solve_unshown, hardware, model)
-        if found is not None:
+        # the answer is the amount and over its capacity: its over_capacity finding says it
+        if found is not None and not (w.amount == tq.name and not found.fits):
             out.append(found.finding(lib))
     return out
 

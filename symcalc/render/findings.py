@@ -229,6 +229,11 @@ def _fit(f: Finding, v: dict[str, Any]) -> str:
     if v["fits"]:
         every = f" at all {v['of']} points" if v.get("of") else ""
         most = "at most " if v.get("of") else ""
+        if v.get("tight"):
+            return (f"fits, but tight{every}: {f.quantity} = {most}{with_unit(v['value'], u)} of {room} leaves "
+                    f"{with_unit(v['free'], u)} free, under the {with_unit(v['advised'], u)} a run keeps by default "
+                    f"(memory_margin_fraction of {f.related[0]}): symcalc plan would not propose it; give "
+                    f"{f.related[1]} to set the margin ({said})")
         return f"fits{every}: {f.quantity} = {most}{with_unit(v['value'], u)} of {room} ({with_unit(v['free'], u)} free; {said})"
     largest = f"; the largest part is {v['largest'][0]} = {with_unit(v['largest'][1], u)}" if v.get("largest") else ""
     most = "up to " if v.get("of") else ""
