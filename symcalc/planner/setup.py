@@ -21,6 +21,7 @@ from symcalc.planner.validation import Evidence, evidence
 from symcalc.planner.space import MAX_VIRTUAL_STAGES, space_data
 from symcalc.query.layout_rules import FACT_SOURCES
 from symcalc.query.values import read_value
+from symcalc.query.requests import PLAN_BY
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from symcalc.library.registry import Library
@@ -37,7 +38,7 @@ DEFAULT_HEADROOM_FRACTION = 0.05
 # two of sequences; said in the plan's notes
 DEFAULT_BATCH_TOKENS = 4 * 2**20
 LAYOUT_DIMS = tuple(space_data()["dimensions"])     # tp, pp, cp, dp, ep, micro_batch_size, virtual_stages
-BY = ("time", "days", "gpu_hours", "cost", "memory")
+BY = PLAN_BY       # the ranks a plan may be asked by (shared with the requests of both faces)
 # planner-only values: not part of the layout question
 GOAL_VALUES = ("n_tokens", "gpu_hour_price", "memory_headroom", "global_batch_tokens", "tokens_per_second",
                "train_time", "total_cost")

@@ -2,8 +2,8 @@
 
 Routes: ``GET /`` the page; ``GET /static/...`` its script and style (from this package);
 ``GET /mathjax/...`` MathJax's files from the django-static-mathjax wheel (nothing is fetched
-from another host); ``GET /api/presets`` the model and hardware presets; ``POST /api/solve``
-and ``POST /api/plan`` the questions (:mod:`symcalc.serve.worker`), each answered with the JSON
+from another host); ``GET /api/presets`` the model and hardware presets; ``POST /api/solve``,
+``POST /api/sweep`` and ``POST /api/plan`` the questions (:mod:`symcalc.serve.worker`), each answered with the JSON
 the command line's ``--json`` prints, status 400 for a bad request (504 when time ran out; 503
 with Retry-After when the questions in hand are as many as the server takes, workers and queue,
 or every worker stayed busy with earlier requests for the request's whole time limit; 413 for
@@ -170,11 +170,10 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
         status, text = await asking.ask(kind, payload, request)
         return _json(status, text)
 
-    async def solve(request: Request) -> Response:
-        return await question(request, "solve")
-
-    async def plan(request: Request) -> Response:
-        return await question(request, "plan")
+    def route(kind: str) -> Route:
+        async def ask(request: Request) -> Response:
+            return await question(request, kind)
+        return Route(f"/api/{kind}", ask, methods=["POST"])
 
     async def presets(request: Request) -> Response:
         return _json(*presets_text)
@@ -182,8 +181,8 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
     async def page(request: Request) -> Response:
         return Response(page_bytes, media_type="text/html")
 
-    routes = [Route("/", page), Route("/api/solve", solve, methods=["POST"]),
-              Route("/api/plan", plan, methods=["POST"]), Route("/api/presets", presets),
+    # one route a question, each read by its request type (symcalc.query.requests), as the command line reads it
+    routes = [Route("/", page), *(route(kind) for kind in ("solve", "sweep", "plan")), Route("/api/presets", presets),
               Mount("/static", StaticFiles(directory=STATIC), name="static")]
     mathjax = mathjax_dir()
     if mathjax is not None:
