@@ -101,7 +101,7 @@ def test_the_same_solve_and_sweep_get_the_same_answer_from_both_faces(client, cl
 PLAN_MISTAKES = [
     ({"model": "llama3-8b", "hardware": "h100", "gpus": 8, "top": 0},
      ["--model", "llama3-8b", "--hardware", "h100", "--gpus", "8", "--top", "0"],
-     "--top is the number of layouts to show, 1 to 1000; got 0",
+     "--top is the number of layouts to show, at least 1; got 0",
      '"top" is the number of layouts to show, 1 to 100; got 0'),
     ({"model": "llama3-8b", "hardware": "h100", "gpus": 8, "stack": "fsdp", "options": {"stack": "megatron-core"}},
      ["--model", "llama3-8b", "--hardware", "h100", "--gpus", "8", "--stack", "fsdp", "--option",

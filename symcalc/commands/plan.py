@@ -73,7 +73,6 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     from symcalc.planner.search import (
         plan as api_plan,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
-    from symcalc.planner.setup import LIMITS  # on use: the command line starts without it (start-up, Ctrl-C)
     if latex_file is not None and explain is None:
         raise shared.CliError("--latex needs --explain RANK (the layout whose derivation to write)")
     if sum(x is not None for x in (latex_file if latex_file == "-" else None,)) and as_json:
@@ -85,9 +84,9 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
                           memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
                           budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages,
                           values=shared.pairs(values, "a value"), frontier=not no_frontier)
-    request.checked(CLI, LIMITS["max_top"])
+    request.checked(CLI)
     lib = shared.library(formula_files)
-    args, kwargs = request.arguments(lib, CLI, LIMITS["max_top"])
+    args, kwargs = request.arguments(lib, CLI)
     line = shared.ProgressLine() if sys.stderr.isatty() else None
     try:
         result = api_plan(*args, **kwargs, progress=line)

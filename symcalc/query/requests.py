@@ -274,16 +274,18 @@ class PlanRequest(_Run):
         return cls(gpus=gpus, by=obj.get("by", "time"), top=obj.get("top", 10), **flags,
                    **{k: _scalar(obj, k, JSON) for k in PLAN_SCALARS}, **_run_fields(obj, JSON))
 
-    def checked(self, face: Face, most_top: int) -> None:
-        """The refusals of the request itself (before any library is read)."""
+    def checked(self, face: Face, most_top: int | None = None) -> None:
+        """The refusals of the request itself (before any library is read). ``most_top``: the
+        face's own bound on ``top``, if any (the planner's, a thousand, is checked by the planner)."""
         self._checked_run(face)
         top = self.top
-        if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= most_top:
-            raise RequestError(f"{face('top')} is the number of layouts to show, 1 to {most_top}; got {top!r}")
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1 or (most_top is not None and top > most_top):
+            bound = "at least 1" if most_top is None else f"1 to {most_top}"
+            raise RequestError(f"{face('top')} is the number of layouts to show, {bound}; got {top!r}")
         if self.by not in PLAN_BY:
             raise RequestError(f"{face('by')} is one of {', '.join(PLAN_BY)}; got {self.by!r}")
 
-    def arguments(self, lib, face: Face, most_top: int) -> tuple[tuple, dict[str, Any]]:
+    def arguments(self, lib, face: Face, most_top: int | None = None) -> tuple[tuple, dict[str, Any]]:
         """``symcalc.plan``'s arguments for this request, checked against ``lib``."""
         self.checked(face, most_top)
         return (self.model, self.hardware, self.gpus), dict(
