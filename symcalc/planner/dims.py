@@ -67,6 +67,11 @@ def rest() -> Dimension:
     return next(d for d in dimensions() if d.rest)
 
 
+def batch() -> Dimension:
+    """The micro-batch dimension (kind batch)."""
+    return next(d for d in dimensions() if d.kind == "batch")
+
+
 def grouped() -> tuple[str, ...]:
     """The columns of a row's group: layouts the same in these within a band are one row."""
     return tuple(d.name for d in dimensions() if d.kind in ("degree", "schedule"))

@@ -358,8 +358,9 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
         hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
     if "full" not in fixed_opts.get("recompute", ("full",)):
         hints.append("full recomputation (excluded by the fixed recompute)")
-    if common.fixed.get("micro_batch_size") and min(common.fixed["micro_batch_size"]) > 1:
-        hints.append("a micro-batch of 1 (excluded by the fixed micro_batch_size)")
+    mbs = dims.batch().name
+    if common.fixed.get(mbs) and min(common.fixed[mbs]) > 1:
+        hints.append(f"a micro-batch of 1 (excluded by the fixed {mbs})")
     # more GPUs: the same search at 2x, 4x, ... the count, until something fits
     n = s.shape.n_gpus
     for factor in (2, 4, 8, 16, 32, 64):

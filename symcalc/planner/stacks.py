@@ -25,7 +25,7 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 
 def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]],
            searched: dict[str, tuple[str, ...]], max_virtual_stages: int) -> tuple[tuple[str, Condition], ...]:
-    """Narrow ``searched`` (option -> values) and ``fixed["virtual_stages"]`` in place to what the
+    """Narrow ``searched`` (option -> values) and the schedule dimension's fixed values (virtual_stages) in place to what the
     stacks allow; return their conditions as (reason, Condition) pairs for ``Shape.requires``.
 
     Raises

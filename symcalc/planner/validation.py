@@ -166,7 +166,7 @@ def regime_ok(ev: Evidence, columns: dict) -> np.ndarray:
     """Per layout (columns of tp, pp, cp, ep, dp, zero_stage): whether a published regime of the
     same shape, with the model's error there within MAX_REGIME_ERROR, covers its data-parallel
     degree. Network time is judged per shown row (:func:`judge`). O(layouts x regimes)."""
-    n = len(columns["tp"])
+    n = len(next(iter(columns.values())))
     ok = np.zeros(n, dtype=bool)
     zero = np.asarray(columns["zero_stage"])
     zclass = np.where(zero <= 1, 1, zero)
