@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from symcalc.query.layout_rules import space_data
 
@@ -97,7 +98,7 @@ def present(moe: bool) -> tuple[str, ...]:
     return tuple(d.name for d in dimensions() if d.needs is None or moe)
 
 
-def interleaved(columns: Mapping, i=slice(None)):
+def interleaved(columns: Mapping, i: int | slice = slice(None)) -> Any:
     """Whether the schedule dimension's value is above 1 (the second schedule), per layout or at ``i``."""
     return columns[schedule().name][i] > 1
 

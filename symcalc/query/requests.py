@@ -269,8 +269,8 @@ class PlanRequest(_Run):
                 raise RequestError(f'"gpus" is a count, a range "A:B" or a list of counts; got {gpus!r}')
         else:
             gpus = _scalar(obj, "gpus", JSON)
-        flags = {k: _flag(obj, k, d, JSON) for k, d in (("tp_across_nodes", False), ("uneven_pp", True),
-                                                         ("frontier", True))}
+        flags: dict[str, Any] = {k: _flag(obj, k, d, JSON) for k, d in (("tp_across_nodes", False),
+                                                                        ("uneven_pp", True), ("frontier", True))}
         return cls(gpus=gpus, by=obj.get("by", "time"), top=obj.get("top", 10), **flags,
                    **{k: _scalar(obj, k, JSON) for k in PLAN_SCALARS}, **_run_fields(obj, JSON))
 
@@ -295,4 +295,4 @@ class PlanRequest(_Run):
 
 
 #: the request type of each question a face may ask
-REQUESTS: dict[str, type] = {"solve": SolveRequest, "sweep": SweepRequest, "plan": PlanRequest}
+REQUESTS: dict[str, type[SolveRequest] | type[SweepRequest] | type[PlanRequest]] = {"solve": SolveRequest, "sweep": SweepRequest, "plan": PlanRequest}
