@@ -83,6 +83,8 @@ class Space:
 def _dimension(spec: dict, s: Shape) -> list[int]:
     """One dimension's candidates as the data file forms them (divisors of a fact, 1 when the run
     has none; a range), at most a fact's value."""
+    if "needs" in spec and not getattr(s, spec["needs"]):
+        return [spec.get("default", 1)]      # a dimension of MoE runs, in a dense one (ep, etp)
     if "divisors_of" in spec:
         n = getattr(s, spec["divisors_of"])
         out = divisors(n) if n else [1]
