@@ -165,3 +165,30 @@ def test_a_request_is_checked_where_it_is_made_not_by_the_face():
         SolveRequest.from_json({"targt": "mfu"})
     assert SolveRequest.from_json({"target": " mfu ", "values": {"n_gpus": 64}}) == \
         SolveRequest(target="mfu", values={"n_gpus": 64})
+
+
+def test_the_same_compare_and_check_get_the_same_answer_and_error_from_both_faces(client, cli):
+    body = {"target": "model_state_memory", "values": {"n_params": "7e9", "dp": "64"},
+            "options": {"zero_stage": "2"}, "vs": {"zero_stage": "3"}, "to": "GB"}
+    r = post(client, "/api/compare", body)
+    run = cli("compare", "model_state_memory", "n_params=7e9", "dp=64", "--option", "zero_stage=2",
+              "--vs", "zero_stage=3", "--to", "GB", "--json")
+    assert r.status_code == 200 and run.code == 0, (r.text, run.err)
+    assert r.json() == run.json()
+    # ZeRO-2 keeps the 2-byte weights whole and shards 14 bytes over 64: 7e9 x (2 + 14/64) = 15.53 GB;
+    # ZeRO-3 shards all 16: 7e9 x 16 / 64 = 1.75 GB
+    assert r.json()["difference"] == pytest.approx(7 * 16 / 64 - 7 * (2 + 14 / 64))
+    assert r.json()["ratio"] == pytest.approx(1.75 / 15.53125)
+    # a mistyped side-B name: the same refusal with the close names from both
+    r = post(client, "/api/compare", {**body, "vs": {"zero_stag": "3"}})
+    run = cli("compare", "model_state_memory", "n_params=7e9", "dp=64", "--option", "zero_stage=2",
+              "--vs", "zero_stag=3", "--to", "GB", "--json")
+    assert r.status_code == 400 and run.code == 2 and r.text == run.out.rstrip("\n")
+    assert "zero_stage" in r.json()["error"]["message"]
+    # check: 6 x 7e9 x 150000 / (64 x 989 TFLOP/s) = 9.95 %, so a claimed 50 % disagrees, on both faces alike
+    values = {"n_params": "7e9", "tokens_per_second": "150000 token/s", "n_gpus": "64",
+              "peak_flops": "989 TFLOP/s", "mfu": "50%"}
+    r = post(client, "/api/check", {"values": values})
+    run = cli("check", *cli_args(values), "--json")
+    assert r.status_code == 200 and run.code == 1
+    assert r.json() == run.json() and r.json()["ok"] is False

@@ -1,4 +1,4 @@
-"""One request type per question (solve, sweep, plan), built by the command line from click's
+"""One request type per question (solve, sweep, compare, check, plan), built by the command line from click's
 parameters and by the server from a JSON object, validated here once.
 
 Both faces used to read the same question in two ways (NAME=VALUE pairs, --stack against
@@ -45,9 +45,9 @@ class Face:
 
 
 CLI = Face("cli", {"stack": "--stack", "options": "--option", "top": "--top", "by": "--by", "round": "--round",
-                   "values": "a value", "vary": "--vary", "to": "--to", "model": "--model",
+                   "values": "a value", "vary": "--vary", "to": "--to", "vs": "--vs", "rtol": "--rtol", "model": "--model",
                    "model_config": "--model config.json", "hardware": "--hardware"})
-JSON = Face("json", {k: f'"{k}"' for k in ("stack", "options", "top", "by", "round", "values", "vary", "to",
+JSON = Face("json", {k: f'"{k}"' for k in ("stack", "options", "top", "by", "round", "values", "vary", "to", "vs", "rtol",
                                            "target", "model", "model_config", "hardware", "gpus")})
 
 
@@ -234,6 +234,62 @@ class SweepRequest(_Run):
                                                 library=lib, hardware=self.hardware, model=self.model)
 
 
+@dataclass(frozen=True)
+class CompareRequest(_Run):
+    """``symcalc compare TARGET ... --vs NAME=VALUE`` and ``POST /api/compare``: side A the run,
+    side B the same with every ``vs`` change (an option, a value, hardware= or model=)."""
+
+    kind = "compare"
+    target: str = ""
+    vs: dict = field(default_factory=dict)
+    to: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, str) or not self.target.strip():
+            raise RequestError('a compare request needs "target": the name of the quantity to compare, e.g. "mfu"')
+
+    @classmethod
+    def from_json(cls, request: Any) -> CompareRequest:
+        obj = json_object(request, cls)
+        target = obj.get("target")
+        return cls(target=target.strip() if isinstance(target, str) else "", to=_text(obj, "to", JSON),
+                   vs=given_pairs(obj.get("vs", {}), JSON, "vs"), **_run_fields(obj, JSON))
+
+    def arguments(self, lib, face: Face) -> tuple[tuple, dict[str, Any]]:
+        """``symcalc.compare``'s arguments for this request, checked against ``lib``."""
+        from symcalc.query.compare import split_vs  # on use: the command line starts without it (start-up, Ctrl-C)
+        self._checked_run(face)
+        if not self.vs:
+            raise RequestError(f"say what side B changes with at least one {face('vs')} NAME=VALUE "
+                               "(e.g. zero_stage=3, \"mfu=45%\", hardware=h100)")
+        vs = split_vs(lib, self.vs)
+        return (self.target, self.values), dict(
+            options=self.run_options(lib, face), vs=vs.given, vs_options=vs.options, hardware=self.hardware,
+            model=self.model, vs_hardware=vs.hardware, vs_model=vs.model, to=self.to, library=lib)
+
+
+@dataclass(frozen=True)
+class CheckRequest(_Run):
+    """``symcalc check NAME=VALUE ...`` and ``POST /api/check``: claimed numbers against each other."""
+
+    kind = "check"
+    rtol: Any = 0.02
+
+    @classmethod
+    def from_json(cls, request: Any) -> CheckRequest:
+        obj = json_object(request, cls)
+        return cls(rtol=obj.get("rtol", 0.02), **_run_fields(obj, JSON))
+
+    def arguments(self, lib, face: Face) -> tuple[tuple, dict[str, Any]]:
+        """``symcalc.check``'s arguments for this request, checked against ``lib``."""
+        self._checked_run(face)
+        rtol = self.rtol
+        if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
+            raise RequestError(f"{face('rtol')} is a fraction from 0 to below 1 (0.02 is 2 %); got {rtol!r}")
+        return (self.values,), dict(options=self.run_options(lib, face), rtol=rtol, library=lib,
+                                    hardware=self.hardware, model=self.model)
+
+
 PLAN_SCALARS = ("tokens", "global_batch_size", "seq_len", "gpus_per_node", "memory_headroom", "gpu_hour_price",
                 "deadline", "budget", "throughput")
 
@@ -295,4 +351,6 @@ class PlanRequest(_Run):
 
 
 #: the request type of each question a face may ask
-REQUESTS: dict[str, type[SolveRequest] | type[SweepRequest] | type[PlanRequest]] = {"solve": SolveRequest, "sweep": SweepRequest, "plan": PlanRequest}
+REQUESTS: dict[str, type[SolveRequest] | type[SweepRequest] | type[CompareRequest] | type[CheckRequest]
+               | type[PlanRequest]] = {"solve": SolveRequest, "sweep": SweepRequest, "compare": CompareRequest,
+                                       "check": CheckRequest, "plan": PlanRequest}

@@ -3,7 +3,7 @@
 Routes: ``GET /`` the page; ``GET /static/...`` its script and style (from this package);
 ``GET /mathjax/...`` MathJax's files from the django-static-mathjax wheel (nothing is fetched
 from another host); ``GET /api/presets`` the model and hardware presets; ``POST /api/solve``,
-``POST /api/sweep`` and ``POST /api/plan`` the questions (:mod:`symcalc.serve.worker`), each answered with the JSON
+``POST /api/sweep``, ``/api/compare``, ``/api/check`` and ``/api/plan`` the questions (:mod:`symcalc.serve.worker`), each answered with the JSON
 the command line's ``--json`` prints, status 400 for a bad request (504 when time ran out; 503
 with Retry-After when the questions in hand are as many as the server takes, workers and queue,
 or every worker stayed busy with earlier requests for the request's whole time limit; 413 for
@@ -170,7 +170,7 @@ def create_app(pool: WorkerPool | None = None, *, workers: int = 2, time_limit: 
         return Response(page_bytes, media_type="text/html")
 
     # one route a question, each read by its request type (symcalc.query.requests), as the command line reads it
-    routes = [Route("/", page), *(route(kind) for kind in ("solve", "sweep", "plan")), Route("/api/presets", presets),
+    routes = [Route("/", page), *(route(kind) for kind in ("solve", "sweep", "compare", "check", "plan")), Route("/api/presets", presets),
               Mount("/static", StaticFiles(directory=STATIC), name="static")]
     mathjax = mathjax_dir()
     if mathjax is not None:

@@ -40,7 +40,8 @@ from symcalc.errors import QueryError, SymcalcError, one_line
 from symcalc.query.requests import RequestError
 
 #: Each kind of request, with its default time limit (the command line's).
-LIMITS = {"solve": DEFAULT_QUESTION_LIMIT, "sweep": DEFAULT_QUESTION_LIMIT, "plan": DEFAULT_PLAN_LIMIT, "presets": DEFAULT_QUESTION_LIMIT}
+LIMITS = {"solve": DEFAULT_QUESTION_LIMIT, "sweep": DEFAULT_QUESTION_LIMIT, "compare": DEFAULT_QUESTION_LIMIT,
+          "check": DEFAULT_QUESTION_LIMIT, "plan": DEFAULT_PLAN_LIMIT, "presets": DEFAULT_QUESTION_LIMIT}
 GRACE = 2.0         # seconds past a request's own limit before its worker is killed
 START_LIMIT = 120.0  # seconds a fresh worker may take to start (import, build the library)
 
@@ -70,7 +71,7 @@ def answer(kind: str, request: Any, limit: float) -> str:
 def _answered(kind: str, request: Any, lib, tmp: str, limit: float) -> str:
     try:
         with question(limit):
-            if kind in ("solve", "sweep", "plan"):
+            if kind in ("solve", "sweep", "compare", "check", "plan"):
                 return _ask(kind, request, lib, tmp)
             if kind == "presets":
                 return presets_json()
@@ -90,20 +91,24 @@ def _config_path(tmp: str) -> str:
 def _ask(kind: str, request: Any, lib, tmp: str) -> str:
     """One question, read as the command line reads it (:mod:`symcalc.query.requests`: the same
     request type, the same checks and messages), its model and hardware built-in names only."""
-    from symcalc.query.requests import JSON, REQUESTS, PlanRequest, SolveRequest  # on use: in the worker only
+    from symcalc.query.requests import JSON, REQUESTS, CompareRequest, PlanRequest  # on use: in the worker only
     req = REQUESTS[kind].from_json(request)
     req = dataclasses.replace(req, hardware=_preset(req.hardware, "hardware"), model=_model(req, tmp), model_config=None)
+    if isinstance(req, CompareRequest):        # side B's presets: built-in names too
+        for key in ("hardware", "model"):
+            _preset(req.vs.get(key), key)
     if isinstance(req, PlanRequest):
         from symcalc.planner.search import plan  # on use: the server process never loads the planner
         args, kwargs = req.arguments(lib, JSON, MAX_TOP)
         return plan(*args, **kwargs).json()
-    if isinstance(req, SolveRequest):
-        from symcalc.query.solve import solve  # on use: the server process never loads the engine
-        args, kwargs = req.arguments(lib, JSON)
-        return solve(*args, **kwargs).json()
-    from symcalc.query.sweep import sweep  # on use: the server process never loads the engine
     args, kwargs = req.arguments(lib, JSON)
-    return sweep(*args, **kwargs).json()
+    return _query(kind)(*args, **kwargs).json()
+
+
+def _query(kind: str) -> Callable[..., Any]:
+    """The query function that answers ``kind`` (imported here: the server process never loads the engine)."""
+    import importlib  # on use: in the worker only
+    return getattr(importlib.import_module(f"symcalc.query.{kind}"), kind)     # symcalc.query.solve.solve, ...
 
 
 def presets_json() -> str:
