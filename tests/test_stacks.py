@@ -265,7 +265,7 @@ def test_bad_stacks_are_one_line_and_exit_2(toy_cli, extra, kind, message):
 
 def test_stack_with_a_library_without_the_option_is_one_line(cli, monkeypatch):
     monkeypatch.setattr("symcalc.commands.shared.library", lambda files: LIB)
-    monkeypatch.setattr("symcalc.commands.shared.STACK_OPTION", "runtime")
+    monkeypatch.setattr("symcalc.query.requests.STACK_OPTION", "runtime")   # read where both faces check the stack
     run = cli(*ARGS, "--stack", "fsdp")
     assert run.code == 2 and run.err == ("error: --stack: the formula library has no option 'runtime' (training "
                                          "stacks are declared as its values; see `symcalc list options`)\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from symcalc.commands import shared
+from symcalc.query.requests import CLI, CheckRequest
 
 
 @click.command()
@@ -29,8 +30,10 @@ def check(values, options, rtol, as_json, brief, hardware, model, stack, formula
         check as api_check,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
     lib = shared.library(formula_files)
-    result = api_check(shared.pairs(values, "a value"), options=shared.option_pairs(lib, options, stack), rtol=rtol,
-                       library=lib, hardware=hardware, model=model)
+    request = CheckRequest(values=shared.pairs(values, "a value"), options=shared.pairs(options, "an option"),
+                           stack=stack, rtol=rtol, hardware=hardware, model=model)
+    args, kwargs = request.arguments(lib, CLI)
+    result = api_check(*args, **kwargs)
     click.echo(result.json() if as_json else result.text(derivations=not brief))
     if not result.ok:
         raise click.exceptions.Exit(1)

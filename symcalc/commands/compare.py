@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from symcalc.commands import shared
+from symcalc.query.requests import CLI, CompareRequest
 
 
 @click.command()
@@ -32,9 +33,8 @@ def compare(target, values, options, vs_items, to_unit, as_json, plot_file, hard
     symcalc compare model_state_memory n_params=7e9 dp=64 --option zero_stage=2 --vs zero_stage=3
     symcalc compare train_time --model llama3-8b n_gpus=64 mfu=40% --hardware a100 --vs hardware=h100 --plot ab.png
     """
-    from symcalc.query.compare import (  # on use: the command line starts without it (start-up, Ctrl-C)
-        compare as api_compare,
-        split_vs,
+    from symcalc.query.compare import (
+        compare as api_compare,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
     if not vs_items:
         raise shared.CliError("say what side B changes with at least one --vs NAME=VALUE "
@@ -42,11 +42,12 @@ def compare(target, values, options, vs_items, to_unit, as_json, plot_file, hard
     files = {"plot_file": plot_file}
     shared.check_outputs("comparison", files)
     lib = shared.library(formula_files)
-    vs = split_vs(lib, shared.pairs(vs_items, "--vs"))
+    request = CompareRequest(target=target, values=shared.pairs(values, "a value"), vs=shared.pairs(vs_items, "--vs"),
+                             options=shared.pairs(options, "an option"), stack=stack, to=to_unit, hardware=hardware,
+                             model=model)
+    args, kwargs = request.arguments(lib, CLI)
     with shared.working(f"comparing {target}"):
-        result = api_compare(target, shared.pairs(values, "a value"), options=shared.option_pairs(lib, options, stack), vs=vs.given,
-                             vs_options=vs.options, hardware=hardware, model=model, vs_hardware=vs.hardware,
-                             vs_model=vs.model, to=to_unit, library=lib)
+        result = api_compare(*args, **kwargs)
     written = shared.write_outputs("comparison", result, files)
     if as_json:
         click.echo(result.json())

@@ -10,6 +10,7 @@ import click
 
 from symcalc.budget import DEFAULT_PLAN_LIMIT
 from symcalc.commands import shared
+from symcalc.query.requests import CLI, PlanRequest
 
 
 @click.command()
@@ -77,18 +78,18 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     if sum(x is not None for x in (latex_file if latex_file == "-" else None,)) and as_json:
         raise shared.CliError("--json and --latex - would both write to standard output")
     shared.check_targets(latex=latex_file, csv=csv_file, plot=plot_file)
+    request = PlanRequest(model=model, hardware=hardware, gpus=gpus, tokens=tokens, global_batch_size=global_batch_size,
+                          seq_len=seq_len, gpus_per_node=gpus_per_node, options=shared.pairs(options, "an option"),
+                          stack=stack, by=by, top=max(top, explain or 0) if top >= 1 else top,
+                          memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
+                          budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages,
+                          values=shared.pairs(values, "a value"), frontier=not no_frontier)
+    request.checked(CLI)
     lib = shared.library(formula_files)
-    given = shared.pairs(values, "a value")
-    if top < 1:
-        raise shared.CliError(f"--top is the number of layouts to show, at least 1; got {top}")
-    top_k = max(top, explain or 0)
+    args, kwargs = request.arguments(lib, CLI)
     line = shared.ProgressLine() if sys.stderr.isatty() else None
     try:
-        result = api_plan(model, hardware, gpus, tokens=tokens, global_batch_size=global_batch_size, seq_len=seq_len,
-                          gpus_per_node=gpus_per_node, options=shared.option_pairs(lib, options, stack), by=by, top=top_k,
-                          memory_headroom=memory_headroom, gpu_hour_price=gpu_hour_price, deadline=deadline,
-                          budget=budget, tp_across_nodes=tp_across_nodes, uneven_pp=not even_stages, library=lib,
-                          values=given, progress=line, frontier=not no_frontier)
+        result = api_plan(*args, **kwargs, progress=line)
     finally:
         if line is not None:
             line.stop()

@@ -28,8 +28,10 @@ from symcalc.budget import (
     parse_seconds,
     question,
 )
-from symcalc.errors import BadOptionValueError, SymcalcError, did_you_mean
+from symcalc.errors import SymcalcError
 from symcalc.outfile import check_target, write_file
+from symcalc.query import requests
+from symcalc.query.requests import STACK_OPTION
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]   # what a click.option(...) returns
@@ -40,43 +42,15 @@ class CliError(SymcalcError):
 
 
 def pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
-    """Read NAME=VALUE arguments; later ones may not repeat earlier names."""
-    out: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            raise CliError(f"expected {what} as NAME=VALUE, got '{item}'")
-        name, value = item.split("=", 1)
-        name, value = name.strip(), value.strip()
-        if not name:
-            raise CliError(f"'{item}': the name before '=' is missing")
-        if not value:
-            raise CliError(f"{name}= has no value (write e.g. {name}=64)")
-        if name in out:
-            raise CliError(f"{name} is given twice")
-        out[name] = value
-    return out
-
-
-STACK_OPTION = "stack"      # the option --stack NAME gives (formulas/stacks.toml declares it)
+    """Read NAME=VALUE arguments; later ones may not repeat earlier names (the server's JSON
+    pairs are checked by the same :func:`symcalc.query.requests.given_pairs`)."""
+    return requests.cli_pairs(items, what)
 
 
 def option_pairs(lib, items: tuple[str, ...], stack: str | None) -> dict[str, str]:
-    """The --option KEY=VALUE pairs, with --stack NAME as ``stack=NAME``: both given with
-    different values is an error, and so is --stack with a library that has no option stack, or
-    a name that is none of its values (the closest names are suggested)."""
-    options = pairs(items, "an option")
-    if stack is None:
-        return options
-    if STACK_OPTION not in lib.options:
-        raise CliError(f"--stack: the formula library has no option '{STACK_OPTION}' (training stacks are "
-                       "declared as its values; see `symcalc list options`)")
-    if options.get(STACK_OPTION, stack) != stack:
-        raise CliError(f"--stack {stack} and --option {STACK_OPTION}={options[STACK_OPTION]} disagree; give one")
-    known = lib.options[STACK_OPTION].values
-    if stack not in known:
-        raise BadOptionValueError(f"unknown stack '{stack}'.{did_you_mean(stack, known)} Stacks: "
-                                  f"{', '.join(known)} (see `symcalc show {STACK_OPTION}`)")
-    return {**options, STACK_OPTION: stack}
+    """The --option KEY=VALUE pairs, with --stack NAME as ``stack=NAME`` (checked as the server
+    checks its "stack": :func:`symcalc.query.requests.with_stack`)."""
+    return requests.with_stack(lib, pairs(items, "an option"), stack, requests.CLI)
 
 
 def library(formula_files: tuple[str, ...]):

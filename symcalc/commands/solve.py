@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from symcalc.commands import shared
+from symcalc.query.requests import CLI, SolveRequest
 
 
 @click.command()
@@ -42,10 +43,12 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
                        "give --latex/--markdown a file name")
     shared.check_outputs("result", files)
     lib = shared.library(formula_files)
+    request = SolveRequest(target=target, values=shared.pairs(values, "a value"), options=shared.pairs(options, "an option"),
+                           stack=stack, to=to_unit, round=rounding, hardware=hardware, model=model,
+                           allow_conflicts=allow_conflicts, sensitivity=sensitivity)
+    args, kwargs = request.arguments(lib, CLI)
     with shared.working(f"solving {target}"):
-        result = api_solve(target, shared.pairs(values, "a value"), options=shared.option_pairs(lib, options, stack),
-                           to=to_unit, library=lib, hardware=hardware, model=model, rounding=rounding,
-                           conflicts="warn" if allow_conflicts else True, sensitivity=sensitivity)
+        result = api_solve(*args, **kwargs)
     shared.write_outputs("result", result, files)
     if as_json:
         click.echo(result.json())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from symcalc.commands import shared
+from symcalc.query.requests import CLI, SweepRequest
 
 
 @click.command()
@@ -31,15 +32,15 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     from symcalc.query.sweep import (
         sweep as api_sweep,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
-    if not varies:
-        raise shared.CliError("give at least one --vary NAME=START:STOP[:COUNT][:log]")
     files = {"csv_file": csv_file, "plot_file": plot_file}
     shared.check_outputs("sweep", files)
     lib = shared.library(formula_files)
+    request = SweepRequest(target=target, values=shared.pairs(values, "a value"), vary=shared.pairs(varies, "--vary"),
+                           options=shared.pairs(options, "an option"), stack=stack, to=to_unit, hardware=hardware,
+                           model=model)
+    args, kwargs = request.arguments(lib, CLI)
     with shared.working(f"sweeping {target}"):
-        result = api_sweep(target, shared.pairs(values, "a value"), vary=shared.pairs(varies, "--vary"),
-                           options=shared.option_pairs(lib, options, stack), to=to_unit, library=lib,
-                           hardware=hardware, model=model)
+        result = api_sweep(*args, **kwargs)
     written = shared.write_outputs("sweep", result, files)
     if as_json:
         click.echo(result.json())

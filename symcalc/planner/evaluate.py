@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from symcalc import cache
+from symcalc.planner import dims
 from symcalc.planner.space import Space, searched_options, space_data
 from symcalc.query.reuse import together
 from symcalc.query.solve import solve_unshown
@@ -70,10 +71,10 @@ class Question:
                              library=self.library, hardware=self.hardware, model=self.model, on_bounds=on_bounds)
 
 
-def layout_names(moe: bool, interleaved: bool) -> tuple[str, ...]:
-    """The layout quantities given to the step-time and memory questions."""
-    names = ("tp", "pp", "cp", "dp", "n_gpus", "micro_batch_size", "global_batch_size", "seq_len")
-    return names + (("virtual_stages",) if interleaved else ()) + (("ep",) if moe else ())
+def layout_names(has: tuple[str, ...], layout: Mapping[str, int]) -> tuple[str, ...]:
+    """The layout quantities given to the step-time and memory questions (space.toml's
+    ``[layout] given``): ``has`` the dimensions the run has, ``layout`` the layout's values."""
+    return dims.given_names(set(has), layout)
 
 
 def options_of(indices: dict[str, int], interleaved: bool, searched: dict[str, tuple[str, ...]]) -> dict[str, str]:
@@ -83,9 +84,8 @@ def options_of(indices: dict[str, int], interleaved: bool, searched: dict[str, t
 
 def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) -> dict:
     """The layout of row ``i`` as given values (what `symcalc solve` is given for it)."""
-    interleaved = int(columns["virtual_stages"][i]) > 1
     out: dict[str, int | str] = {}
-    for name in layout_names(moe, interleaved):
+    for name in layout_names(dims.present(moe), {k: int(columns[k][i]) for k in dims.names()}):
         if name == "global_batch_size":
             out[name] = shape_batch
         elif name == "seq_len":
@@ -96,7 +96,7 @@ def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) 
 
 
 def row_options(columns: dict, i: int, searched: dict[str, tuple[str, ...]]) -> dict[str, str]:
-    return options_of({k: columns[k][i] for k in searched}, int(columns["virtual_stages"][i]) > 1, searched)
+    return options_of({k: columns[k][i] for k in searched}, bool(dims.interleaved(columns, i)), searched)
 
 
 def combination_key(columns: dict, radices: dict[str, int]) -> np.ndarray:
@@ -112,7 +112,7 @@ def combination_key(columns: dict, radices: dict[str, int]) -> np.ndarray:
 
 def option_key(columns: dict, searched: dict[str, tuple[str, ...]]) -> np.ndarray:
     """The option combination of every layout: the searched options' value indices and the schedule."""
-    digits = {**{k: columns[k] for k in searched}, "interleaved": (columns["virtual_stages"] > 1).astype(np.int64)}
+    digits = {**{k: columns[k] for k in searched}, "interleaved": dims.interleaved(columns).astype(np.int64)}
     return combination_key(digits, {**{k: len(v) for k, v in searched.items()}, "interleaved": len(SCHEDULES)})
 
 
@@ -166,9 +166,8 @@ def _templates(columns: dict, first: int, q: Question, global_batch_size: int,
 
 def _layout_arrays(columns: dict, rows: np.ndarray, moe: bool, global_batch_size: int, seq_len: int) -> dict:
     """The layout quantities of ``rows`` as arrays (one option combination's layouts)."""
-    interleaved = int(columns["virtual_stages"][rows[0]]) > 1
     arrays = {}
-    for name in layout_names(moe, interleaved):
+    for name in layout_names(dims.present(moe), {k: int(columns[k][rows[0]]) for k in dims.names()}):
         if name == "global_batch_size":
             arrays[name] = np.full(len(rows), global_batch_size, dtype=np.int64)
         elif name == "seq_len":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from symcalc.errors import QueryError
+from symcalc.planner import dims
 from symcalc.planner.evaluate import MEMORY, STEP_TIME, layout_names
 from symcalc.query.solve import solve
 
@@ -23,9 +24,8 @@ def question(plan: PlanResult, rank: int) -> tuple[dict[str, object], dict[str, 
         raise QueryError(f"--explain {rank}: the plan ranks layouts 1 to {len(plan.rows)}")
     row = plan.rows[rank - 1]
     lay = row.layout
-    moe = "ep" in lay
     given: dict[str, object] = {}
-    for name in layout_names(moe, lay["virtual_stages"] > 1):
+    for name in layout_names(tuple(d for d in dims.names() if d in lay), lay):
         if name == "global_batch_size":
             given[name] = plan.global_batch_size
         elif name == "seq_len":

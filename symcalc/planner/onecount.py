@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from symcalc.library.loading import default_library
+from symcalc.planner import dims
 from symcalc.planner.evaluate import MEMORY, STEP_TIME, Evaluation, Question, evaluate, metrics
 from symcalc.planner.evaluate import row_given, row_options
 from symcalc.planner.result import PlanResult, PlanRow
-from symcalc.planner.setup import DEFAULT_BATCH_TOKENS, LAYOUT_DIMS, _Setup
+from symcalc.planner.setup import DEFAULT_BATCH_TOKENS, _Setup
 from symcalc.planner.space import Shape, Space, enumerate_space, searched_options
 from symcalc.planner.validation import Evidence, comm_ratio, judge, regime_ok
 
@@ -44,8 +45,9 @@ def _space(n_gpus: int, setup: _Setup) -> tuple[Shape, Space]:
                   uneven_pp=setup.uneven_pp, max_micro_batch=setup.max_micro_batch,
                   max_virtual_stages=setup.max_virtual_stages, requires=setup.requires,
                   searched=tuple(searched_options(setup.q.library).items()))
-    dims = {k: v for k, v in fixed.items() if k != "dp"}
-    return shape, enumerate_space(shape, dims, setup.searched_opts, dp_fixed=fixed.get("dp"))
+    rest = dims.rest().name     # dp: follows from the others, narrowed after them
+    narrowed = {k: v for k, v in fixed.items() if k != rest}
+    return shape, enumerate_space(shape, narrowed, setup.searched_opts, dp_fixed=fixed.get(rest))
 
 
 def _search(n_gpus: int, setup: _Setup) -> _Search:
@@ -115,10 +117,9 @@ def _order(s: _Search, by: str) -> np.ndarray:
     c = s.space.columns
     t = (s.planned if s.planned is not None else s.ev.step_time)[idx]
     band = np.floor(np.log(t / t.min()) / np.log1p(TIE_BAND) + 1e-9).astype(np.int64)
-    ep = c["ep"][idx]
-    dims = sum((c[d][idx] > 1).astype(np.int64) for d in ("tp", "pp", "cp")) + (ep > 1) + (c["zero_stage"][idx] == 3)
-    return idx[np.lexsort((mem, s.ev.step_time[idx], t, c["sequence_parallel"][idx], c["virtual_stages"][idx], c["recompute"][idx],
-                           c["zero_stage"][idx], ep, c["cp"][idx], dims, band))]
+    # the simplest first, as space.toml's [layout] declares it (np.lexsort: the last key the most significant)
+    simplest = dims.simplest_order({k: v[idx] for k, v in c.items()}, s.shape.option_values())
+    return idx[np.lexsort((mem, s.ev.step_time[idx], t, *reversed(simplest), band))]
 
 
 def _band(s: _Search, i: int) -> int:
@@ -129,9 +130,7 @@ def _band(s: _Search, i: int) -> int:
 
 def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:
     c = s.space.columns
-    layout = {k: int(c[k][i]) for k in (*LAYOUT_DIMS, "n_gpus")}
-    if not q.moe:
-        layout.pop("ep")
+    layout = {k: int(c[k][i]) for k in (*dims.present(q.moe), "n_gpus")}
     opts = row_options(c, i, searched_options(q.library))
     row = PlanRow(rank=rank, layout=layout, options=opts, step_time=float(s.ev.step_time[i]),
                   memory=float(s.ev.memory[i]), fits=bool(s.fitting[i]), index=i,
@@ -242,7 +241,7 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
         rows = []
         groups: dict[tuple, PlanRow] = {}
         for i in (int(x) for x in s.order):
-            key = (_band(s, i),) + tuple(int(s.space.columns[d][i]) for d in ("tp", "pp", "cp", "dp", "ep", "virtual_stages"))
+            key = (_band(s, i),) + tuple(int(s.space.columns[d][i]) for d in dims.grouped())
             if key in groups:
                 groups[key].equivalents.append(_row(s, i, 0, q, values, detail=False).label())
                 continue
@@ -359,8 +358,9 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
         hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
     if "full" not in fixed_opts.get("recompute", ("full",)):
         hints.append("full recomputation (excluded by the fixed recompute)")
-    if common.fixed.get("micro_batch_size") and min(common.fixed["micro_batch_size"]) > 1:
-        hints.append("a micro-batch of 1 (excluded by the fixed micro_batch_size)")
+    mbs = dims.batch().name
+    if common.fixed.get(mbs) and min(common.fixed[mbs]) > 1:
+        hints.append(f"a micro-batch of 1 (excluded by the fixed {mbs})")
     # more GPUs: the same search at 2x, 4x, ... the count, until something fits
     n = s.shape.n_gpus
     for factor in (2, 4, 8, 16, 32, 64):

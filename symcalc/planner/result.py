@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from symcalc.formats import Rendered, render
+from symcalc.planner import dims
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from matplotlib.figure import Figure
@@ -41,19 +42,8 @@ class PlanRow:
         return max(self.memory_parts.items(), key=lambda kv: kv[1]) if self.memory_parts else None
 
     def label(self) -> str:
-        lay, o = self.layout, self.options
-        parts = [f"tp{lay['tp']}", f"pp{lay['pp']}"]
-        if lay.get("virtual_stages", 1) > 1:
-            parts.append(f"v{lay['virtual_stages']}")
-        parts += [f"cp{lay['cp']}", f"dp{lay['dp']}"]
-        if lay.get("ep", 1) > 1:
-            parts.append(f"ep{lay['ep']}")
-        parts.append(f"mbs{lay['micro_batch_size']}")
-        parts.append(f"zero{o['zero_stage']}")
-        parts.append({"none": "no-recompute", "selective": "selective", "full": "full-recompute"}[o["recompute"]])
-        if o["sequence_parallel"] == "true":
-            parts.append("sp")
-        return " ".join(parts)
+        """tp8 pp2 v2 cp1 dp4 mbs1 zero1 selective sp: as space.toml's ``[layout] label`` spells it."""
+        return dims.label(self.layout, self.options)
 
 
 @dataclass

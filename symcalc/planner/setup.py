@@ -22,6 +22,8 @@ from symcalc.planner.space import MAX_VIRTUAL_STAGES, space_data
 from symcalc.query.fit import default_margin
 from symcalc.query.layout_rules import FACT_SOURCES
 from symcalc.query.values import read_value
+from symcalc.query.requests import PLAN_BY
+from symcalc.planner import dims
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from symcalc.library.registry import Library
@@ -35,8 +37,8 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 # the global batch when none is given: about 4M tokens (GPT-3's 3.2M, Llama 2's 4M), as a power of
 # two of sequences; said in the plan's notes
 DEFAULT_BATCH_TOKENS = 4 * 2**20
-LAYOUT_DIMS = tuple(space_data()["dimensions"])     # tp, pp, cp, dp, ep, micro_batch_size, virtual_stages
-BY = ("time", "days", "gpu_hours", "cost", "memory")
+LAYOUT_DIMS = dims.names()      # the declared dimensions (formulas/planner/space.toml)
+BY = PLAN_BY       # the ranks a plan may be asked by (shared with the requests of both faces)
 # planner-only values: not part of the layout question
 GOAL_VALUES = ("n_tokens", "gpu_hour_price", "memory_headroom", "global_batch_tokens", "tokens_per_second",
                "train_time", "total_cost")
@@ -242,14 +244,15 @@ def _fixed_dims(values: dict, options: dict, all_searched: dict[str, tuple[str, 
                 raise QueryError(f"option {name}={value}: expected one of {', '.join(allowed)} "
                                  "(or a list of them: 0,2)")
             searched[name] = chosen
-    schedule = options.pop("pipeline_schedule", None)
+    sched = dims.schedule()         # virtual_stages: 1 is 1F1B, above 1 the interleaved schedule
+    schedule = options.pop(sched.schedule_option, None)
     if schedule is not None:
         if schedule == "1f1b":
-            fixed["virtual_stages"] = [1]
+            fixed[sched.name] = [1]
         elif schedule == "interleaved":
-            fixed["virtual_stages"] = [v for v in fixed.get("virtual_stages", range(2, MAX_VIRTUAL_STAGES + 1)) if v > 1]
+            fixed[sched.name] = [v for v in fixed.get(sched.name, range(2, MAX_VIRTUAL_STAGES + 1)) if v > 1]
         else:
-            raise QueryError(f"option pipeline_schedule={schedule}: the planner searches 1f1b and interleaved")
+            raise QueryError(f"option {sched.schedule_option}={schedule}: the planner searches 1f1b and interleaved")
     return fixed, searched
 
 

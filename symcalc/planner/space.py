@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from symcalc.planner import dims
 from symcalc.query.layout_rules import (  # noqa: F401 - the rules' names, read from here by the planner and tests
     CHECKS,
     FACTS,
@@ -49,6 +50,11 @@ def __getattr__(name: str) -> dict[str, tuple[str, ...]]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _rows(cols: dict) -> int:
+    """The number of layouts in columns of equal length."""
+    return len(next(iter(cols.values())))
+
+
 def divisors(n: int) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
@@ -66,7 +72,7 @@ class Space:
 
     @property
     def size(self) -> int:
-        return len(self.columns["tp"])
+        return _rows(self.columns)
 
     def reasons(self) -> dict[str, int]:
         """Rejection counts by reason in words (rules that rejected nothing left out)."""
@@ -77,6 +83,8 @@ class Space:
 def _dimension(spec: dict, s: Shape) -> list[int]:
     """One dimension's candidates as the data file forms them (divisors of a fact, 1 when the run
     has none; a range), at most a fact's value."""
+    if "needs" in spec and not getattr(s, spec["needs"]):
+        return [spec.get("default", 1)]      # a dimension of MoE runs, in a dense one (ep, etp)
     if "divisors_of" in spec:
         n = getattr(s, spec["divisors_of"])
         out = divisors(n) if n else [1]
@@ -143,7 +151,7 @@ def enumerate_space(s: Shape, fixed: dict[str, list[int]] | None = None,
     later = {st: math.prod(sizes[x] for x in STAGES[i + 1:]) for i, st in enumerate(STAGES)}
     names, a = _gpu_rows(s, cand, stage_dims[first])
     if dp_fixed is not None:
-        a = a[np.isin(a[:, names.index("dp")], dp_fixed)]
+        a = a[np.isin(a[:, names.index(dims.rest().name)], dp_fixed)]
     cols = {k: a[:, i] for i, k in enumerate(names)}
     total = len(a) * later[first]
     rejected: dict[str, int] = {}
@@ -152,7 +160,7 @@ def enumerate_space(s: Shape, fixed: dict[str, list[int]] | None = None,
         for name in stage_dims[stage]:
             cols = _cross(cols, name, cand[name])
         cols = _apply(cols, s, stage, rejected, later[stage])
-    cols["n_gpus"] = np.full(len(cols["tp"]), s.n_gpus, dtype=np.int64)
+    cols["n_gpus"] = np.full(_rows(cols), s.n_gpus, dtype=np.int64)
     cols = _apply_requires(cols, s, rejected)
     return Space(columns=cols, total=total, rejected=rejected)
 
@@ -169,21 +177,21 @@ def _apply_requires(cols: dict, s: Shape, rejected: dict) -> dict:
         holds = condition.holds_where({**facts, **{k: cols[k] for k in layout}})
         if holds is None:
             continue
-        keep = np.broadcast_to(np.asarray(holds, dtype=bool), cols["tp"].shape)
+        keep = np.broadcast_to(np.asarray(holds, dtype=bool), (_rows(cols),))
         rejected[reason] = rejected.get(reason, 0) + int(np.count_nonzero(~keep))
         cols = {c: v[keep] for c, v in cols.items()}
     return cols
 
 
 def _cross(cols: dict, name: str, values: list) -> dict:
-    n, k = len(cols["tp"]), len(values)
+    n, k = _rows(cols), len(values)
     out = {c: np.repeat(v, k) for c, v in cols.items()}
     out[name] = np.tile(np.asarray(values, dtype=np.int64), n)
     return out
 
 
 def _apply(cols: dict, s: Shape, stage: str, rejected: dict, weight: int) -> dict:
-    keep = np.ones(len(cols["tp"]), dtype=bool)
+    keep = np.ones(_rows(cols), dtype=bool)
     for rule in RULES:
         if rule.stage != stage:
             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from symcalc.errors import BadOptionValueError
+from symcalc.planner import dims
 from symcalc.planner.space import searched_options
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
@@ -24,7 +25,7 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 
 def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]],
            searched: dict[str, tuple[str, ...]], max_virtual_stages: int) -> tuple[tuple[str, Condition], ...]:
-    """Narrow ``searched`` (option -> values) and ``fixed["virtual_stages"]`` in place to what the
+    """Narrow ``searched`` (option -> values) and the schedule dimension's fixed values (virtual_stages) in place to what the
     stacks allow; return their conditions as (reason, Condition) pairs for ``Shape.requires``.
 
     Raises
@@ -45,12 +46,13 @@ def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]
                 if not keep:
                     _refuse(other, current[0], name, value, allowed)
                 searched[other] = keep
-            elif other == "pipeline_schedule":
-                stages = fixed.get("virtual_stages", list(range(1, max_virtual_stages + 1)))
+            elif other == dims.schedule().schedule_option:
+                sched = dims.schedule().name
+                stages = fixed.get(sched, list(range(1, max_virtual_stages + 1)))
                 kept = [v for v in stages if ("interleaved" if v > 1 else "1f1b") in allowed]
                 if not kept:
                     _refuse(other, "interleaved" if stages[0] > 1 else "1f1b", name, value, allowed)
-                fixed["virtual_stages"] = kept
+                fixed[sched] = kept
         requires += [(f"{name}={value} requires {r.condition.text} ({r.why})", r.condition)
                      for r in spec.requires.get(value, ())]
     return tuple(requires)

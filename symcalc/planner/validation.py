@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from symcalc.library.loading import formula_dir
+from symcalc.planner import dims
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,7 +38,7 @@ SCALE_FACTOR = 2          # data-parallel ranks up to this many times the most a
 COMM_SLACK = (1.25, 0.05)  # network / compute up to 1.25 x the most a regime's runs had, + 0.05
 SIZE_FACTOR = 3           # the size class: parameters within this factor either way
 ZERO_LABEL = {1: "ZeRO-0/1", 2: "ZeRO-2", 3: "ZeRO-3"}     # ZeRO class (0 and 1 keep whole weights) -> words
-DIMS = ("tp", "pp", "cp", "ep")
+DIMS = tuple(dims.validated())      # the degrees a regime is matched on (space.toml's `validation`: tp, pp, cp, ep)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ class PublishedRun:
 
     @property
     def shape(self) -> tuple:
-        return regime_shape(self.zero_stage, self.tp, self.pp, self.cp, self.ep)
+        # a degree the runs file does not give is 1 (a new dimension no published run has used)
+        return regime_shape(self.zero_stage, {d: getattr(self, dims.validated()[d], 1) for d in DIMS})
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,9 @@ def family(hardware_key: str) -> str:
     return hardware_key.split("_")[0]
 
 
-def regime_shape(zero: int, tp: int, pp: int, cp: int, ep: int) -> tuple:
-    return (max(int(zero), 1), tp > 1, pp > 1, cp > 1, ep > 1)
+def regime_shape(zero: int, degrees: Mapping[str, int]) -> tuple:
+    """(ZeRO class, whether each matched degree is above 1): what a published regime is."""
+    return (max(int(zero), 1), *(degrees.get(d, dims.dimension(d).default or 1) > 1 for d in DIMS))
 
 
 def describe_shape(shape: tuple) -> str:
@@ -162,19 +166,19 @@ def regime_ok(ev: Evidence, columns: dict) -> np.ndarray:
     """Per layout (columns of tp, pp, cp, ep, dp, zero_stage): whether a published regime of the
     same shape, with the model's error there within MAX_REGIME_ERROR, covers its data-parallel
     degree. Network time is judged per shown row (:func:`judge`). O(layouts x regimes)."""
-    n = len(columns["tp"])
+    n = len(next(iter(columns.values())))
     ok = np.zeros(n, dtype=bool)
     zero = np.asarray(columns["zero_stage"])
     zclass = np.where(zero <= 1, 1, zero)
-    ep = np.asarray(columns.get("ep", np.ones(n, dtype=np.int64)))
+    rest = dims.rest().name     # dp: the data-parallel degree a regime's runs reach
     for shape, runs in ev.groups().items():
         if np.mean([abs(r.error) for r in runs]) > MAX_REGIME_ERROR:
             continue
         match = (zclass == shape[0])
         for d, on in zip(DIMS, shape[1:]):
-            col = ep if d == "ep" else np.asarray(columns[d])
+            col = np.asarray(columns[d]) if d in columns else np.full(n, dims.dimension(d).default or 1)
             match &= (col > 1) == on
-        match &= np.asarray(columns["dp"]) <= SCALE_FACTOR * max(r.dp for r in runs)
+        match &= np.asarray(columns[rest]) <= SCALE_FACTOR * max(r.dp for r in runs)
         ok |= match
     return ok
 
@@ -182,7 +186,7 @@ def regime_ok(ev: Evidence, columns: dict) -> np.ndarray:
 def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float) -> Verdict:
     """One layout's verdict, in words. ``layout``: tp, pp, cp, dp (ep); ``comm``: its network
     time over compute (:func:`comm_ratio`)."""
-    shape = regime_shape(zero_stage, layout["tp"], layout["pp"], layout["cp"], layout.get("ep", 1))
+    shape = regime_shape(zero_stage, layout)
     where = f"{ev.stack} on {ev.hardware} ({ev.precision})"
     if not ev.runs:
         return Verdict(False, f"hypothesis: no published {where} run to judge it by")
@@ -198,8 +202,9 @@ def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float) -> Verdict:
     def verdict(validated: bool, text: str) -> Verdict:
         return Verdict(validated, text, runs=ids, sources=sources, error=err, bias=bias, in_sample=in_sample)
     most_dp = max(r.dp for r in runs)
-    if layout["dp"] > SCALE_FACTOR * most_dp:
-        return verdict(False, f"hypothesis: {what} over {layout['dp']} data-parallel ranks: the published "
+    ranks = layout[dims.rest().name]
+    if ranks > SCALE_FACTOR * most_dp:
+        return verdict(False, f"hypothesis: {what} over {ranks} data-parallel ranks: the published "
                               f"{where} runs of it reach {most_dp} data-parallel ranks")
     most_comm = max(r.comm_ratio for r in runs)
     if comm > COMM_SLACK[0] * most_comm + COMM_SLACK[1]:

@@ -42,7 +42,9 @@ SPACE_FILE = ("planner", "space.toml")        # under the formula directory
 PREDICATES = ("divides", "at_most", "greater", "equals", "differs")
 RULE_KEYS = {"name", "reason", "stage", "when", "check", "given", *PREDICATES}
 GIVEN = ("refuse", "warn")     # what a rule does to given values (absent: nothing)
-DIMENSION_KEYS = {"stage", "divisors_of", "rest_of", "range", "at_most"}
+DIMENSION_KEYS = {"stage", "divisors_of", "rest_of", "range", "at_most",      # how its candidates are formed
+                  "kind", "label", "label_when", "column", "default", "needs", "validation", "given_when",
+                  "schedule_option"}                                        # what the planner says of it (planner/dims.py)
 
 
 class SpaceDataError(ValueError):

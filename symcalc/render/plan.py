@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from symcalc.outfile import check_target, write_file
+from symcalc.planner import dims
 from symcalc.render.common import plot_text
 
 if TYPE_CHECKING:
@@ -199,8 +200,11 @@ def plan_csv(p: PlanResult, path: str | PathLike[str]) -> None:
     path = check_target(path, "--csv")
     buf = io.StringIO()
     w = csv.writer(buf)
-    header = ["rank", "tp", "pp", "cp", "dp", "ep", "micro_batch_size", "virtual_stages", "n_gpus", "zero_stage",
-              "recompute", "sequence_parallel", "pipeline_schedule", "step_time [s]", "total_memory_per_gpu [GB]",
+    # the layout's columns as space.toml declares its dimensions, the options as the plan searched them
+    layout_cols = [*dims.csv_columns()]
+    option_cols = list(p.rows[0].options) if p.rows else []    # the searched options and the schedule, in order
+    header = ["rank", *(d.column for d in layout_cols), "n_gpus", *option_cols,
+              "step_time [s]", "total_memory_per_gpu [GB]",
               "largest_memory_part", "tokens_per_second [token/s]", "mfu [%]", "train_time [day]",
               "gpu_hours [hour]", "total_cost [USD]", "wall_clock_time [day]", "total_cost_with_failures [USD]",
               "planned_step_time [s]", "validated", "model_mfu [%]"]
@@ -208,9 +212,9 @@ def plan_csv(p: PlanResult, path: str | PathLike[str]) -> None:
     for r in p.rows:
         m, lay, o = r.metrics, r.layout, r.options
         part = r.largest_memory_part
-        w.writerow([r.rank, lay["tp"], lay["pp"], lay["cp"], lay["dp"], lay.get("ep", 1), lay["micro_batch_size"],
-                    lay["virtual_stages"], lay["n_gpus"], o["zero_stage"], o["recompute"], o["sequence_parallel"],
-                    o["pipeline_schedule"], f"{r.step_time:.9g}", f"{r.memory / GB:.9g}", part[0] if part else "",
+        w.writerow([r.rank, *(lay.get(d.name, d.default) for d in layout_cols), lay["n_gpus"],
+                    *(o[k] for k in option_cols),
+                    f"{r.step_time:.9g}", f"{r.memory / GB:.9g}", part[0] if part else "",
                     _g(m.get("tokens_per_second")), _g(m.get("mfu"), 100), _g(m.get("train_time"), 1 / DAY),
                     _g(m.get("gpu_hours"), 1 / HOUR), _g(m.get("total_cost")), _g(m.get("wall_clock_time"), 1 / DAY),
                     _g(m.get("total_cost_with_failures")), f"{r.planned_time:.9g}",

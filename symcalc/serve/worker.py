@@ -11,15 +11,16 @@ question is answered in milliseconds. A question whose client went away is inter
 dead when taken is replaced before the question goes to it, and each worker's folder (its
 working directory and temporary files) is removed with it.
 
-A request is a JSON object whose keys mirror the Python API (:func:`symcalc.query.solve.solve`,
-:func:`symcalc.planner.search.plan`); its text is read by symcalc's own parsers only (nothing is
-evaluated), and the answer is exactly what ``symcalc solve ... --json`` and ``symcalc plan
-... --json`` print: the result's JSON, or ``{"error": {"kind", "message", ...}}``.
+A request is a JSON object whose keys are the fields of its request type
+(:mod:`symcalc.query.requests`: the command line builds the same type from its parameters, and
+both are checked there, with the same messages); its text is read by symcalc's own parsers only
+(nothing is evaluated), and the answer is exactly what ``symcalc solve|sweep|plan ... --json`` print: the result's JSON, or ``{"error": {"kind", "message", ...}}``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -35,26 +36,19 @@ from typing import Any
 
 from symcalc import budget  # its alarm's rules of where an exception may land
 from symcalc.budget import DEFAULT_PLAN_LIMIT, DEFAULT_QUESTION_LIMIT, BudgetExceeded, question
-from symcalc.errors import QueryError, SymcalcError, did_you_mean, one_line
+from symcalc.errors import QueryError, SymcalcError, one_line
+from symcalc.query.requests import RequestError
 
 #: Each kind of request, with its default time limit (the command line's).
-LIMITS = {"solve": DEFAULT_QUESTION_LIMIT, "plan": DEFAULT_PLAN_LIMIT, "presets": DEFAULT_QUESTION_LIMIT}
+LIMITS = {"solve": DEFAULT_QUESTION_LIMIT, "sweep": DEFAULT_QUESTION_LIMIT, "compare": DEFAULT_QUESTION_LIMIT,
+          "check": DEFAULT_QUESTION_LIMIT, "plan": DEFAULT_PLAN_LIMIT, "presets": DEFAULT_QUESTION_LIMIT}
 GRACE = 2.0         # seconds past a request's own limit before its worker is killed
 START_LIMIT = 120.0  # seconds a fresh worker may take to start (import, build the library)
 
-SOLVE_KEYS = ("target", "values", "options", "hardware", "model", "model_config", "stack", "to", "round")
-PLAN_KEYS = ("model", "model_config", "hardware", "gpus", "tokens", "global_batch_size", "seq_len", "gpus_per_node",
-             "options", "values", "stack", "by", "top", "memory_headroom", "gpu_hour_price", "deadline", "budget",
-             "throughput", "tp_across_nodes", "uneven_pp", "frontier")
-_FLAGS = ("tp_across_nodes", "uneven_pp", "frontier")
 MAX_TOP = 100
 POLL = 0.05       # seconds between looks at a cancel while waiting for a worker or its answer
 
 
-class RequestError(SymcalcError):
-    """A request that is not a question (a missing target, a key no question has)."""
-
-    kind = "usage"
 
 
 def error_json(kind: str, message: str) -> str:
@@ -77,10 +71,8 @@ def answer(kind: str, request: Any, limit: float) -> str:
 def _answered(kind: str, request: Any, lib, tmp: str, limit: float) -> str:
     try:
         with question(limit):
-            if kind == "solve":
-                return _solve(request, lib, tmp)
-            if kind == "plan":
-                return _plan(request, lib, tmp)
+            if kind in ("solve", "sweep", "compare", "check", "plan"):
+                return _ask(kind, request, lib, tmp)
             if kind == "presets":
                 return presets_json()
             raise RequestError(f"no such question '{kind}'")
@@ -96,41 +88,27 @@ def _config_path(tmp: str) -> str:
     return os.path.join(tmp, "config.json")
 
 
-def _solve(request: Any, lib, tmp: str) -> str:
-    from symcalc.query.solve import solve  # on use: the server process never loads the engine
-    req = _object(request, "a solve request", SOLVE_KEYS)
-    target = req.get("target")
-    if not isinstance(target, str) or not target.strip():
-        raise RequestError('a solve request needs "target": the name of the quantity to solve for, e.g. "mfu"')
-    rounding = _text(req, "round")
-    if rounding not in (None, "up", "down", "nearest"):
-        raise RequestError(f'"round" is one of up, down, nearest; got {rounding!r}')
-    result = solve(target.strip(), _pairs(req, "values"), options=_options(req), to=_text(req, "to"), library=lib,
-                   hardware=_preset(req, "hardware"), model=_model(req, tmp), rounding=rounding)
-    return result.json()
+def _ask(kind: str, request: Any, lib, tmp: str) -> str:
+    """One question, read as the command line reads it (:mod:`symcalc.query.requests`: the same
+    request type, the same checks and messages), its model and hardware built-in names only."""
+    from symcalc.query.requests import JSON, REQUESTS, CompareRequest, PlanRequest  # on use: in the worker only
+    req = REQUESTS[kind].from_json(request)
+    req = dataclasses.replace(req, hardware=_preset(req.hardware, "hardware"), model=_model(req, tmp), model_config=None)
+    if isinstance(req, CompareRequest):        # side B's presets: built-in names too
+        for key in ("hardware", "model"):
+            _preset(req.vs.get(key), key)
+    if isinstance(req, PlanRequest):
+        from symcalc.planner.search import plan  # on use: the server process never loads the planner
+        args, kwargs = req.arguments(lib, JSON, MAX_TOP)
+        return plan(*args, **kwargs).json()
+    args, kwargs = req.arguments(lib, JSON)
+    return _query(kind)(*args, **kwargs).json()
 
 
-def _plan(request: Any, lib, tmp: str) -> str:
-    from symcalc.planner.search import plan  # on use: the server process never loads the planner
-    req = _object(request, "a plan request", PLAN_KEYS)
-    top = req.get("top", 10)
-    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= MAX_TOP:
-        raise RequestError(f'"top" is the number of layouts to show, 1 to {MAX_TOP}; got {top!r}')
-    by = req.get("by", "time")
-    if by not in ("time", "days", "gpu_hours", "cost", "memory"):
-        raise RequestError(f'"by" is one of time, days, gpu_hours, cost, memory; got {by!r}')
-    flags = {}
-    for name in _FLAGS:
-        if name in req:
-            if not isinstance(req[name], bool):
-                raise RequestError(f'"{name}" is true or false; got {req[name]!r}')
-            flags[name] = req[name]
-    scalars = {name: _scalar(req, name) for name in ("tokens", "global_batch_size", "seq_len", "gpus_per_node",
-                                                      "memory_headroom", "gpu_hour_price", "deadline", "budget",
-                                                      "throughput")}
-    result = plan(_model(req, tmp), _preset(req, "hardware"), _gpus(req), options=_options(req), by=by, top=top,
-                  library=lib, values=_pairs(req, "values"), **scalars, **flags)
-    return result.json()
+def _query(kind: str) -> Callable[..., Any]:
+    """The query function that answers ``kind`` (imported here: the server process never loads the engine)."""
+    import importlib  # on use: in the worker only
+    return getattr(importlib.import_module(f"symcalc.query.{kind}"), kind)     # symcalc.query.solve.solve, ...
 
 
 def presets_json() -> str:
@@ -141,75 +119,13 @@ def presets_json() -> str:
                        for kind in ("model", "hardware")})
 
 
-def _object(request: Any, what: str, keys: tuple[str, ...]) -> dict:
-    if not isinstance(request, dict):
-        raise RequestError(f"{what} is a JSON object, e.g. {{\"target\": \"mfu\", \"values\": {{...}}}}")
-    for key in request:
-        if key not in keys:
-            raise RequestError(f"{what} has no key '{key}'.{did_you_mean(key, keys)} Keys: {', '.join(keys)}")
-    return {k: v for k, v in request.items() if v is not None}
-
-
-def _text(req: dict, key: str) -> str | None:
-    value = req.get(key)
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise RequestError(f'"{key}" is a non-empty string; got {value!r}')
-    return value.strip() if value is not None else None
-
-
-def _scalar(req: dict, key: str):
-    """A value the API reads with its own parser: a string ("2 USD/hour") or a number."""
-    value = req.get(key)
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-        return value
-    return _text(req, key)
-
-
-def _gpus(req: dict):
-    value = req.get("gpus")
-    if isinstance(value, list):
-        if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise RequestError(f'"gpus" is a count, a range "A:B" or a list of counts; got {value!r}')
-        return value
-    return _scalar(req, "gpus")
-
-
-def _pairs(req: dict, key: str) -> dict:
-    """NAME -> VALUE (a string such as "150000 token/s", or a number), as the command line's
-    NAME=VALUE arguments."""
-    value = req.get(key, {})
-    if not isinstance(value, dict):
-        raise RequestError(f'"{key}" is an object of NAME: VALUE, e.g. {{"n_gpus": "64"}}; got {value!r}')
-    out: dict = {}
-    for name, v in value.items():
-        if not name.strip() or "=" in name:
-            raise RequestError(f'"{key}": {name!r} is not a name')
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
-            raise RequestError(f'"{key}": {name} is a string or a number; got {v!r}')
-        if isinstance(v, str) and not v.strip():
-            raise RequestError(f"{name} has no value (write e.g. {name}=64)")
-        out[name.strip()] = v.strip() if isinstance(v, str) else v
-    return out
-
-
-def _options(req: dict) -> dict[str, str]:
-    options = {k: str(v) for k, v in _pairs(req, "options").items()}
-    stack = _text(req, "stack")
-    if stack is not None:
-        if options.get("stack", stack) != stack:
-            raise RequestError(f'"stack": {stack} and "options": stack={options["stack"]} disagree; give one')
-        options["stack"] = stack
-    return options
-
-
-def _preset(req: dict, key: str) -> str | None:
+def _preset(name: str | None, key: str) -> str | None:
     """A built-in preset's name: no path, and no name that is not a built-in one (a file on the
     server's disk is not the client's to name; the workers also run in an empty directory)."""
     from symcalc.library.presets import (  # on use: in the worker process only
         builtin_preset,
         looks_like_path,
     )
-    name = _text(req, key)
     if name is None:
         return None
     if looks_like_path(name):       # what the command line would read as a file
@@ -220,22 +136,17 @@ def _preset(req: dict, key: str) -> str | None:
     return name                     # as given: the answer echoes it as the command line's does
 
 
-def _model(req: dict, tmp: str) -> str | None:
-    """The model preset's name, or the path of a config.json written from "model_config"
-    (its text, or its object) in the request's own temporary directory."""
-    name = _preset(req, "model")
-    config = req.get("model_config")
-    if config is None:
+def _model(req, tmp: str) -> str | None:
+    """The model preset's name, or the path of a config.json written from "model_config" in the
+    request's own temporary directory (the command line's --model config.json)."""
+    name = _preset(req.model, "model")
+    if req.model_config is None:
         return name
     if name is not None:
         raise RequestError('give "model" (a preset) or "model_config" (a config.json), not both')
-    if isinstance(config, dict):
-        config = json.dumps(config)
-    if not isinstance(config, str) or not config.strip():
-        raise RequestError('"model_config" is the text of a Hugging Face config.json (or its object)')
     path = _config_path(tmp)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(config)
+        f.write(req.model_config)
     return path
 
 
