@@ -107,3 +107,14 @@ def test_one_margin_decides_a_fit_in_plan_and_in_solve(planned):
     assert fit.values["fits"] and fit.values["tight"]
     assert fit.values["advised"] == pytest.approx(4.0, rel=1e-12)          # GB, 5 % of 80 GB
     assert fit.values["free"] == pytest.approx(80 - r.base_value / 1e9, rel=1e-9)
+
+
+def test_the_textbook_stack_answers_a_step_time_with_no_host_overhead():
+    # --stack textbook sets no host time (layer_pass_overhead 0 us): the step's overhead is 0,
+    # inside its bounds, and the step is its compute and exposed communications alone
+    r = symcalc.solve("step_time", dict(tp=1, pp=1, cp=1, dp=8, n_gpus=8, micro_batch_size=1, global_batch_size=512,
+                                        seq_len="8192 token"),
+                      options={"zero_stage": "1", "recompute": "full", "stack": "textbook"}, **RUN)
+    assert r.values["step_overhead_time"] == 0 and not r.violations
+    assert r.options["attention_kernel"] == "eager"            # the seeds' attention, as the option's default
+    assert r.base_value >= r.values["step_compute_time"]
