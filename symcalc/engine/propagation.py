@@ -144,14 +144,17 @@ class _Propagation:
 
     def bridge_open(self, f: FormulaSpec, solved_for: str | None) -> bool:
         """Whether ``f`` may be used, solved for ``solved_for`` (None: in a block), by its
-        ``from_given``: an input named there must be a given value, never a derived one (the
-        quantity solved for is no input: a bridge `tp_link_bandwidth = link_bandwidth` is solved
-        backwards for the link_bandwidth a question asks); a name the equation does not hold is
-        a condition, met by a given value or by the question's target (the latency of a link
-        the user gives, or asks for, is its own link_latency, not the hardware's)."""
-        bridged = self.bridged
+        ``from_given``: an input named there must be a given value, never a derived one; it is
+        solved for an input only when the question asks for that one (a bridge `tp_link_bandwidth =
+        link_bandwidth` gives the link_bandwidth asked for, never one for the other groups'
+        bridges to read); a name the equation does not hold is a condition, met by a given value
+        or by the question's target (the latency of a link the user gives, or asks for, is its
+        own link_latency, not the hardware's)."""
+        bridged, asked = self.bridged, self.asked
+        if f.from_given and solved_for not in (None, f.lhs_name, asked):
+            return False        # backwards, a bridge gives only the quantity asked for
         for x in f.from_given:
-            if x == solved_for or x in bridged or (x == self.asked and x not in f.quantities):
+            if x in bridged or (x == asked and (x == solved_for or x not in f.quantities)):
                 continue
             return False
         return True
