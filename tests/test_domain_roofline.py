@@ -55,11 +55,13 @@ def test_global_batch_at_which_the_network_stops_binding():
 
 
 def test_utilization_needed_for_a_target_cluster_throughput():
-    # 200,000 token/s on 150 H100s: r_gpu = 200000/150 = 1333.33 token/s, u = 1333.33 / 1785.714 = 0.74667
+    # 200,000 token/s on 152 H100s (19 data-parallel replicas of the run's dp = 8: 150 GPUs, the
+    # seed's count, is no whole number of them and is refused, n_gpus = tp pp cp dp):
+    # r_gpu = 200000/152 = 1315.79 token/s, u = 1315.79 / 1785.714 = 0.736842
     r = symcalc.solve("utilization", {**without(RUN, "utilization"), **H100,
-                                      "target_tokens_per_second": "200000 token/s", "n_gpus": "150"})
-    assert r.base_value == pytest.approx(200000 / 150 / R_COMP_H100, rel=1e-12)
-    assert r.base_value == pytest.approx(0.746667, rel=1e-6)
+                                      "target_tokens_per_second": "200000 token/s", "n_gpus": "152"})
+    assert r.base_value == pytest.approx(200000 / 152 / R_COMP_H100, rel=1e-12)
+    assert r.base_value == pytest.approx(0.736842, rel=1e-6)
 
 
 def test_gpus_for_a_target_round_up_without_float_noise():
@@ -123,9 +125,9 @@ def test_optimizer_traffic_from_measured_hbm_bytes():
 
 
 def test_cluster_throughput_of_a_fleet():
-    # 150 H100s x 1339.2857 token/s = 200,892.9 token/s
-    r = symcalc.solve("roofline_tokens_per_second", {**RUN, **H100, "n_gpus": "150"})
-    assert r.base_value == pytest.approx(150 * 0.75 * R_COMP_H100, rel=1e-12)
+    # 152 H100s (19 replicas of dp = 8) x 1339.2857 token/s = 203,571.4 token/s
+    r = symcalc.solve("roofline_tokens_per_second", {**RUN, **H100, "n_gpus": "152"})
+    assert r.base_value == pytest.approx(152 * 0.75 * R_COMP_H100, rel=1e-12)
 
 
 def test_no_data_parallelism_means_no_network_bound():

@@ -55,15 +55,20 @@ def test_a_rule_that_only_warns_answers_and_says_which_rule():
 
 
 def test_pp_must_split_the_layers_and_ep_the_routed_experts():
-    """80 layers over 7 stages: ceil(80 / 7) = 12 a stage, 84 slots, 4 empty (more than the 2 the
-    planner's uneven pipeline may leave): a warning, as DeepSeek-V3 trained 61 layers on 16 stages
-    (3 empty); over 3: 27 a stage, 81 slots, 1 empty, nothing said; over 81, more stages than
-    layers, refused. DeepSeek-V3's ep divides its 256 routed experts (64 does; 3 does not), not
-    the 257 with the shared one, which only 1 and 257 divide."""
+    """80 layers over 7 stages: ceil(80 / 7) = 12 on the fullest stage (80 = 6 x 12 + 8): a
+    warning that the split is uneven, naming the fullest stage; over 3: ceil(80 / 3) = 27 (27 + 27
+    + 26), said too (issue 35: pp covers the layers evenly or with a stated uneven split), and
+    nothing said once the question states the split (layers_per_stage_max = 27); over 4 (20 each)
+    nothing; over 81, more stages than layers, refused. DeepSeek-V3's ep divides its 256 routed
+    experts (64 does; 3 does not), not the 257 with the shared one, which only 1 and 257 divide."""
     [f] = [f for f in symcalc.solve("weight_memory", model="llama3-70b", pp=7).findings if f.kind == "layout_rule"]
-    assert f.values["rule"] == "pp_layers" and f.values["shown"] == "pp = 7, n_layers = 80"
-    assert not [f for f in symcalc.solve("weight_memory", model="llama3-70b", pp=3).findings
-                if f.kind == "layout_rule"]
+    assert f.values["rule"] == "pp_layers_even"
+    assert f.values["shown"] == "pp = 7, n_layers = 80, fullest_stage_layers = 12"
+    [f] = [f for f in symcalc.solve("weight_memory", model="llama3-70b", pp=3).findings if f.kind == "layout_rule"]
+    assert f.values["shown"] == "pp = 3, n_layers = 80, fullest_stage_layers = 27"
+    for quiet in (dict(pp=3, layers_per_stage_max=27), dict(pp=4)):
+        assert not [f for f in symcalc.solve("weight_memory", model="llama3-70b", **quiet).findings
+                    if f.kind == "layout_rule"]
     with pytest.raises(DomainError, match="pp can never exceed n_layers"):
         symcalc.solve("weight_memory", model="llama3-70b", pp=81)
     with pytest.raises(DomainError, match="ep = 3, n_routed_experts = 256 \\(rule ep_experts"):
@@ -100,22 +105,28 @@ def test_the_planner_and_a_question_keep_one_rule_set():
     c = space.columns
     cols = {k: c[k].astype(float) for k in ("tp", "pp", "cp", "dp", "micro_batch_size")}
     check_given({**facts, **cols})          # raises on any layout that breaks a refusing rule
-    assert not list(given_breaks({**facts, **cols}))       # nor a warning one: the planner keeps them all
+    # nor a warning one, under the planner's assumption of an uneven pipeline (uneven_pp, its
+    # default); a question assumes an even one unless it states otherwise, and says so of the
+    # planner's uneven layouts only: pp = 4 on 6 layers (2 a stage, 8 slots, 2 empty: within the
+    # planner's slack of 2; the other pp it takes, 1, 2, 3 and 6, divide 6)
+    assert not list(given_breaks({**facts, **cols, "uneven_pp": True}))
+    [(rule, bad)] = list(given_breaks({**facts, **cols}))
+    assert rule.name == "pp_layers_even" and set(np.unique(cols["pp"][bad]).tolist()) == {4.0}
     tp = np.arange(1, 65, dtype=float)
     broken = {int(t) for rule, bad in given_breaks({**facts, "tp": tp}) for t in tp[bad]}
     assert set(np.unique(c["tp"]).tolist()) == {1, 2} and broken == set(range(3, 65))
 
 
-def test_an_absurd_degree_without_a_model_is_flagged_as_implausible():
-    """With no heads known no rule can speak, but tp = 1e9 is far above the 1e6 GPUs of the
-    plausible range (formulas/quantities.toml, as n_gpus): answered (2 x 70e9 bytes / 1e9 =
-    140 bytes), with the warning; tp = 8 says nothing."""
-    r = symcalc.solve("weight_memory", n_params=70e9, bytes_per_param="2 byte", tp=1e9)
-    assert r.base_value == pytest.approx(140, rel=1e-12)
-    [f] = [f for f in r.findings if f.kind == "implausible"]
-    assert f.quantity == "tp" and f.values["side"] == "above" and f.values["limit"] == 1e6
+def test_an_absurd_degree_without_a_model_is_refused():
+    """With no heads known the heads' rule cannot speak, but tp = 1e9 is above the million GPUs
+    no group has (rule degree_absurd, issue 35): refused in one line naming the value, as cp =
+    2e6 is; tp = 8 answers 2 x 70e9 bytes / 8 = 17.5 GB."""
+    with pytest.raises(DomainError, match=r"above 1,000,000 .*: tp = 1e9 \(rule degree_absurd"):
+        symcalc.solve("weight_memory", n_params=70e9, bytes_per_param="2 byte", tp=1e9)
+    with pytest.raises(DomainError, match=r"cp = 2000000 \(rule degree_absurd"):
+        symcalc.solve("weight_memory", n_params=70e9, bytes_per_param="2 byte", cp=2e6)
     ok = symcalc.solve("weight_memory", n_params=70e9, bytes_per_param="2 byte", tp=8)
-    assert not [f for f in ok.findings if f.kind == "implausible"]
+    assert ok.base_value == pytest.approx(17.5e9, rel=1e-12)
 
 
 def test_a_sweep_marks_the_points_whose_layout_solve_refuses():

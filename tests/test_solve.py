@@ -209,8 +209,10 @@ def test_rounding_is_right_for_large_counts_and_halves():
     # 3e9 + 0.4 GPUs rounds up to 3e9 + 1 (a relative slack of 1e-9 used to round it *down*)
     r = symcalc.solve("n_gpus", gpu_hours="3000000000.4 hour", train_time="1 hour")
     assert r.value == 3000000001 and r.exact == pytest.approx(3000000000.4, rel=1e-15)
-    # nearest rounds halves up: 4096.5 -> 4097 (numpy's np.round would give 4096)
-    r = symcalc.solve("dp", n_gpus=8193, tp=2)
+    # nearest rounds halves up: 4096.5 -> 4097 (numpy's np.round would give 4096). Asked of a 2D
+    # TP split, tp = tp_x tp_y: dp from n_gpus = 8193 with tp = 2 is refused now (the degrees
+    # multiply to the GPU count, and 2 does not divide 8193)
+    r = symcalc.solve("tp_x", tp=8193, tp_y=2)
     assert r.value == 4097
     assert any("not a whole number" in w for w in r.warnings)
 

@@ -213,9 +213,10 @@ def test_function_over_a_thousand_layouts_is_the_hand_model(result, monkeypatch)
 
 def test_an_infeasible_layout_is_refused_as_by_solve(result):
     x = layouts(40_000)
-    # layout 5: tp 8, pp 8, dp 16 on 512 GPUs, half what they need: cp = 0.5, and the ring
-    # attention's time, 4 x (cp - 1) x ..., comes out negative
+    # layout 5: tp 8, pp 8, dp 16 on 512 GPUs, half what they need (cp = 0.5, and the ring
+    # attention's time, 4 x (cp - 1) x ..., would come out negative): refused by the structure
+    # rule that the degrees multiply to the GPU count (8 x 8 x 16 = 1024 does not divide 512)
     for k, v in dict(tp=8, pp=8, dp=16, n_gpus=512).items():
         x[k][5] = v
-    with pytest.raises(symcalc.OutOfBoundsError):
+    with pytest.raises(symcalc.DomainError, match=r"tp = 8, pp = 8, dp = 16, n_gpus = 512 at 1 of 40000 points \(rule degrees_gpus"):
         result.function(**QUESTION | x)

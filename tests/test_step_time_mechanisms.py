@@ -306,7 +306,8 @@ SMALL = ["--hardware", "h100", "d_model=2048", "n_layers=16", "n_heads=16", "voc
 
 
 def test_fsdp_with_tensor_parallelism_is_refused_in_one_line(cli):
-    run = cli("solve", "step_time", *SMALL, "tp=2", "--stack", "fsdp")
+    # tp 2 x dp 4 = the 8 GPUs (dp 8 with tp 2 would break n_gpus = tp pp cp dp first)
+    run = cli("solve", "step_time", *[a if a != "dp=8" else "dp=4" for a in SMALL], "tp=2", "--stack", "fsdp")
     assert run.code != 0 and run.out == ""
     line = run.err.strip()
     assert "\n" not in line and "stack=fsdp" in line and "tp" in line and "tp = 2" in line

@@ -70,9 +70,22 @@ class _Builder:
         for step in route.steps:
             solved = self._solve_step(step, zero)
             self.steps.append(solved)
+            self._zero_through(solved, zero)
             if solved.candidates and solved.method != Method.ALGORITHM:
                 self._to_compose.append(solved)
         self.degraded = budget.expirations != before
+
+    def _zero_through(self, solved: SolvedStep, zero: dict) -> None:
+        """A quantity a step sets to 0 from the defaults at 0 is one of them for the steps after
+        it: a group's link latency bridged from link_latency's default 0 s drops the ring's
+        latency term as link_latency itself would (else a block that inverts the ring for its
+        ranks divides by it)."""
+        if solved.method != Method.EXPLICIT or len(solved.candidates) != 1:
+            return
+        for name, expr in solved.candidates[0].items():
+            if expr == 0:
+                zero[self._sym(name)] = sympy.Integer(0)
+                self._zero_names = self._zero_names | {name}
 
     def _knowns(self) -> dict:
         """Each quantity solved so far in terms of the knowns (as far as composing got in time)."""

@@ -42,18 +42,20 @@ def _index(formulas: Iterable[FormulaSpec]) -> dict[str, list[FormulaSpec]]:
 
 def propagate(formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str] = frozenset(),
               stop_at: str | None = None, index: dict[str, list[FormulaSpec]] | None = None,
-              given: set[str] | None = None) -> _Settled:
+              given: set[str] | None = None, asked: str | None = None) -> _Settled:
     """Settle every quantity the formulas determine from ``hard`` (cost 0) and ``soft`` knowns.
 
     ``given``: the values the user gave, which bridges (``from_given``) may read; ``hard`` when
     None. A search that counts settled quantities as hard passes the given ones here, so that
-    a bridge never reads a derived value.
+    a bridge never reads a derived value. ``asked`` (``stop_at`` when None): the question's
+    target, which meets a bridge's condition as a given value would (see
+    :meth:`_Propagation.bridge_open`).
 
     Returns costs, the producing Step of each derived quantity (None for knowns) and the order
     of settlement. Stops early once ``stop_at`` is settled. O((F + Q) log(F + Q)) per round of
     propagation, plus one block analysis per stall.
     """
-    return _Propagation(formulas, hard, soft, index, given).run(stop_at)
+    return _Propagation(formulas, hard, soft, index, given, stop_at if asked is None else asked).run(stop_at)
 
 
 class _Propagation:
@@ -61,14 +63,15 @@ class _Propagation:
     block analysis at each stall reads, kept as quantities settle (the steps share all of it,
     hence one object rather than functions passing a dozen locals around)."""
 
-    __slots__ = ("by_quantity", "bridged", "remaining", "cost", "producer", "order", "tie", "heap",
+    __slots__ = ("by_quantity", "bridged", "asked", "remaining", "cost", "producer", "order", "tie", "heap",
                  "estimates", "unsettled", "open_to_blocks", "peeling", "by_lhs", "with_rules",
                  "law_defines", "blocks_changed")
 
     def __init__(self, formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str],
-                 index: dict[str, list[FormulaSpec]] | None, given: set[str] | None):
+                 index: dict[str, list[FormulaSpec]] | None, given: set[str] | None, asked: str | None = None):
         self.by_quantity = _index(formulas) if index is None else index  # the caller's, when it plans often
         self.bridged = set(hard if given is None else given)
+        self.asked = asked
         self.remaining = {f.id: len(f.quantities) for f in formulas}
         self.cost: dict[str, float] = {}
         self.producer: dict[str, Step | None] = {}
@@ -98,11 +101,10 @@ class _Propagation:
         # Kept as propagation goes, for the block analysis at each stall (which ran over every
         # formula each time: half of a cold plan's routing): each formula's unsettled quantities,
         # and the formulas a block may draw on, in the formulas' order (see settle_blocks).
-        bridged = self.bridged
         self.unsettled = {f.id: list(f.quantities) for f in formulas}
         self.open_to_blocks = open_to_blocks = {
             f.id: f for f in formulas if len(f.quantities) >= 2 and not f.consequence
-            and set(f.from_given) <= bridged}
+            and self.bridge_open(f, None)}
         self.peeling = _Peeling(self.unsettled, open_to_blocks)
         by_lhs: dict[str, list[str]] = {}
         for f in open_to_blocks.values():
@@ -140,6 +142,23 @@ class _Propagation:
         law_defines = self.law_defines
         return any(how == "explicit" and law_defines[q] > 0 for q, how in f.solvability.items())
 
+    def bridge_open(self, f: FormulaSpec, solved_for: str | None) -> bool:
+        """Whether ``f`` may be used, solved for ``solved_for`` (None: in a block), by its
+        ``from_given``: an input named there must be a given value, never a derived one; it is
+        solved for an input only when the question asks for that one (a bridge `tp_link_bandwidth =
+        link_bandwidth` gives the link_bandwidth asked for, never one for the other groups'
+        bridges to read); a name the equation does not hold is a condition, met by a given value
+        or by the question's target (the latency of a link the user gives, or asks for, is its
+        own link_latency, not the hardware's)."""
+        bridged, asked = self.bridged, self.asked
+        if f.from_given and solved_for not in (None, f.lhs_name, asked):
+            return False        # backwards, a bridge gives only the quantity asked for
+        for x in f.from_given:
+            if x in bridged or (x == asked and (x == solved_for or x not in f.quantities)):
+                continue
+            return False
+        return True
+
     def estimated(self, q: str) -> bool:
         """Whether q was settled by an approximate consequence (a rule of thumb the laws imply
         only roughly) with q on its left."""
@@ -161,7 +180,7 @@ class _Propagation:
             return
         if f.solvability[v] != "none":
             inputs = tuple(x for x in f.quantities if x != v)
-            if not set(f.from_given) <= self.bridged:
+            if not self.bridge_open(f, v):
                 return   # a bridge that reads these inputs from given values only, never derived ones
             penalty = RULE_COST if f.default_rule else 0
             cost = self.cost

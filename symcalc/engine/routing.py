@@ -106,13 +106,16 @@ def _propagated(formulas: list[FormulaSpec], given: set[str], soft: set[str], ta
     if memo is None:
         return propagate(formulas, given, soft, stop_at=target)
     ids = tuple(f.id for f in formulas)
-    key = (ids, frozenset(given), frozenset(soft))
+    # a target a bridge names (see _Propagation.bridge_open: solved for it, or its condition)
+    # opens it: the propagation is that target's own; any other target shares the one for these knowns
+    asked = target if any(target in f.from_given for f in formulas) else None
+    key = (ids, frozenset(given), frozenset(soft), asked)
     hit = _recall(memo, key)
     if hit is None:
         index = _recall(memo, ("index", ids))   # the same formulas under other knowns
         if index is None:
             index = _keep(memo, ("index", ids), _index(formulas))
-        hit = _keep(memo, key, propagate(formulas, given, soft, index=index))
+        hit = _keep(memo, key, propagate(formulas, given, soft, index=index, asked=asked))
     return hit
 
 

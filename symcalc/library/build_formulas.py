@@ -194,7 +194,8 @@ def _check_dimensions(lhs: sympy.Expr, rhs: sympy.Expr, symbols: dict[sympy.Symb
 def _formula_flags(table, where: str) -> tuple[bool, bool, bool, bool, list]:
     """The entry's (default, forward_only, consequence, approximate, from_given), checked
     against each other: a default rule is no consequence, only a consequence is approximate,
-    only a default rule reads from given values."""
+    only a default rule or a forward_only law (a bridge from a user's figure) reads from given
+    values."""
     rule = table.get("default", False)
     forward = table.get("forward_only", False)
     from_given = table.get("from_given", [])
@@ -208,8 +209,8 @@ def _formula_flags(table, where: str) -> tuple[bool, bool, bool, bool, list]:
         raise LibraryError(f"{where}: 'approximate' (true or false) marks a consequence that holds only roughly")
     if not isinstance(from_given, list) or not all(isinstance(x, str) for x in from_given):
         raise LibraryError(f"{where}: 'from_given' is a list of the rule's inputs that must be given values")
-    if from_given and not rule:
-        raise LibraryError(f"{where}: 'from_given' applies to default rules only")
+    if from_given and not (rule or forward):
+        raise LibraryError(f"{where}: 'from_given' applies to default rules and forward_only laws only")
     return rule, forward, consequence, approximate, from_given
 
 
@@ -217,7 +218,8 @@ def _directed(table, lhs: sympy.Expr, names: list[str], solvability: dict[str, s
               from_given: list, quantities: dict[str, QuantitySpec], symbols: dict[sympy.Symbol, QuantitySpec],
               where: str) -> dict[str, str]:
     """The solvability of a default rule or forward_only law: its left side only (and the inputs
-    ``solved_for`` names); a law's is unchanged. ``from_given`` must name the rule's inputs."""
+    ``solved_for`` names); a law's is unchanged. ``from_given`` names the rule's inputs that must
+    be given values, or other quantities whose being given (or asked for) is its condition."""
     backwards = table.get("solved_for", [])
     if not isinstance(backwards, list) or not all(isinstance(x, str) and x in names and quantities[x].symbol != lhs
                                                   for x in backwards) or (backwards and not forward):
@@ -229,9 +231,9 @@ def _directed(table, lhs: sympy.Expr, names: list[str], solvability: dict[str, s
             raise LibraryError(f"{where}: a default rule or forward_only formula must read 'quantity = expression'")
         solvability = {n: (solvability[n] if n in backwards else "explicit" if quantities[n].symbol == lhs
                            else "none") for n in names}
-    unknown = [q for q in from_given if q not in names or quantities[q].symbol == lhs]
+    unknown = [q for q in from_given if q not in quantities or quantities[q].symbol == lhs]
     if unknown:
-        raise LibraryError(f"{where}: from_given names {unknown}, which are not inputs of the rule")
+        raise LibraryError(f"{where}: from_given names {unknown}, which are neither inputs of the rule nor quantities")
     return solvability
 
 

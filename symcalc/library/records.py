@@ -243,7 +243,7 @@ class FormulaSpec(LazyFields):
     notes: str = ""
     default_rule: bool = False  # a default, not a law: gives its left side only when not known
     algorithm: str | None = None  # name in symcalc.library.algorithms.REGISTRY: a procedure, not an equation
-    from_given: tuple[str, ...] = ()   # inputs a default rule may only take from given values
+    from_given: tuple[str, ...] = ()   # inputs a rule or bridge may only take from given values; other names: conditions
     forward_only: bool = False         # a law never solved for its right-hand side
     consequence: bool = False          # follows from other laws: a single step, only when they fall short
     approximate: bool = False          # a consequence that holds only roughly: never run into a law of its left side

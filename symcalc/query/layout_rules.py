@@ -40,7 +40,7 @@ else:  # pragma: no cover - Python 3.10
 
 SPACE_FILE = ("planner", "space.toml")        # under the formula directory
 PREDICATES = ("divides", "at_most", "greater", "equals", "differs")
-RULE_KEYS = {"name", "reason", "stage", "when", "check", "given", *PREDICATES}
+RULE_KEYS = {"name", "reason", "stage", "when", "check", "given", "shows", "plan", *PREDICATES}
 GIVEN = ("refuse", "warn")     # what a rule does to given values (absent: nothing)
 DIMENSION_KEYS = {"stage", "divisors_of", "rest_of", "range", "at_most",      # how its candidates are formed
                   "kind", "label", "label_when", "column", "default", "needs", "validation", "given_when",
@@ -124,6 +124,7 @@ class Rule:
     valid: Callable[[dict, Shape], np.ndarray | bool]    # columns, shape -> True where valid (True: all)
     given: str = ""                               # what it does to given values: refuse, warn or "" (nothing)
     names: tuple[str, ...] = ()                   # the names its predicates read, to show their values
+    plan: str = ""                                # what symcalc plan does with such a layout, when not "not searched"
 
 
 def _divides(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
@@ -162,6 +163,9 @@ def _value(x: object, c: dict, s: Shape) -> Any:
     derived = space_data()["derived"]
     if x in derived:
         (op, args), = derived[x].items()
+        if op in KNOWN_OPS:       # over the operands known (a question's given degrees); None if none is
+            known = [v for v in (_value(y, c, s) for y in args) if v is not None]
+            return KNOWN_OPS[op](known) if known else None
         a, *rest = (_value(y, c, s) for y in args)
         if any(v is None for v in (a, *rest)):
             return None
@@ -177,6 +181,18 @@ def _value(x: object, c: dict, s: Shape) -> Any:
     if x in space_data()["dimensions"]:
         return None         # a layout degree a question does not give: the rule holds
     raise SpaceDataError(f"{'/'.join(SPACE_FILE)}: unknown name {x!r}")
+
+
+def _largest(values: list) -> Any:
+    out = values[0]
+    for v in values[1:]:
+        out = np.maximum(out, v)
+    return out
+
+
+#: derived operations over the operands that are known, the rest left out (``product_of_known``:
+#: the given degrees' product, which divides n_gpus whichever degree is left to derive)
+KNOWN_OPS: dict[str, Callable[[list], Any]] = {"product_of_known": math.prod, "max_of_known": _largest}
 
 
 def _holds(kind: str, args: list, c: dict, s: Shape) -> np.ndarray | bool:
@@ -217,10 +233,14 @@ def _rule(spec: dict) -> Rule:
             ok = np.logical_and(ok, check(c, s))
         return np.logical_or(np.logical_not(_all_hold(when, c, s)), ok) if when else ok
     _check({spec.get("given", "refuse")} - set(GIVEN), f"rule {spec['name']}: given is one of {', '.join(GIVEN)}")
-    names = tuple(dict.fromkeys(x for _, args in preds for x in args if isinstance(x, str)))
+    derived = space_data()["derived"]
+    read = [x for _, args in preds for x in args if isinstance(x, str)]
+    # a derived column is shown by the values it is made of (tp, pp, ... for their product)
+    names = tuple(dict.fromkeys(y for x in read for y in (next(iter(derived[x].values())) if x in derived else [x])))
     names += ("pp", "n_layers") if check is not None else ()
+    names += tuple(spec.get("shows", ()))
     return Rule(spec["name"], spec["reason"].format(**space_data()["defaults"]), spec["stage"], valid,
-                spec.get("given", ""), names)
+                spec.get("given", ""), names, spec.get("plan", ""))
 
 
 RULES: tuple[Rule, ...] = tuple(_rule(spec) for spec in space_data()["rules"])
@@ -229,10 +249,12 @@ RULES: tuple[Rule, ...] = tuple(_rule(spec) for spec in space_data()["rules"])
 
 # -- the same rules over a question's given values ----------------------------------------------
 
-# the facts a question knows by another name: ep divides the routed experts (DeepSeek-V3's 256,
-# not its 257 experts with the shared one), n_experts when a model gives no routed count
-FACT_SOURCES = {"n_experts": ("n_routed_experts", "n_experts")}
-QUESTION_DEFAULTS = {"uneven_pp": True, "tp_across_nodes": False}    # what solve assumes of the run
+# the facts a question knows by another name (ep divides the routed experts: n_routed_experts, else
+# n_experts), what it assumes of the run where it says nothing, and the facts it states by giving a
+# quantity (an uneven pipeline, by its fullest stage's layers): formulas/planner/space.toml [question]
+FACT_SOURCES: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in space_data()["question"]["fact_sources"].items()}
+QUESTION_DEFAULTS: dict[str, bool] = dict(space_data()["question"]["defaults"])
+STATED_BY: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in space_data()["question"]["stated_by"].items()}
 
 
 class GivenFacts:
@@ -248,6 +270,8 @@ class GivenFacts:
         for source in FACT_SOURCES.get(name, (name,)):
             if self._values.get(source) is not None:
                 return self._values[source]
+        if any(self._values.get(q) is not None for q in STATED_BY.get(name, ())):
+            return True
         return QUESTION_DEFAULTS.get(name)
 
     def option_values(self) -> dict[str, tuple[str, ...]]:
@@ -283,8 +307,13 @@ def _shown(rule: Rule, values: Mapping[str, Any], bad: np.ndarray) -> str:
     first = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
     facts = GivenFacts(values)
     out = []
+    derived = space_data()["derived"]
     for n in rule.names:
-        v = values.get(n) if n in space_data()["dimensions"] else getattr(facts, n, None)
+        if n in derived:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                v = _value(n, _columns(values), facts)      # type: ignore[arg-type]
+        else:
+            v = values.get(n) if n in space_data()["dimensions"] else getattr(facts, n, None)
         if v is None or isinstance(v, (str, bool)):
             continue
         n = next((x for x in FACT_SOURCES.get(n, ()) if values.get(x) is not None), n)    # the name it came by
@@ -309,6 +338,8 @@ def given_warnings(values: Mapping[str, Any]) -> list[Finding]:
     out = []
     for rule, bad in given_breaks(values, "warn"):
         said: dict = {"rule": rule.name, "reason": rule.reason, "shown": _shown(rule, values, bad)}
+        if rule.plan:
+            said["plan"] = rule.plan
         if bad.ndim:
             said.update(points=int(bad.sum()), of=int(bad.size))
         out.append(Finding("layout_rule", None, said, mask=bad if bad.ndim else None))

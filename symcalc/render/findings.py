@@ -152,8 +152,8 @@ def _above_limit(f: Finding, v: dict[str, Any]) -> str:
 
 
 def _layout_rule(f: Finding, v: dict[str, Any]) -> str:
-    return (f"{v['reason']}: {v['shown']}{_where(v)} (rule {v['rule']}); answered all the same, but symcalc plan "
-            "does not search such a layout")
+    plan = v.get("plan") or "symcalc plan does not search such a layout"
+    return f"{v['reason']}: {v['shown']}{_where(v)} (rule {v['rule']}); answered all the same, but {plan}"
 
 
 def _rounded_to_rule(f: Finding, v: dict[str, Any]) -> str:
