@@ -101,12 +101,12 @@ def test_the_plan_reads_names_by_the_same_rule(tmp_path, monkeypatch):
 def test_the_server_takes_built_in_names_only():
     pytest.importorskip("starlette")
     from symcalc.serve.worker import RequestError, _preset
-    assert _preset({"hardware": "h100"}, "hardware") == "h100"
+    assert _preset("h100", "hardware") == "h100"
     for name in ("./h100", "~/h100", "ours.toml", "/etc/passwd", "cfg\\h100"):
         with pytest.raises(RequestError, match="not a file"):
-            _preset({"hardware": name}, "hardware")
+            _preset(name, "hardware")
     with pytest.raises(UnknownNameError) as e:
-        _preset({"model": "llama3-8"}, "model")
+        _preset("llama3-8", "model")
     assert "llama3-8b" in e.value.suggestions and "./" not in e.value.message
 
 
