@@ -334,7 +334,7 @@ def test_a_hostile_formula_file_is_refused_at_load_or_answers_in_time(capsys, tm
     # far past the limit each unwinds is measured in benchmarks/random_questions.py, not here:
     # a loaded machine gives the same result, slower)
     code, out, err = run_cli(capsys, "solve", f"s{solve_for}", *others, "s0=1e6" if solve_for else "s1=2",
-                             "--formulas", str(path), "--time-limit", "5")
+                             "--formulas", str(path), "--time-limit", "2")
     assert_clean_cli(code, out, err)
     if code == 2 and latex != "x" and "'latex'" in err:
         assert "quantity 's1': 'latex'" in err                     # the field is named
@@ -355,7 +355,7 @@ def test_random_questions_over_the_library_end_within_their_limit(capsys, seed):
 
     from symcalc.library.presets import all_presets
     args = question(LIB, all_presets(), random.Random(seed))
-    code, out, err = run_cli(capsys, *args, "--json", "--time-limit", "5")
+    code, out, err = run_cli(capsys, *args, "--json", "--time-limit", "2")   # past it: one clear error too
     assert_clean_cli(code, out, err, as_json=True)
     if code == 2:
         assert json.loads(out)["error"]["kind"] != "internal", (args, out)
