@@ -118,3 +118,17 @@ def test_the_textbook_stack_answers_a_step_time_with_no_host_overhead():
     assert r.values["step_overhead_time"] == 0 and not r.violations
     assert r.options["attention_kernel"] == "eager"            # the seeds' attention, as the option's default
     assert r.base_value >= r.values["step_compute_time"]
+
+
+def test_a_margin_given_beside_a_step_time_is_the_fits_not_a_value_to_reproduce():
+    # memory_headroom = 2 GB is the margin to keep: the step time does not go through it (no
+    # memory_headroom_def in its derivation, no default replaced to reproduce it), and the fit
+    # verdict tests the layout's 77.48 GB against 80 - 2 = 78 GB: fits, 0.52 GB to spare
+    r = symcalc.solve("step_time", dict(dp=8, n_gpus=8, global_batch_size=512, micro_batch_size=11,
+                                        memory_headroom="2 GB"),
+                      options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"}, **RUN_7B)
+    assert "memory_headroom_def" not in {f.id for s in r.steps for f in s.formulas}
+    [fit] = [f for f in r.findings if f.kind == "fit"]
+    assert fit.values["fits"] and not fit.values["tight"]
+    assert fit.values["limit"] == pytest.approx(78.0, rel=1e-12)
+    assert 0.5 < fit.values["free"] < 0.55                   # 78 - 77.48 GB (the README sweep's point 11)
