@@ -132,3 +132,4 @@ def test_a_margin_given_beside_a_step_time_is_the_fits_not_a_value_to_reproduce(
     assert fit.values["fits"] and not fit.values["tight"]
     assert fit.values["limit"] == pytest.approx(78.0, rel=1e-12)
     assert 0.5 < fit.values["free"] < 0.55                   # 78 - 77.48 GB (the README sweep's point 11)
+    assert "memory_headroom" not in r.unused and "gpu_memory" not in r.unused     # the verdict read them

@@ -219,7 +219,11 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
                      reason, findings, violations, disagree.found, on_bounds, presets, hardware, model)
     if not brief:
         result.findings[:0] = reported_findings(lib, result)
-        result.findings += _fit_findings(lib, tq, posed, result, hardware, model)
+        fits = _fit_findings(lib, tq, posed, result, hardware, model)
+        result.findings += fits
+        # what the fit verdict read (gpu_memory, a given memory_headroom) is needed after all
+        read = {name for f in fits for name in f.related}
+        result.unused = [u for u in result.unused if u not in read]
     return result
 
 
