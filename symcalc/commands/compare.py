@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from symcalc.commands import shared
-from symcalc.query.requests import CLI, CompareRequest
+from symcalc.query.requests import CompareRequest
 
 
 @click.command()
@@ -45,10 +45,7 @@ def compare(target, values, options, vs_items, to_unit, as_json, plot_file, hard
     request = CompareRequest(target=target, values=shared.pairs(values, "a value"), vs=shared.pairs(vs_items, "--vs"),
                              options=shared.pairs(options, "an option"), stack=stack, to=to_unit, hardware=hardware,
                              model=model)
-    args, kwargs = request.arguments(lib, CLI)
-    with shared.working(f"comparing {target}"):
-        result = api_compare(*args, **kwargs)
-    written = shared.write_outputs("comparison", result, files)
+    result, written = shared.ask(request, lib, api_compare, f"comparing {target}", "comparison", files)
     if as_json:
         click.echo(result.json())
         return

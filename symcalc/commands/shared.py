@@ -133,6 +133,17 @@ def outputs_to_stdout(kind: str, files: dict[str, str | None], as_json: bool) ->
     return (["--json"] if as_json else []) + [o.flag for o in OUTPUT_FLAGS[kind] if o.text and files.get(o.dest) == "-"]
 
 
+def ask(request: Any, lib: Any, api: Callable[..., Any], doing: str, kind: str,
+        files: dict[str, str | None]) -> tuple[Any, list[str]]:
+    """A question of one quantity (solve, sweep, compare) asked: the request's arguments for
+    ``lib`` (checked as the server checks them), ``api`` called under the "working" line, and
+    the record written to ``files``. Returns (the record, the files written)."""
+    args, kwargs = request.arguments(lib, requests.CLI)
+    with working(doing):
+        result = api(*args, **kwargs)
+    return result, write_outputs(kind, result, files)
+
+
 def check_outputs(kind: str, files: dict[str, str | None]) -> None:
     """Refuse an output file that cannot be written, before any work (--csv, --plot ...)."""
     from symcalc.formats import OUTPUT_FLAGS  # on use: the command line starts without it (start-up, Ctrl-C)

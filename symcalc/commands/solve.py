@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from symcalc.commands import shared
-from symcalc.query.requests import CLI, SolveRequest
+from symcalc.query.requests import SolveRequest
 
 
 @click.command()
@@ -46,10 +46,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
     request = SolveRequest(target=target, values=shared.pairs(values, "a value"), options=shared.pairs(options, "an option"),
                            stack=stack, to=to_unit, round=rounding, hardware=hardware, model=model,
                            allow_conflicts=allow_conflicts, sensitivity=sensitivity)
-    args, kwargs = request.arguments(lib, CLI)
-    with shared.working(f"solving {target}"):
-        result = api_solve(*args, **kwargs)
-    shared.write_outputs("result", result, files)
+    result, _ = shared.ask(request, lib, api_solve, f"solving {target}", "result", files)
     if as_json:
         click.echo(result.json())
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from symcalc.commands import shared
-from symcalc.query.requests import CLI, SweepRequest
+from symcalc.query.requests import SweepRequest
 
 
 @click.command()
@@ -38,10 +38,7 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     request = SweepRequest(target=target, values=shared.pairs(values, "a value"), vary=shared.pairs(varies, "--vary"),
                            options=shared.pairs(options, "an option"), stack=stack, to=to_unit, hardware=hardware,
                            model=model)
-    args, kwargs = request.arguments(lib, CLI)
-    with shared.working(f"sweeping {target}"):
-        result = api_sweep(*args, **kwargs)
-    written = shared.write_outputs("sweep", result, files)
+    result, written = shared.ask(request, lib, api_sweep, f"sweeping {target}", "sweep", files)
     if as_json:
         click.echo(result.json())
         return

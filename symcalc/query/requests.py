@@ -159,6 +159,18 @@ class _Run:
         return with_stack(lib, self.options, self.stack, face)
 
 
+def _target_of(obj: dict) -> str:
+    """A JSON request's ``target``, stripped ('' when missing or not text: refused by the request)."""
+    target = obj.get("target")
+    return target.strip() if isinstance(target, str) else ""
+
+
+def _require_target(request: Any, what: str, example: str) -> None:
+    """Refuse a request of one quantity (solve, sweep, compare) that names none."""
+    if not isinstance(request.target, str) or not request.target.strip():
+        raise RequestError(f'a {request.kind} request needs "target": the name of the quantity {what}, e.g. "{example}"')
+
+
 def _run_fields(obj: dict, face: Face) -> dict[str, Any]:
     config = obj.get("model_config")
     if isinstance(config, dict):
@@ -184,14 +196,12 @@ class SolveRequest(_Run):
     sensitivity: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.target, str) or not self.target.strip():
-            raise RequestError('a solve request needs "target": the name of the quantity to solve for, e.g. "mfu"')
+        _require_target(self, "to solve for", "mfu")
 
     @classmethod
     def from_json(cls, request: Any) -> SolveRequest:
         obj = json_object(request, cls)
-        target = obj.get("target")
-        return cls(target=target.strip() if isinstance(target, str) else "", to=_text(obj, "to", JSON),
+        return cls(target=_target_of(obj), to=_text(obj, "to", JSON),
                    round=_text(obj, "round", JSON), allow_conflicts=_flag(obj, "allow_conflicts", False, JSON),
                    sensitivity=_flag(obj, "sensitivity", False, JSON), **_run_fields(obj, JSON))
 
@@ -215,14 +225,12 @@ class SweepRequest(_Run):
     to: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.target, str) or not self.target.strip():
-            raise RequestError('a sweep request needs "target": the name of the quantity to sweep, e.g. "train_time"')
+        _require_target(self, "to sweep", "train_time")
 
     @classmethod
     def from_json(cls, request: Any) -> SweepRequest:
         obj = json_object(request, cls)
-        target = obj.get("target")
-        return cls(target=target.strip() if isinstance(target, str) else "", to=_text(obj, "to", JSON),
+        return cls(target=_target_of(obj), to=_text(obj, "to", JSON),
                    vary=given_pairs(obj.get("vary", {}), JSON, "vary"), **_run_fields(obj, JSON))
 
     def arguments(self, lib, face: Face) -> tuple[tuple, dict[str, Any]]:
@@ -245,14 +253,12 @@ class CompareRequest(_Run):
     to: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.target, str) or not self.target.strip():
-            raise RequestError('a compare request needs "target": the name of the quantity to compare, e.g. "mfu"')
+        _require_target(self, "to compare", "mfu")
 
     @classmethod
     def from_json(cls, request: Any) -> CompareRequest:
         obj = json_object(request, cls)
-        target = obj.get("target")
-        return cls(target=target.strip() if isinstance(target, str) else "", to=_text(obj, "to", JSON),
+        return cls(target=_target_of(obj), to=_text(obj, "to", JSON),
                    vs=given_pairs(obj.get("vs", {}), JSON, "vs"), **_run_fields(obj, JSON))
 
     def arguments(self, lib, face: Face) -> tuple[tuple, dict[str, Any]]:
