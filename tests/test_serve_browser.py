@@ -125,3 +125,11 @@ def test_the_page_answers_as_you_type_and_shows_errors(server, browser):
     _type(browser, "pairs", "n_params=7e9 tokens_per_second=150000 token/s n_gpus=128 peak_flops=989 TFLOP/s")
     wait.until(lambda b: text("answer").startswith("mfu = 4.97"))
     assert not browser.find_element(By.ID, "solve-error").is_displayed()
+    # a serving question about the page's run says its fit, as the command line does: Llama 3 8B
+    # at batch 512 and 8192 tokens keeps 512 x 8192 x 128 KiB = 550 GB of KV cache on one GPU
+    browser.find_element(By.ID, "use-run").click()
+    _type(browser, "target", "decode_tokens_per_second")
+    _type(browser, "pairs", "batch_size=512")
+    wait.until(lambda b: b.find_elements(By.ID, "fit") and text("answer").startswith("decode_tokens_per_second"))
+    assert text("fit").startswith("DOES NOT FIT: serving_memory_per_gpu = ") and "(workload = serving)" in text("fit")
+    _shot(browser, "page_fit.png")

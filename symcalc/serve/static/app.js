@@ -192,12 +192,28 @@ async function updateSolve() {
     `<div class="eq"><code>${esc(s.equation)}</code> → <code>${esc(Object.entries(s.expression || {})
       .map(([k, v]) => k + " = " + v).join(", "))}</code></div></li>`).join("");
   const notes = [...(data.assumptions || []), ...(data.notes || []), ...(data.warnings || [])]
-    .map((n) => `<li>${esc(typeof n === "string" ? n : JSON.stringify(n))}</li>`).join("");
-  $("derivation").innerHTML =
+    .map((n) => `<li>${esc(typeof n === "string" ? n : n.name ? `assuming ${n.name} = ${n.value} (${n.source})`
+                                                               : JSON.stringify(n))}</li>`).join("");
+  $("derivation").innerHTML = (data.fit || []).map(fitLine).join("") +
     (data.latex ? `<div class="closed"><h3>Closed form</h3><div class="math">\\[${esc(data.latex)}\\]</div></div>` : "") +
     `<h3>Derivation (${(data.steps || []).length} steps)</h3><ol>${steps}</ol>` +
     (notes ? `<h3>Notes</h3><ul>${notes}</ul>` : "");
   typeset($("derivation"));
+}
+
+// the answer's fit verdict (the JSON's "fit": the run's workload memory against the GPU's), as
+// the command line says it
+function fitLine(f) {
+  const v = f.values, u = v.unit ? " " + v.unit : "";
+  const said = `workload = ${v.workload}`;
+  if (!v.fits) {
+    const largest = v.largest ? `; the largest part is ${v.largest[0]} = ${num(v.largest[1])}${u}` : "";
+    return `<p class="nofit" id="fit">DOES NOT FIT: ${esc(f.quantity)} = ${num(v.value)}${u} exceeds ` +
+           `${num(v.limit)}${u} by ${num(v.excess)}${u}${esc(largest)} (${esc(said)})</p>`;
+  }
+  const tight = v.tight ? `, but tight (under the ${num(v.advised)}${u} a run keeps free)` : "";
+  return `<p class="fits" id="fit">fits${esc(tight)}: ${esc(f.quantity)} = ${num(v.value)}${u} of ${num(v.limit)}${u} ` +
+         `(${num(v.free)}${u} free; ${esc(said)})</p>`;
 }
 
 async function loadPresets() {
