@@ -173,10 +173,16 @@ def fit_at(lib: Library, w: Workload, known: Mapping[str, object], options: Mapp
                 hardware=hardware, model=model)
     except SymcalcError:
         return None
+    return fit_of(lib, w, r, known.get(w.margin))
+
+
+def fit_of(lib: Library, w: Workload, r: Any, margin: Any = None) -> Fit | None:
+    """``w``'s fit from a result ``r`` whose answer is its amount (the question's own, or the
+    one :func:`fit_at` asked), against the capacity ``r`` knows less ``margin`` (None: none
+    given); None when the capacity is not known."""
     cap = r.given.get(w.capacity)
     if cap is None or isinstance(r.base_value, str):
         return None
-    margin = known.get(w.margin)
     defaults = {n: d["value"] for n, d in r.defaults_used.items()
                 if lib.quantities[n].input and lib.quantities[n].whole}
     split = parts_of(lib, r.derivation, r.values, w.amount)

@@ -240,7 +240,11 @@ def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, mode
         known[tq.name] = result.rounded_base
     out = []
     for w in fit.decide(lib, result.all_options, settled, footprint):
-        found = fit.fit_at(lib, w, known, result.all_options, solve_unshown, hardware, model)
+        # the answer is the amount itself: its own values, not a second solve (unless a margin
+        # was given, which the answer may have gone through: asked again without it)
+        own = w.amount == tq.name and w.margin not in known
+        found = (fit.fit_of(lib, w, result) if own else
+                 fit.fit_at(lib, w, known, result.all_options, solve_unshown, hardware, model))
         # the answer is the amount and over its capacity: its over_capacity finding says it
         if found is not None and not (w.amount == tq.name and not found.fits):
             out.append(found.finding(lib))
