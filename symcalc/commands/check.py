@@ -34,6 +34,11 @@ def check(values, options, rtol, as_json, brief, hardware, model, stack, formula
                            stack=stack, rtol=rtol, hardware=hardware, model=model)
     args, kwargs = request.arguments(lib, CLI)
     result = api_check(*args, **kwargs)
-    click.echo(result.json() if as_json else result.text(derivations=not brief))
+    if as_json:
+        click.echo(result.json())
+    else:
+        from symcalc.render.common import run_sentence  # on use, as the check itself above
+        said = run_sentence(result.run.as_dict()) if result.run else None
+        click.echo((f"{said}\n" if said else "") + result.text(derivations=not brief))
     if not result.ok:
         raise click.exceptions.Exit(1)

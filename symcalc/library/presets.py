@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from symcalc.errors import UnknownNameError
+from symcalc.errors import QueryError, UnknownNameError
 from symcalc.library.builtin_presets import (  # re-exported: the one place callers import presets from
     BASES,
     KINDS,
@@ -72,7 +72,12 @@ def find_preset(kind: str, name: str) -> Preset:
     MalformedValueError
         A config.json or a hardware profile that cannot be read (see :func:`model_from_hf_config`,
         :func:`hardware_from_file`).
+    QueryError
+        ``name`` is not text (a GPU count passed where the hardware goes).
     """
+    if not isinstance(name, str):
+        raise QueryError(f"{kind} is a preset's name or a file's path (see `symcalc list {kind}`), "
+                         f"got {name!r}")
     if looks_like_path(name):
         path = _expand(name)
         return model_from_hf_config(path) if kind == "model" else hardware_from_file(path)

@@ -11,6 +11,8 @@ from symcalc.planner import dims
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from matplotlib.figure import Figure
 
+    from symcalc.query.run import Run
+
 
 @dataclass
 class PlanRow:
@@ -96,6 +98,7 @@ class PlanResult(Rendered):
     stack: str = ""                            # the training stack the plan ran under
     stack_given: bool = False                  # named by the question (else the library's default)
     evidence: dict = field(default_factory=dict)   # validated rows, the frontier (search._evidence_summary)
+    run: Run | None = None                         # the run it plans (symcalc.query.run)
 
     @property
     def best(self) -> PlanRow | None:

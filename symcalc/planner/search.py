@@ -38,6 +38,7 @@ from symcalc.planner.setup import (
     _plan_options,
     _Setup,
     parse_gpus,
+    plan_run,
     whole_number,
 )
 from symcalc.planner.space import MAX_MICRO_BATCH, MAX_VIRTUAL_STAGES, searched_options
@@ -122,6 +123,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
     else:
         res = _result(_search(counts[0], common), values, top, t0, model, hardware, options, common)
     res.stack, res.stack_given = options.get("stack", ""), stack_given
+    res.run = plan_run(lib, options, stack_given, model, hardware)
     if tokens_note:
         res.notes.append(tokens_note)
     return res

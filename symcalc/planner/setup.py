@@ -19,7 +19,9 @@ from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import Question
 from symcalc.planner.validation import Evidence, evidence
 from symcalc.planner.space import MAX_VIRTUAL_STAGES, space_data
+from symcalc.query import fit, run
 from symcalc.query.fit import default_margin
+from symcalc.query.presetvalues import presets_of
 from symcalc.query.layout_rules import FACT_SOURCES
 from symcalc.query.values import read_value
 from symcalc.query.requests import PLAN_BY
@@ -185,6 +187,17 @@ def _plan_options(options: Mapping | None, lib: Library) -> tuple[dict[str, str]
     if "stack" in lib.options:
         out.setdefault("stack", lib.options["stack"].default)
     return out, stack_given
+
+
+def plan_run(lib: Library, options: Mapping[str, str], stack_given: bool, model: str | None, hardware: str):
+    """The run a plan is about (symcalc.query.run), declared as every question's is: the
+    workload its options say (training unless given), the stack it runs under and why (a plan
+    is always about a run), its presets; the groups' degrees are what it searches."""
+    settled = {w.option for w in fit.workloads(lib)}
+    in_force = [name for name in lib.stacks if name in options]
+    return run.declare(lib, options=lib.option_values(options), settled=settled, footprint=(), in_force=in_force,
+                       stack_why=run.stack_reason(in_force, options if stack_given else (), True),
+                       presets=presets_of(hardware, model))
 
 
 def _given_values(lib: Library, values: Mapping | None, named: Mapping[str, object],

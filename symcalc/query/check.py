@@ -33,6 +33,9 @@ from symcalc.query.relation import Relation, _percent, relation
 from symcalc.query.question import read_given
 from symcalc.query import fit
 from symcalc.query.question import option_mapping
+from symcalc.query.presetvalues import presets_of
+from symcalc.query.run import Run, declare, stack_reason
+from symcalc.query.stacks import is_run
 from symcalc.query.solve import solve, solve_unshown
 from symcalc.units.format import with_unit
 
@@ -83,6 +86,7 @@ class Check:
     rtol: float
     options: dict[str, str] = field(default_factory=dict)
     fits: list[Fit] = field(default_factory=list)
+    run: Run | None = None          # the run the values are about (symcalc.query.run)
 
     @property
     def ok(self) -> bool:
@@ -126,7 +130,7 @@ class Check:
                 "fits": [f.as_dict() for f in self.fits],
                 "disagreements": len(self.disagreements),
                 "relations": [r.as_dict() for r in self.relations], "unrelated": list(self.unrelated),
-                "options": dict(self.options)}
+                "options": dict(self.options), "run": self.run.as_dict() if self.run else None}
 
     def json(self, indent: int | None = 2) -> str:
         return json.dumps(self.as_dict(), indent=indent)
@@ -195,14 +199,28 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
     related = set().union(*(r.members for r in relations)) if relations else set()
     unrelated = [n for n in knowns if n not in related]
     opts = {} if not relations or relations[0].result is None else dict(relations[0].result.options)
-    fits = _fits(lib, raw, {k: g.magnitude for k, g in knowns.items()}, options, hardware, model)
+    run = _run(lib, raw, knowns, relations, options, hardware, model)
+    fits = _fits(lib, run, raw, {k: g.magnitude for k, g in knowns.items()}, options, hardware, model)
     if fits:
         related |= {f.quantity for f in fits}
         unrelated = [n for n in unrelated if n not in related]
-    return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts, fits=fits)
+    return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts, fits=fits, run=run)
 
 
-def _fits(lib: Library, raw: Mapping[str, object], magnitudes: Mapping[str, object], options, hardware,
+def _run(lib: Library, raw: Mapping[str, object], knowns: Mapping, relations: list[Relation], options, hardware,
+         model) -> Run:
+    """The run the values are about, declared as every answer's is (symcalc.query.run): the
+    workload the options settle or the given values reach, and the stack the relations were
+    answered under (the first one's), else the one the options name."""
+    given = set(option_mapping(options) or {})
+    first = next((r.result.run for r in relations if r.result is not None and r.result.run), None)
+    in_force = [name for name, _ in first.stack] if first else sorted(given & set(lib.stacks))
+    why = first.stack_why if first else stack_reason(in_force, given, is_run(presets_of(hardware, model)))
+    return declare(lib, options=lib.option_values(option_mapping(options)), settled=given, footprint=set(raw),
+                   in_force=in_force, stack_why=why, presets=presets_of(hardware, model), knowns=knowns)
+
+
+def _fits(lib: Library, run: Run, raw: Mapping[str, object], magnitudes: Mapping[str, object], options, hardware,
           model) -> list[Fit]:
     """Whether what the values determine fits: the memory of the workload they are about
     (symcalc.query.fit: the workload option given, else the workload whose own quantities the
@@ -212,7 +230,7 @@ def _fits(lib: Library, raw: Mapping[str, object], magnitudes: Mapping[str, obje
     with no workload reached, every per-GPU amount the values determine (the outermost, a total
     with its parts, when it is determined). Empty when no capacity is known."""
     every = lib.option_values(option_mapping(options))
-    workloads = fit.decide(lib, every, set(option_mapping(options) or {}), set(raw))
+    workloads = run.workloads
     out: list[Fit] = []
     for w in workloads:
         found = fit.fit_at(lib, w, magnitudes, option_mapping(options) or {}, solve_unshown, hardware, model)

@@ -41,6 +41,7 @@ else:  # pragma: no cover - Python 3.10
 SPACE_FILE = ("planner", "space.toml")        # under the formula directory
 PREDICATES = ("divides", "at_most", "greater", "equals", "differs")
 RULE_KEYS = {"name", "reason", "stage", "when", "check", "given", "shows", "plan", *PREDICATES}
+GROUP_KEYS = {"links", "per_node"}                # a run's parallel group (symcalc.query.run)
 GIVEN = ("refuse", "warn")     # what a rule does to given values (absent: nothing)
 DIMENSION_KEYS = {"stage", "divisors_of", "rest_of", "range", "at_most",      # how its candidates are formed
                   "kind", "label", "label_when", "column", "default", "needs", "validation", "given_when",
@@ -60,6 +61,8 @@ def space_data() -> dict:
     for name, spec in data["dimensions"].items():
         _check(set(spec) - DIMENSION_KEYS, f"dimension {name}: unknown keys")
         _check({spec["stage"]} - set(stages), f"dimension {name}: unknown stage")
+    for name, spec in data.get("groups", {}).items():
+        _check(set(spec) - GROUP_KEYS, f"group {name}: unknown keys")
     for spec in data["rules"]:
         _check(set(spec) - RULE_KEYS, f"rule {spec.get('name')}: unknown keys")
         _check(set(spec.get("when", {})) - set(PREDICATES), f"rule {spec.get('name')}: unknown predicates in when")

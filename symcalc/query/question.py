@@ -22,6 +22,7 @@ from symcalc.errors import (
 )
 from symcalc.library.loading import Library
 from symcalc.query import stacks
+from symcalc.query.run import Run, declare, stack_reason
 from symcalc.query.derivations import derivation_for
 from symcalc.query.implied import Resolved, resolve_options
 from symcalc.query.layout_rules import check_given
@@ -104,7 +105,8 @@ class Posed:
     in_force: set[str] = field(default_factory=set)     # setting options (stacks) in force
     quiet: set[str] = field(default_factory=set)        # setting options not in force
     fallback: dict[str, str] = field(default_factory=dict)  # option -> its fallback value, taken (see pose)
-    run: bool = False                                   # about a run: a model or hardware named (stacks.is_run)
+    about_run: bool = False                             # a model or hardware named (stacks.is_run)
+    run: Run | None = None                              # the run, declared once (symcalc.query.run)
 
     @property
     def used(self) -> set[str]:
@@ -137,10 +139,10 @@ def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets
     choosable = [(name, opt.fallback.value) for name, opt in lib.options.items()
                  if opt.fallback is not None and name not in explicit and name not in preset_options]
     if not choosable:
-        return _pose(lib, tq, typed, explicit, presets, diagnose)
+        return _declared(lib, tq, _pose(lib, tq, typed, explicit, presets, diagnose), presets)
     posed = _pose(lib, tq, typed, explicit, presets, diagnose=False)
     if not isinstance(posed.error, UnderdeterminedError):
-        return posed
+        return _declared(lib, tq, posed, presets)
     implied = {imp.option for imp in posed.resolved.implied}
     for name, value in choosable:
         if posed.resolved.values.get(name) != lib.options[name].default or name in implied | set(posed.resolved.set_by):
@@ -151,7 +153,21 @@ def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets
             continue
         if again.derivation is not None and name in again.used:
             again.fallback = {name: value}
-            return again
+            return _declared(lib, tq, again, presets)
+    return _declared(lib, tq, posed, presets)
+
+
+def _declared(lib: Library, tq, posed: Posed, presets: list) -> Posed:
+    """``posed`` with its run (:func:`symcalc.query.run.declare`): the workloads the question
+    settles or reaches through its derivation, the stacks in force and why, the presets, and
+    each parallel group's degree and links as the question fixes them."""
+    d = posed.derivation
+    footprint = {tq.name} | ({*d.route.given, *posed.defaults_used, *(n for s in d.steps for n in s.unknowns)}
+                             if d is not None else set())
+    posed.run = declare(lib, options=posed.options, settled=posed.settled | set(posed.fallback) | posed.used,
+                        footprint=footprint, in_force=posed.in_force,
+                        stack_why=stack_reason(posed.in_force, posed.settled, posed.about_run),
+                        presets=presets, knowns=posed.knowns, defaults=posed.defaults_used)
     return posed
 
 
@@ -175,8 +191,8 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
     stacks.check_requires(lib, resolved.values, linked & settled, knowns, settled)
     idle = frozenset(linked - settled)
     posed = _derive(lib, tq, Posed(resolved, knowns, settled), diagnose and not idle)
-    run = stacks.is_run(presets)
-    dropped = idle - stacks.held(posed.used, posed.resolved.set_by, run)
+    about_run = stacks.is_run(presets)
+    dropped = idle - stacks.held(posed.used, posed.resolved.set_by, about_run)
     if dropped:
         resolved2, knowns2 = _setting(lib, tq.name, typed, explicit, presets, preset_options, without=dropped)
         again = Posed(resolved2, knowns2, settled, posed.derivation, posed.defaults_used, posed.error,
@@ -189,8 +205,8 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
             again = _derive(lib, tq, Posed(resolved2, knowns2, settled), diagnose=False)
         if (again.error is None and not again.used & dropped) or (again.error and posed.error):
             posed = again
-    posed.run = run
-    posed.in_force = (linked & settled) | (idle & stacks.held(posed.used, posed.resolved.set_by, run))
+    posed.about_run = about_run
+    posed.in_force = (linked & settled) | (idle & stacks.held(posed.used, posed.resolved.set_by, about_run))
     posed.quiet = linked - posed.in_force
     stacks.check_supports(lib, posed.resolved.values, posed.in_force, set(explicit) | posed.used)
     stacks.check_requires(lib, posed.resolved.values, posed.in_force - settled, posed.knowns, settled)

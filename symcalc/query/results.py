@@ -25,6 +25,7 @@ from symcalc.findings import Finding
 from symcalc.formats import Rendered, render
 from symcalc.library.printed import Printed
 from symcalc.library.records import FormulaSpec, QuantitySpec
+from symcalc.query.run import Run
 from symcalc.query.values import GivenValue
 from symcalc.units.format import with_unit
 
@@ -147,6 +148,8 @@ class Result(Rendered):
     companions: dict = field(default_factory=dict, repr=False, compare=False)
     # the elasticity to each given value, largest first (solve(..., sensitivity=True)), else None
     elasticities: list[Elasticity] | None = None
+    # the run the question is about (symcalc.query.run): workload, stack, presets, groups
+    run: Run | None = None
 
     # -- findings -------------------------------------------------------------------------
     @property

@@ -228,18 +228,15 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
 
 
 def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, model) -> list[Finding]:
-    """Whether the run fits (symcalc.query.fit): the memory of each workload the question is
-    about (the one it settles, else those whose own quantities its derivation reaches), solved
-    at the answer's values: the values typed, the presets and options, and the answer itself."""
-    derivation = result.derivation
-    footprint = {tq.name, *derivation.route.given, *result.defaults_used,
-                 *(n for s in derivation.steps for n in s.unknowns)}
-    settled = posed.settled | set(posed.fallback) | posed.used
+    """Whether the run fits (symcalc.query.fit): the memory of each workload of the question's
+    run (symcalc.query.run: the one it settles, else those whose own quantities its derivation
+    reaches), solved at the answer's values: the values typed, the presets and options, and the
+    answer itself."""
     known: dict[str, object] = {k: g.magnitude for k, g in posed.knowns.items() if not g.origin}
     if tq.kind != "text":
         known[tq.name] = result.rounded_base
     out = []
-    for w in fit.decide(lib, result.all_options, settled, footprint):
+    for w in posed.run.workloads if posed.run else ():
         # the answer is the amount itself: its own values, not a second solve (unless a margin
         # was given, which the answer may have gone through: asked again without it)
         own = w.amount == tq.name and w.margin not in known
@@ -285,6 +282,7 @@ def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str |
     opts, knowns = posed.resolved.values, posed.knowns
     if posed.error is None:      # the target is given (or published)
         result = _conversion(lib, tq, knowns, posed.options, to)
+        result.run = posed.run
         if knowns[tq.name].origin:
             result.findings[:] = [Finding("published", tq.name, {"origin": knowns[tq.name].origin}),
                                   *unmeasured(lib, presets, opts, knowns, [tq.name])]
@@ -299,6 +297,7 @@ def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str |
         if looked_up is None:
             raise
         result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, posed.options, to)
+        result.run = posed.run
         result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
                               *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name])]
         result.looked_up = looked_up.origin
@@ -375,7 +374,7 @@ def _record(lib: Library, tq, posed: Posed, derivation: Derivation, defaults_use
                   derivation=derivation, closed_form=later(shown.closed_form), rounding=how,
                   rounding_reason={k: v for k, v in (reason or {}).items() if k != "clash"} or None,
                   assumptions=_assumptions(lib, defaults_used, ev.values, relevant, posed),
-                  stacks={name: name in posed.settled for name in sorted(posed.in_force)},
+                  stacks={name: name in posed.settled for name in sorted(posed.in_force)}, run=posed.run,
                   notes=[f"option {imp.reason()}" for imp in posed.resolved.implied],
                   unused=[u for u in derivation.route.unused if u != tq.fits_in],
                   findings=[f for f in findings if not f.violation] + violations,
@@ -442,7 +441,7 @@ def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: 
 def _why_in_force(posed: Posed) -> str:
     """Why a stack the question did not name is in force: it is about a run (a model or a
     hardware preset named), or its derivation depends on what only a stack sets."""
-    if posed.run:
+    if posed.about_run:
         return "names a model or hardware, so it is answered as that software runs it"
     return "depends on what a stack sets"
 

@@ -114,3 +114,38 @@ def value_latex(result: Result, name: str, digits: int = 4) -> str:
 
 __all__ = ["latex_symbols", "wrap", "latex_values", "text_values", "has_arrays",
            "value_text", "value_latex", "was_rounded", "fmt", "fmt_latex"]
+
+
+STACK_WHY = {"given": "given", "default-run": "the default for a question about a run",
+             "default-formula": "the default: the answer depends on what it sets"}
+
+
+def run_sentence(run: dict) -> str | None:
+    """The run an answer is about, in one line (from :meth:`symcalc.query.run.Run.as_dict`):
+    its workload, model and hardware, stack and why, and each group with a degree, where it came
+    from, whether it stays in a node and the links the answer took. None for a question about
+    no run (no preset named, no degree known)."""
+    groups = [g for g in run["groups"] if g["degree"] is not None]
+    if not (run["workload"] and (run["model"] or run["hardware"]) or any(g["origin"] != "default" for g in groups)):
+        return None
+    what = run["workload"] or "a run"
+    if run["model"]:
+        what += f" of {run['model']}"
+    if run["hardware"]:
+        what += f" on {run['hardware']}"
+    if run["stack"]:
+        stack = ", ".join(f"{k} = {v}" for k, v in run["stack"].items())
+        what += f", {stack} ({STACK_WHY.get(run['stack_why'], run['stack_why'])})"
+    else:
+        what += ", no stack (the formulas' own defaults)"
+    parts = []
+    for g in groups:
+        said = [g["origin"]] if g["origin"] else []
+        if g.get("spans") and g["degree"] > 1:
+            said.append(g["spans"])
+        # the first link the answer took (the data lists a group's bandwidth first); JSON has all
+        said += [f"{name} = {with_unit(link['value'], link['unit'])}"
+                 + (f" from {link['from']}" if link["from"] != "derived" else "")
+                 for name, link in list(g.get("links", {}).items())[:1]]
+        parts.append(f"{g['name']} = {fmt(g['degree'])}" + (f" ({'; '.join(said)})" if said else ""))
+    return f"run: {what}" + (f"; {', '.join(parts)}" if parts else "")

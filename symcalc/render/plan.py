@@ -182,7 +182,7 @@ def _row_dict(r: PlanRow) -> dict[str, Any]:
 def plan_dict(p: PlanResult) -> dict[str, Any]:
     return {
         "model": p.model, "hardware": p.hardware, "n_gpus": p.n_gpus, "by": p.by,
-        "stack": p.stack, "stack_given": p.stack_given,
+        "stack": p.stack, "stack_given": p.stack_given, "run": p.run.as_dict() if p.run else None,
         "global_batch_size": p.global_batch_size, "seq_len": p.seq_len,
         "counts": {"searched": p.searched, "valid": p.valid, "inside_bounds": p.evaluated_ok, "fitting": p.fitting},
         "rejected": p.rejected, "memory_limit_bytes": p.memory_limit, "gpu_memory_bytes": p.gpu_memory,

@@ -194,11 +194,30 @@ async function updateSolve() {
   const notes = [...(data.assumptions || []), ...(data.notes || []), ...(data.warnings || [])]
     .map((n) => `<li>${esc(typeof n === "string" ? n : n.name ? `assuming ${n.name} = ${n.value} (${n.source})`
                                                                : JSON.stringify(n))}</li>`).join("");
-  $("derivation").innerHTML = (data.fit || []).map(fitLine).join("") +
+  $("derivation").innerHTML = runLine(data.run) + (data.fit || []).map(fitLine).join("") +
     (data.latex ? `<div class="closed"><h3>Closed form</h3><div class="math">\\[${esc(data.latex)}\\]</div></div>` : "") +
     `<h3>Derivation (${(data.steps || []).length} steps)</h3><ol>${steps}</ol>` +
     (notes ? `<h3>Notes</h3><ul>${notes}</ul>` : "");
   typeset($("derivation"));
+}
+
+// the run the answer is about (the JSON's "run": symcalc.query.run), as the command line's
+// "run:" line says it: workload, presets, stack and why, each group's degree and first link
+function runLine(run) {
+  if (!run) return "";
+  const groups = run.groups.filter(g => g.degree !== null);
+  if (!((run.workload && (run.model || run.hardware)) || groups.some(g => g.origin !== "default"))) return "";
+  let what = (run.workload || "a run") + (run.model ? ` of ${run.model}` : "") + (run.hardware ? ` on ${run.hardware}` : "");
+  const stack = Object.entries(run.stack || {}).map(([k, v]) => `${k} = ${v}`).join(", ");
+  what += stack ? `, ${stack} (${run.stack_why === "given" ? "given" : "the default"})` : ", no stack (the formulas' own defaults)";
+  const parts = groups.map(g => {
+    const said = [g.origin].filter(Boolean);
+    if (g.spans && g.degree > 1) said.push(g.spans);
+    const link = Object.entries(g.links || {})[0];
+    if (link) said.push(`${link[0]} = ${num(link[1].value)} ${link[1].unit}`);
+    return `${g.name} = ${num(g.degree)}` + (said.length ? ` (${said.join("; ")})` : "");
+  });
+  return `<p class="run" id="run">run: ${esc(what)}${parts.length ? "; " + esc(parts.join(", ")) : ""}</p>`;
 }
 
 // the answer's fit verdict (the JSON's "fit": the run's workload memory against the GPU's), as

@@ -1,0 +1,99 @@
+"""The run a question is about, declared once (symcalc.query.run) and read alike by solve, check,
+plan, the JSON and the text: its workload, stack and why, presets, and each parallel group with its
+degree, where it came from, whether it stays in a node and the link its collectives took."""
+
+import json
+import pickle
+
+import pytest
+
+import symcalc
+
+from symcalc import solve
+from symcalc.library.loading import default_library
+from symcalc.query.check import check
+from symcalc.query.layout_rules import space_data
+from symcalc.query.run import declared_groups
+
+
+def test_every_group_the_data_declares_names_quantities_the_library_has():
+    # a misspelt link would silently show nothing: the default library must know every name
+    lib = default_library()
+    declared = space_data()["groups"]
+    kept = {name: (links, per_node) for name, links, per_node in declared_groups(lib)}
+    assert set(kept) == set(declared) == {"tp", "cp", "pp", "dp", "ep"}
+    for name, spec in declared.items():
+        assert kept[name] == (tuple(spec["links"]), spec["per_node"]), name
+
+
+def test_the_tp_group_of_a_node_runs_its_allreduce_over_nvlink():
+    # the issue's example: tp = 8 of 64 H100s. Megatron puts a TP group on consecutive GPUs, so 8
+    # ranks fill one 8-GPU node: its AllReduce takes the node's NVLink bus bandwidth (476 GB/s in
+    # the H100 preset), never the NIC's 47 GB/s
+    r = solve("tp_allreduce_time", {"tp": 8, "n_gpus": 64, "micro_batch_size": 1}, model="llama3-70b",
+              hardware="h100")
+    run = r.run.as_dict(r.values, r.library)
+    tp = next(g for g in run["groups"] if g["name"] == "tp")
+    assert (tp["degree"], tp["origin"], tp["spans"]) == (8.0, "given", "inside a node")
+    assert tp["links"]["tp_link_bandwidth"] == {"value": pytest.approx(476.0), "unit": "GB/s",
+                                                "from": "tp_bus_bandwidth"}
+    assert (run["workload"], run["model"], run["hardware"]) == ("training", "llama3_70b", "h100_sxm")
+    assert "run: training of llama3_70b on h100_sxm" in r.text()
+    assert "tp = 8 (given; inside a node; tp_link_bandwidth = 476 GB/s from tp_bus_bandwidth)" in r.text()
+
+
+def test_a_data_parallel_group_of_32_spans_nodes_and_takes_the_nics():
+    # tp = 2 on 8-GPU nodes leaves 8 / 2 = 4 data-parallel ranks per node, so a dp group of 32
+    # spans 8 nodes; its bus bandwidth is 4 ranks x 47 GB/s of NIC = 188 GB/s (collectives.toml's
+    # dp_bus_bandwidth: the NICs of its ranks in a node), not NVLink's 476
+    r = solve("step_time", {"tp": 2, "dp": 32, "n_gpus": 64, "micro_batch_size": 1, "seq_len": "8192 token",
+                            "global_batch_size": 64}, model="llama3-8b", hardware="h100")
+    dp = next(g for g in r.run.as_dict(r.values, r.library)["groups"] if g["name"] == "dp")
+    assert dp["spans"] == "across nodes"
+    assert dp["links"]["dp_bus_bandwidth"]["value"] == pytest.approx(4 * 47.0)
+    assert r.run.stack == (("stack", "megatron-core"),) and r.run.stack_why == "default-run"
+
+
+def test_a_serving_question_is_about_a_serving_run_and_its_fit_reads_that():
+    # a decode rate reaches the batch's KV cache: the serving workload, whose fit is
+    # serving_memory_per_gpu against gpu_memory (Llama 3 8B: 512 x 8192 tokens x 128 KiB = 550 GB)
+    r = solve("decode_tokens_per_second", {"batch_size": 512, "seq_len": "8192 token"}, model="llama3-8b",
+              hardware="h100")
+    assert r.run.workload == "serving" and [w.amount for w in r.run.workloads] == ["serving_memory_per_gpu"]
+    assert r.fit and r.fit[0].startswith("DOES NOT FIT: serving_memory_per_gpu")
+    data = json.loads(r.json())
+    assert data["run"]["workload"] == "serving" and data["run"]["stack_why"] == "none"
+
+
+def test_check_and_plan_read_the_same_run_as_solve():
+    # the same model and hardware with no stack named: plan, check and a stack-dependent solve
+    # all run under the one default stack and say it is the default for a run
+    lib = default_library()
+    default = lib.options["stack"].default
+    r = solve("total_memory_per_gpu", {"tp": 8, "pp": 4, "n_gpus": 64, "micro_batch_size": 1,
+                                       "seq_len": "8192 token", "global_batch_size": 512},
+              model="llama3-70b", hardware="h100", on_bounds="flag")
+    p = symcalc.plan("llama3-70b", "h100", 64, top=1)
+    assert dict(r.run.stack) == dict(p.run.stack) == {"stack": default}
+    assert r.run.stack_why == p.run.stack_why == "default-run"
+    assert r.run.workload == p.run.workload == "training"
+    c = check({"tp": 8, "batch_size": 64, "seq_len": "4096 token", "kv_cache_per_token": "320 kB/token"},
+              model="llama3-70b", hardware="h100")
+    assert c.run.workload == "serving" and c.as_dict()["run"]["model"] == "llama3_70b"
+    assert [f.quantity for f in c.fits] == ["serving_memory_per_gpu"]
+
+
+def test_a_question_of_the_formulas_own_inputs_is_about_no_run_and_says_none():
+    # seed 000's activation memory per layer: no preset, no degree given: no stack in force, and
+    # the answer's text has no run line (the textbook formulas answer as the seeds wrote them)
+    r = solve("activation_memory_per_layer", {"seq_len": "2048 token", "micro_batch_size": 1, "d_model": 4096,
+                                              "n_heads": 32})
+    assert r.run.stack == () and r.run.stack_why == "none"
+    assert "run:" not in r.text()
+
+
+def test_the_run_is_plain_data_that_pickles_with_its_answer():
+    r = solve("tp_allreduce_time", {"tp": 8, "n_gpus": 64, "micro_batch_size": 1}, model="llama3-70b",
+              hardware="h100")
+    back = pickle.loads(pickle.dumps(r))
+    assert back.run == r.run and back.run.group("tp").degree == 8.0
