@@ -97,3 +97,14 @@ def test_the_run_is_plain_data_that_pickles_with_its_answer():
               hardware="h100")
     back = pickle.loads(pickle.dumps(r))
     assert back.run == r.run and back.run.group("tp").degree == 8.0
+
+
+def test_a_gpu_count_from_a_throughput_is_not_the_layouts_defaults():
+    # Llama 3 8B (8.03e9 parameters) at 200,000 token/s and 40 % MFU of an H100's 989.4 TFLOP/s:
+    # 6 x 8.03e9 x 2e5 / (0.4 x 989.4e12) = 24.35 GPUs, 25 whole. A given dp = 8 must not turn the
+    # answer into tp x pp x cp x dp = 8 with tp = pp = cp = 1 by default (121 % MFU); and 25 GPUs
+    # cannot hold dp = 8, which the answer says
+    r = solve("n_gpus", {"dp": 8, "tokens_per_second": "200000 token/s", "mfu": "40%"}, model="llama3-8b",
+              hardware="h100")
+    assert r.value == 25 and r.exact == pytest.approx(6 * 8030261248 * 2e5 / (0.4 * 989.4e12), rel=1e-4)
+    assert any("degrees_gpus" in w and "dp = 8, n_gpus = 25" in w for w in r.warnings)

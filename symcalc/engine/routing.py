@@ -196,7 +196,11 @@ def alternatives(formulas: list[FormulaSpec], plan: Route, given: Iterable[str],
             p = find_route(formulas, plan.target, given, defaults, diagnose=False, exclude=excluded)
         except UnderdeterminedError:
             continue
-        if unused(p) < unused(plan):
+        # fewer given values left out; or others, through a block of equations solved together,
+        # which its derivation may find singular (equations that share a fact) and plan again
+        # without one: only evaluating tells what that route leaves out
+        if unused(p) < unused(plan) or (set(p.unused) != set(plan.unused)
+                                        and any(len(s.formulas) > 1 for s in p.steps)):
             found.setdefault((p.steps, p.defaults), (excluded, p))
         for x in (*p.defaults, *p.default_rules):
             more = excluded | {x}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -200,7 +200,10 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
     unrelated = [n for n in knowns if n not in related]
     opts = {} if not relations or relations[0].result is None else dict(relations[0].result.options)
     run = _run(lib, raw, knowns, relations, options, hardware, model)
-    fits = _fits(lib, run, raw, {k: g.magnitude for k, g in knowns.items()}, options, hardware, model)
+    fits, solved_as = _fits(lib, run, raw, {k: g.magnitude for k, g in knowns.items()}, options, hardware, model)
+    if solved_as is not None and not any(r.result is not None and r.result.run for r in relations):
+        # no relation answered: the run is as the fit was solved (its stack in force, and why)
+        run = replace(run, stack=solved_as.stack, stack_why=solved_as.stack_why)
     if fits:
         related |= {f.quantity for f in fits}
         unrelated = [n for n in unrelated if n not in related]
@@ -221,7 +224,7 @@ def _run(lib: Library, raw: Mapping[str, object], knowns: Mapping, relations: li
 
 
 def _fits(lib: Library, run: Run, raw: Mapping[str, object], magnitudes: Mapping[str, object], options, hardware,
-          model) -> list[Fit]:
+          model) -> tuple[list[Fit], Run | None]:
     """Whether what the values determine fits: the memory of the workload they are about
     (symcalc.query.fit: the workload option given, else the workload whose own quantities the
     given values reach: a batch_size or a kv_cache_per_token is serving's, a micro_batch_size
@@ -232,14 +235,16 @@ def _fits(lib: Library, run: Run, raw: Mapping[str, object], magnitudes: Mapping
     every = lib.option_values(option_mapping(options))
     workloads = run.workloads
     out: list[Fit] = []
+    solved_as = None
     for w in workloads:
         found = fit.fit_at(lib, w, magnitudes, option_mapping(options) or {}, solve_unshown, hardware, model)
         if found is not None:
+            solved_as = solved_as or found.run
             q = lib.quantities[w.amount]
             out.append(Fit(w.amount, float(found.value), w.capacity, float(found.limit), q.display_unit, q.factor,
                            found.parts, w.value))
     if out:
-        return out
+        return out, solved_as
     own = set().union(*(fit.written_in(lib, w.amount, {**every, w.option: w.value}) for w in workloads))
     for q in lib.quantities.values():
         if not q.fits_in or q.name in raw or (workloads and q.name not in own):
@@ -257,7 +262,7 @@ def _fits(lib: Library, run: Run, raw: Mapping[str, object], magnitudes: Mapping
     # the total (what the capacity less the free memory is) answers the question for all its
     # parts; without it, every amount that must fit is listed
     totals = [f for f in out if _is_total(lib, f.quantity)]
-    return totals or out
+    return totals or out, None
 
 
 def _is_total(lib: Library, name: str) -> bool:

@@ -59,6 +59,7 @@ class Fit:
     defaults: dict              # whole-number inputs the amount took by default (tp = 1), as text
     parts: tuple = ()           # (part, value) of the amount at its first point, largest first
     advised: float = 0.0        # the margin a run keeps when none is given (memory_margin_fraction)
+    run: Any = None             # the run the amount was solved as (symcalc.query.run.Run), when known
 
     @property
     def limit(self):
@@ -188,7 +189,7 @@ def fit_of(lib: Library, w: Workload, r: Any, margin: Any = None) -> Fit | None:
     split = parts_of(lib, r.derivation, r.values, w.amount)
     return Fit(w, r.base_value, cap.magnitude, margin if margin is not None else 0.0, margin is not None, defaults,
                split.parts if split and np.ndim(r.base_value) == 0 else (),
-               advised=default_margin(lib, float(np.min(cap.magnitude))))
+               advised=default_margin(lib, float(np.min(cap.magnitude))), run=getattr(r, "run", None))
 
 
 def default_margin(lib: Library, capacity: float) -> float:

@@ -349,6 +349,24 @@ def given_warnings(values: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+def answer_breaks(name: str, answer: Any, values: Mapping[str, Any]) -> list[Finding]:
+    """A warning for each rule the data refuses given values for that an answer breaks with the
+    given degrees (n_gpus = 25 solved from a throughput beside a given dp = 8: the degrees must
+    divide the GPU count) and the given values alone keep: answered all the same, since what
+    the answer is (the GPUs a throughput needs) is not a layout, but said. Empty for arrays."""
+    if np.ndim(answer) or isinstance(answer, str) or name in space_data()["search"]["degrees"]:
+        return []
+    with_answer = {**values, name: float(answer)}
+    before = {r.name for r, _ in given_breaks(values, "refuse")}
+    out = []
+    for rule, _ in given_breaks(with_answer, "refuse"):
+        if rule.name not in before:
+            out.append(Finding("layout_rule", name, {
+                "rule": rule.name, "reason": rule.reason, "shown": _shown(rule, with_answer, np.asarray(True)),
+                "plan": f"no layout of the given degrees has {name} = {fmt(float(answer))}"}))
+    return out
+
+
 MAX_CANDIDATES = 1_000_000      # whole values tried when a solved degree is rounded to the rules
 
 

@@ -36,7 +36,7 @@ from symcalc.query.conflicts import (
 )
 from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
-from symcalc.query.layout_rules import nearest_valid
+from symcalc.query.layout_rules import answer_breaks, nearest_valid
 from symcalc.query.limits import round_to_limits
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured
 from symcalc.query.question import Posed, check_hardware_dtypes, option_mapping, output_unit, pose, read_given
@@ -200,6 +200,7 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
                                                _solve_again)
         # a layout degree rounds to a value the planner's structure rules allow (tp = 5.3 on 64 heads: 4)
         rounded, ruled = nearest_valid(tq.name, exact, rounded, how, {k: g.magnitude for k, g in knowns.items()})
+        layout_breaks = answer_breaks(tq.name, rounded, {k: g.magnitude for k, g in knowns.items()})
     else:
         rounded = round_whole(exact, how)
     findings = answer_findings(lib, derivation, ev, tq, exact, rounded, knowns, disagree.checked, how, brief=brief)
@@ -209,6 +210,8 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
         findings += _reader_findings(lib, presets, posed.resolved.values, knowns, derivation.route.given)
     if tq.whole and rounding is None and ruled is not None:
         findings.append(ruled)
+    if tq.whole and rounding is None:
+        findings += layout_breaks
     if reason and reason.get("clash"):
         findings.append(reason["clash"])
     violations = [f for f in findings if f.violation]
