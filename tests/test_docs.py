@@ -123,6 +123,9 @@ def test_a_shown_command_prints_what_the_page_shows(cli, page, command, shown, t
         assert found is not None, (f"{page}: `{command}`: the numbers {want} of the shown line\n  {line.strip()}\n"
                                    f"are not printed (in order) now:\n{printed}")
         at = found + len(want)
+    if "--plot" in argv:             # the gallery's pictures: a PNG the command drew, not a blank one
+        picture = tmp_path / argv[argv.index("--plot") + 1]
+        assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5_000, picture
 
 
 def test_the_readme_opens_with_the_two_commands_and_stays_short():
@@ -196,7 +199,7 @@ def test_the_site_builds_strict_with_every_page_of_the_nav(site):
             for v in (entry.values() if isinstance(entry, dict) else entry):
                 yield from pages(v)
     listed = list(pages(config["nav"]))
-    assert len(listed) >= 25
+    assert len(listed) >= 26
     for md in listed:
         html = site / ("index.html" if md == "index.md" else md.removesuffix(".md") + "/index.html")
         assert html.is_file(), md
