@@ -31,14 +31,23 @@ GENERATED_NOTE = ("*Generated when the site is built, from {what}: it cannot dri
                   "Do not edit the built page.*\n")
 
 
-def cell(text: Any) -> str:
-    """Text safe inside a Markdown table cell (and in running text): no pipes, no raw HTML, no
-    emphasis made by accident of an underscore or a star."""
-    s = " ".join(str(text).split())
+def _escape(s: str) -> str:
     for ch, sub in (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("*", "\\*"), ("_", "\\_"),
-                    ("`", "\\`"), ("[", "\\["), ("]", "\\]"), ("$", "\\$")):
+                    ("[", "\\["), ("]", "\\]"), ("$", "\\$")):
         s = s.replace(ch, sub)
     return s
+
+
+def cell(text: Any) -> str:
+    """Text safe inside a Markdown table cell (and in running text): no pipes, no raw HTML, no
+    emphasis made by accident of an underscore or a star. A `code span` of the text stays one
+    (Python-Markdown's tables leave the pipes of a code span alone)."""
+    s = " ".join(str(text).split())
+    parts = s.split("`")
+    if len(parts) % 2 == 0:          # an odd backtick: no code spans, the backtick shown as text
+        return _escape(s).replace("`", "\\`")
+    return "".join(_escape(part) if i % 2 == 0 else "`" + part + "`"
+                   for i, part in enumerate(parts))
 
 
 def code(text: Any) -> str:

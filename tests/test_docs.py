@@ -241,3 +241,31 @@ def test_the_api_references_name_every_export_and_route(site):
     for route in ("/api/solve", "/api/sweep", "/api/compare", "/api/check", "/api/plan", "/api/presets"):
         assert route in http
     assert "global_batch_size" in http and "allow_conflicts" in http   # fields of plan and solve requests
+
+
+def _python_blocks() -> list[tuple[str, str]]:
+    return [(page.relative_to(ROOT).as_posix(), body) for page in PAGES
+            for body in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
+
+
+@pytest.mark.parametrize("page,code", _python_blocks(), ids=[p for p, _ in _python_blocks()])
+def test_a_python_block_runs_and_its_stated_values_hold(page, code, tmp_path, monkeypatch):
+    # each block runs as shown; a line `EXPR  # LITERAL` whose comment is a Python literal
+    # (README: `r.value, r.unit  # (2064.0, '')`) states EXPR's value, and it is checked
+    import ast
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(code, page, "exec"), scope)
+    checked = 0
+    for line in code.splitlines():
+        expr, sep, comment = line.partition("  # ")
+        if not sep or not expr.strip() or "=" in expr.replace("==", ""):
+            continue
+        try:
+            stated = ast.literal_eval(comment.strip())
+        except (ValueError, SyntaxError):
+            continue
+        assert eval(expr.strip(), scope) == stated, (page, line)   # the page's own code, not user input
+        checked += 1
+    if page == "README.md":
+        assert checked >= 1
