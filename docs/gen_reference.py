@@ -91,8 +91,8 @@ def _command_section(cmd: Any, path: list[str], ctx: Any) -> list[str]:
         out.append("Arguments: " + ", ".join(f"`{p.human_readable_name}`" + ("" if p.required else " (optional)")
                                              + (" (any number)" if p.nargs == -1 else "") for p in args) + ".")
         out.append("")
-    rows = [p.get_help_record(sub) for p in cmd.get_params(sub) if isinstance(p, click.Option)]
-    rows = [r for r in rows if r]
+    records = [p.get_help_record(sub) for p in cmd.get_params(sub) if isinstance(p, click.Option)]
+    rows = [r for r in records if r is not None]
     if rows:
         out += ["| option | what it does |", "|---|---|"]
         out += [f"| {code(opts)} | {cell(text)} |" for opts, text in rows]
@@ -112,12 +112,12 @@ def cli_page() -> str:
     ctx = click.Context(group, info_name="symcalc")
     out = ["# Command line", "", GENERATED_NOTE.format(what="click's own command objects (`symcalc.commands`)"),
            _clean_help(group.help), ""]
-    names = group.list_commands(ctx)
+    commands = {n: group.get_command(ctx, n) for n in group.list_commands(ctx)}
     out += ["| command | what it does |", "|---|---|"]
-    out += [f"| [`{n}`](#{n}) | {cell(group.get_command(ctx, n).get_short_help_str(120))} |" for n in names]
+    out += [f"| [`{n}`](#{n}) | {cell(c.get_short_help_str(120))} |" for n, c in commands.items() if c is not None]
     out.append("")
-    for n in names:
-        out += _command_section(group.get_command(ctx, n), ["symcalc", n], ctx)
+    for n, c in commands.items():
+        out += _command_section(c, ["symcalc", n], ctx)
     # the anchors: a heading `symcalc solve` gets the id "symcalc-solve"; the table links to "solve"
     text = "\n".join(out) + "\n"
     return re.sub(r"\]\(#(\w[\w-]*)\)", lambda m: f"](#symcalc-{m.group(1)})", text)
@@ -279,14 +279,17 @@ def http_page() -> str:
            _doc(server), "", "## Routes", "", "| path | methods |", "|---|---|"]
     for route in web.routes:
         methods = ", ".join(sorted(getattr(route, "methods", None) or {"GET"}))
-        out.append(f"| `{route.path}` | {methods} |")
+        out.append(f"| `{getattr(route, 'path', route)}` | {methods} |")
     out += ["", "## Questions", "", "Every question also takes the run's fields: "
             + ", ".join(f"`{f.name}`" for f in dataclasses.fields(requests._Run)) + ". " + _doc(requests._Run), ""]
     run_fields = {f.name for f in dataclasses.fields(requests._Run)}
-    kinds = [c for c in vars(requests).values() if inspect.isclass(c) and dataclasses.is_dataclass(c)
-             and isinstance(getattr(c, "kind", None), str)]
-    for cls in kinds:
-        out += [f"### `POST /api/{cls.kind}` {{#{cls.kind}}}", "", _doc(cls), "", "| field | type | default |", "|---|---|---|"]
+    kinds: dict[str, Any] = {}
+    for c in vars(requests).values():          # each request type a route answers: one with a kind
+        kind = getattr(c, "kind", None)
+        if inspect.isclass(c) and dataclasses.is_dataclass(c) and isinstance(kind, str):
+            kinds[kind] = c
+    for kind, cls in kinds.items():
+        out += [f"### `POST /api/{kind}` {{#{kind}}}", "", _doc(cls), "", "| field | type | default |", "|---|---|---|"]
         for f in dataclasses.fields(cls):
             if f.name in run_fields:
                 continue
