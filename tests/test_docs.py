@@ -154,6 +154,15 @@ def test_no_page_names_files_the_repository_does_not_have():
         assert "DESIGN.md" not in text and "shared/" not in text, page
 
 
+def test_every_link_of_the_pages_is_internal_so_the_strict_build_checks_it():
+    # issue 40: the notebook's badge once pointed at a GitHub organisation the project does not
+    # control. The pages link only to each other (mkdocs --strict checks those, anchors too)
+    # and to files of the repository (the README's, checked above); nothing to another host.
+    for page in PAGES:
+        external = re.findall(r"\]\((?:https?:)?//[^)]+\)|<https?://[^>]+>|href=\"https?://", page.read_text())
+        assert not external, (page, external)
+
+
 def test_the_accuracy_tables_are_printed_by_scripts_that_exist():
     # the accuracy pages' tables are what these scripts print when the site is built (docs/hooks.py)
     runs = [(page, line) for page in PAGES for line in page.read_text().splitlines() if line.startswith("<!-- run")]
