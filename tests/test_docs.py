@@ -68,6 +68,12 @@ def transcripts() -> list[tuple[str, str, list[str]]]:
 TRANSCRIPTS = transcripts()
 
 
+def _files_of(page: str) -> dict[str, str]:
+    """The files a page gives to save (a ```toml block whose first line is ``# NAME.toml``)."""
+    blocks = re.findall(r"```toml\n# ([\w.-]+\.toml)\n(.*?)```", (ROOT / page).read_text(), flags=re.S)
+    return {name: body for name, body in blocks}
+
+
 def _argv(command: str) -> list[str]:
     argv = shlex.split(command, comments=True)[1:]
     argv = [str(HF / "llama3-8b-config.json") if a == "./config.json" else a for a in argv]
@@ -98,6 +104,8 @@ def test_the_pages_show_commands_of_every_kind():
                          ids=[f"{p}:{' '.join(c.split()[1:3])}" for p, c, _ in TRANSCRIPTS])
 def test_a_shown_command_prints_what_the_page_shows(cli, page, command, shown, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)      # files the commands write (plots, CSV, profiles) land here
+    for name, body in _files_of(page).items():
+        (tmp_path / name).write_text(body)      # a file the page tells the reader to save
     argv = _argv(command)
     lines = [_shown(s) for s in shown if s.strip() and not s.strip().startswith(ELIDED)]
     run = cli(*argv)
