@@ -1,0 +1,5 @@
+// MathJax settings for pymdownx.arithmatex (generic mode): \( \) inline, \[ \] display.
+window.MathJax = {
+  tex: { inlineMath: [["\\(", "\\)"]], displayMath: [["\\[", "\\]"]], processEscapes: true, processEnvironments: true },
+  options: { ignoreHtmlClass: ".*|", processHtmlClass: "arithmatex" }
+};
