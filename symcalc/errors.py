@@ -119,6 +119,11 @@ class NoSolutionError(SymcalcError):
     kind = "no_solution"
 
 
+class NoFitError(NoSolutionError):
+    """An inverse question (the largest batch, the fewest GPUs) whose memory parts already
+    exceed the capacity at any value: nothing fits. A solve says which options would fit."""
+
+
 class NotDeterminedError(NoSolutionError):
     """The equations hold for a whole range of the unknown (a plateau of Min/Max, a term a
     zero default removes): these values do not pin it down. Not "no value satisfies"."""

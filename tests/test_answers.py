@@ -342,7 +342,14 @@ def test_a_gpu_count_that_cannot_fit_names_the_question_and_the_part(cli):
               "micro_batch_size=1", "--option", "zero_stage=3")
     assert run.code == 2
     assert run.err.startswith("error: no value of n_gpus fits: activation_memory = ")
-    assert run.err.rstrip().endswith("the largest part is activation_memory")
+    # and which option the planner searches would fit: full recomputation keeps one layer input
+    # a layer (80 x 2 s h bytes = 10.7 GB), with the GPU count solve gives under it
+    said, hint = run.err.rstrip().split("; it fits with ")
+    assert said.endswith("the largest part is activation_memory")
+    full = cli("solve", "n_gpus", "--model", "llama3-70b", "--hardware", "h100", "memory_headroom=0GB",
+               "micro_batch_size=1", "--option", "zero_stage=3", "--option", "recompute=full", "--json")
+    import json
+    assert hint.startswith(f"--option recompute=full (n_gpus = {json.loads(full.out)['value']:g})")
 
 
 def test_does_it_fit_under_check(cli):

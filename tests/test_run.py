@@ -108,3 +108,17 @@ def test_a_gpu_count_from_a_throughput_is_not_the_layouts_defaults():
               hardware="h100")
     assert r.value == 25 and r.exact == pytest.approx(6 * 8030261248 * 2e5 / (0.4 * 989.4e12), rel=1e-4)
     assert any("degrees_gpus" in w and "dp = 8, n_gpus = 25" in w for w in r.warnings)
+
+
+def test_when_nothing_fits_the_options_plan_searches_are_named_with_what_they_give():
+    # Llama 3 8B keeps 16 bytes a parameter of model states (128.5 GB) on every GPU with no
+    # optimizer sharding: no micro-batch fits in 80 GB. symcalc plan would shard them; solve says
+    # which searched option makes the question answer, and the answer it gives is the one solve
+    # gives under that option (ZeRO-3 over dp = 8: 128.5 / 8 = 16 GB of states)
+    from symcalc.errors import NoFitError
+    given = {"tp": 1, "dp": 8, "n_gpus": 8, "memory_headroom": "0 GB", "seq_len": "8192 token"}
+    with pytest.raises(NoFitError) as e:
+        solve("micro_batch_size", given, model="llama3-8b", hardware="h100")
+    sharded = solve("micro_batch_size", given, model="llama3-8b", hardware="h100", options={"zero_stage": "3"})
+    assert "model_state_memory = 128.5 GB alone already exceeds" in e.value.message
+    assert f"it fits with --option zero_stage=3 (micro_batch_size = {sharded.value:g})" in e.value.message

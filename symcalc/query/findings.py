@@ -13,7 +13,7 @@ import numpy as np
 
 from symcalc.engine.bounds import outside_of
 from symcalc.engine.derivation import Derivation
-from symcalc.errors import NoSolutionError, NotDeterminedError
+from symcalc.errors import NoFitError, NoSolutionError, NotDeterminedError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library
 from symcalc.query import unused
@@ -142,7 +142,7 @@ def _check_solvable(lib, derivation: Derivation, ev) -> None:
                 # derivation found out (an intermediate's name would only puzzle)
                 target = lib.quantities[derivation.target]
                 within = f" in {target.domain}" if shown == derivation.target else ""
-                raise NoSolutionError(f"no value of {derivation.target}{within} fits: {cause}")
+                raise NoFitError(f"no value of {derivation.target}{within} fits: {cause}")
             raise NoSolutionError(f"no value of {shown} in {q.domain} satisfies {_equations_text(s)} with these values")
 
 
@@ -163,7 +163,7 @@ def _check_fits(lib, derivation: Derivation, values: dict, violations: list[Find
         return
     cause = _out_of_range_input(lib, derivation, derivation.steps[at], values)
     if cause:
-        raise NoSolutionError(f"no value of {derivation.target} fits: {cause}")
+        raise NoFitError(f"no value of {derivation.target} fits: {cause}")
 
 
 def check_displayable(lib, derivation: Derivation, values: dict, target: str, unit: str, factor: float) -> None:

@@ -151,6 +151,14 @@ class Result(Rendered):
     # the run the question is about (symcalc.query.run): workload, stack, presets, groups
     run: Run | None = None
 
+    def run_dict(self) -> dict | None:
+        """The run the question is about (symcalc.query.run) as JSON-ready data, with the links
+        and degrees as this answer took them (a degree it solved for, as rounded); None when
+        the answer has no run (a record made before runs were declared)."""
+        if self.run is None:
+            return None
+        return self.run.as_dict({**self.values, self.target: self.rounded_base}, self.library, answer=self.target)
+
     # -- findings -------------------------------------------------------------------------
     @property
     def sensitivity(self) -> dict[str, float]:

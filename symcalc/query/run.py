@@ -75,16 +75,17 @@ class Run:
     def group(self, name: str) -> Group | None:
         return next((g for g in self.groups if g.name == name), None)
 
-    def as_dict(self, values: Mapping[str, object] | None = None, library=None) -> dict:
+    def as_dict(self, values: Mapping[str, object] | None = None, library=None, answer: str | None = None) -> dict:
         """The record as JSON-ready data; with an answer's ``values`` (base units) and its
-        library, each group's links as the answer took them (display units) and its span."""
+        library, each group's links as the answer took them (display units) and its span; the
+        degree the question asked for (``answer``) is said to be the answer."""
         values = values or {}
         groups = []
         for g in self.groups:
             degree, origin = g.degree, g.origin
             seen = values.get(g.name)
             if degree is None and isinstance(seen, (int, float)):      # follows from the others (dp)
-                degree, origin = float(seen), "derived"
+                degree, origin = float(seen), "the answer" if g.name == answer else "derived"
             entry: dict = {"name": g.name, "degree": degree, "origin": origin}
             sources = dict(g.link_from)
             links: dict = {}

@@ -22,11 +22,12 @@ import pint
 from symcalc.engine.derivation import Derivation, Evaluation
 from symcalc.engine.rounding import round_whole
 from symcalc.engine.routing import Route
-from symcalc.errors import ConflictError, OutOfBoundsError, QueryError, UnderdeterminedError
+from symcalc.errors import ConflictError, NoFitError, OutOfBoundsError, QueryError, UnderdeterminedError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
 from symcalc.query import fit, stacks, unused
+from symcalc.query.nofit import with_fitting_options
 from symcalc.query.conflicts import (
     assumed_by,
     contradicts,
@@ -139,9 +140,13 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     satisfies the equations; NotDeterminedError: a whole range does), ConflictError and
     OutOfBoundsError.
     """
-    result = _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
-                    hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
-                    rounding=rounding, brief=False)
+    try:
+        result = _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
+                        hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
+                        rounding=rounding, brief=False)
+    except NoFitError as e:     # nothing fits: which option the planner searches would make it fit
+        raise with_fitting_options(e, library or default_library(), target, {**(given or {}), **values},
+                                   option_mapping(options), solve_unshown, hardware=hardware, model=model) from None
     if sensitivity:
         result.elasticities = sensitivity_of(result)
     return result

@@ -81,7 +81,7 @@ def result_dict(result: Result) -> dict:
         # whether the run fits: its workload's memory at this answer's values (symcalc.query.fit)
         "fit": [finding_dict(f) for f in result.findings if f.kind == "fit"],
         # the run the question is about (symcalc.query.run), with the links the answer took
-        "run": result.run.as_dict(result.values, result.library) if result.run else None,
+        "run": result.run_dict(),
         "conflicts": [dict(c) for c in result.conflicts],
         "out_of_bounds": list(result.violations),
         # the records behind warnings and out_of_bounds: {kind, quantity, values, ...}
