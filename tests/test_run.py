@@ -122,3 +122,19 @@ def test_when_nothing_fits_the_options_plan_searches_are_named_with_what_they_gi
     sharded = solve("micro_batch_size", given, model="llama3-8b", hardware="h100", options={"zero_stage": "3"})
     assert "model_state_memory = 128.5 GB alone already exceeds" in e.value.message
     assert f"it fits with --option zero_stage=3 (micro_batch_size = {sharded.value:g})" in e.value.message
+
+
+def test_a_serving_throughput_target_takes_whole_replicas_of_the_given_tp():
+    # the question: Llama 3 70B at tp 8, batch 64, 4k context, 50,000 token/s in all.
+    # One replica's decode rate (asked on its own) sets the replicas: ceil(50,000 / rate); the
+    # GPUs are 8 a replica (n_gpus = tp x pp x cp x dp with the replicas as dp), never a count
+    # that no layout of tp 8 has
+    import math
+    run = {"tp": 8, "batch_size": 64, "seq_len": "4096 token"}
+    rate = solve("decode_tokens_per_second", run, model="llama3-70b", hardware="h100").base_value
+    want = math.ceil(50000 / rate)
+    target = {**run, "cluster_decode_tokens_per_second": "50000 token/s"}
+    replicas = solve("replicas", target, model="llama3-70b", hardware="h100")
+    gpus = solve("n_gpus", target, model="llama3-70b", hardware="h100")
+    assert replicas.value == want == 13 and gpus.value == 8 * want
+    assert gpus.run.workload == "serving" and gpus.fit[0].startswith("fits: serving_memory_per_gpu")

@@ -372,13 +372,14 @@ MAX_CANDIDATES = 1_000_000      # whole values tried when a solved degree is rou
 
 def nearest_valid(name: str, exact: Any, rounded: Any, how: object, values: Mapping[str, Any]
                   ) -> tuple[Any, Finding | None]:
-    """A whole-number parallel degree solved for (one value; ``search.degrees`` in the data),
-    rounded to the nearest whole value that keeps every rule the data refuses given values for
+    """A whole-number parallel degree, or GPU count, solved for (one value), rounded to the
+    nearest whole value that keeps every rule the data refuses given values for (a GPU count
+    from a throughput a multiple of the given tp: 103 GPUs for replicas of tp 8 is 104)
     (the way ``how`` says: up keeps a limit that needs at least it, down one that needs at most),
     with a finding that says why and which warning rules it still breaks;
     ``rounded`` unchanged, and None, when it already keeps them, is not a degree, or no value
     up to MAX_CANDIDATES does. O(candidates x rules), vectorised."""
-    if name not in space_data()["search"]["degrees"] or np.ndim(exact) or np.ndim(rounded):
+    if np.ndim(exact) or np.ndim(rounded):
         return rounded, None
     x = float(exact)
     if not np.isfinite(x) or x > MAX_CANDIDATES / 2:

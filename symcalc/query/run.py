@@ -85,7 +85,9 @@ class Run:
             degree, origin = g.degree, g.origin
             seen = values.get(g.name)
             if degree is None and isinstance(seen, (int, float)):      # follows from the others (dp)
-                degree, origin = float(seen), "the answer" if g.name == answer else "derived"
+                degree = float(seen)
+                origin = ("the answer" if g.name == answer else "derived" if abs(degree - round(degree)) < 1e-9
+                          else "derived from the unrounded answer")
             entry: dict = {"name": g.name, "degree": degree, "origin": origin}
             sources = dict(g.link_from)
             links: dict = {}
@@ -144,7 +146,9 @@ def declare(library, *, options: Mapping[str, str], settled: Iterable[str], foot
     Complexity: one pass over the workloads (cached per library) and the declared groups.
     """
     knowns, defaults = knowns or {}, defaults or {}
-    chosen = fit.decide(library, options, settled, footprint)
+    # the layout is every workload's: what decides one is the rest of what the question reaches
+    shared = set(space_data()["question"].get("shared", ()))
+    chosen = fit.decide(library, options, settled, set(footprint) - shared)
     given = any(w.option in set(settled) for w in chosen)
     named = {p.kind: p.key for p in presets}
     groups = tuple(Group(name, *_degree(name, knowns, defaults), links, per_node,

@@ -37,7 +37,7 @@ from symcalc.query.conflicts import (
 )
 from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
-from symcalc.query.layout_rules import answer_breaks, nearest_valid
+from symcalc.query.layout_rules import answer_breaks, nearest_valid, space_data
 from symcalc.query.limits import round_to_limits
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured
 from symcalc.query.question import Posed, check_hardware_dtypes, option_mapping, output_unit, pose, read_given
@@ -203,8 +203,13 @@ def _solve(target, given, values: Mapping[str, object], *, options, to, library,
     if tq.whole and rounding is None:
         rounded, how, reason = round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, posed.options,
                                                _solve_again)
-        # a layout degree rounds to a value the planner's structure rules allow (tp = 5.3 on 64 heads: 4)
-        rounded, ruled = nearest_valid(tq.name, exact, rounded, how, {k: g.magnitude for k, g in knowns.items()})
+        # a layout degree rounds to a value the planner's structure rules allow (tp = 5.3 on 64
+        # heads: 4); so does any whole answer whose derivation solves a degree on the way (a GPU
+        # count from replicas of tp 8: 103 is 104). One that solves none (seed 004's GPU count
+        # from a per-GPU rate, beside a given dp) is a count, not a layout: a rule it breaks is said
+        degrees = space_data()["search"]["degrees"]
+        if tq.name in degrees or any(n in degrees for s in derivation.steps for n in s.unknowns):
+            rounded, ruled = nearest_valid(tq.name, exact, rounded, how, {k: g.magnitude for k, g in knowns.items()})
         layout_breaks = answer_breaks(tq.name, rounded, {k: g.magnitude for k, g in knowns.items()})
     else:
         rounded = round_whole(exact, how)
