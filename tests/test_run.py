@@ -138,3 +138,20 @@ def test_a_serving_throughput_target_takes_whole_replicas_of_the_given_tp():
     gpus = solve("n_gpus", target, model="llama3-70b", hardware="h100")
     assert replicas.value == want == 13 and gpus.value == 8 * want
     assert gpus.run.workload == "serving" and gpus.fit[0].startswith("fits: serving_memory_per_gpu")
+
+
+def test_the_collective_family_runs_over_the_data_parallel_groups_link():
+    # a 1 GB tensor over 8 ranks at 100 GB/s: every rank moves (8-1)/8 GB in an AllGather, a
+    # ReduceScatter or an AllToAll (NCCL's bus-bandwidth factor (n-1)/n), 8.75 ms, and twice that
+    # in an AllReduce, which is a ReduceScatter then an AllGather; and back, the size from the time
+    given = {"message_size": "1 GB", "n_gpus": 8, "link_bandwidth": "100 GB/s"}
+    for name in ("allgather_time", "reducescatter_time", "alltoall_time"):
+        assert solve(name, given).base_value == pytest.approx(0.875e9 / 100e9), name
+    assert solve("allreduce_time", given).base_value == pytest.approx(2 * 0.875e9 / 100e9)
+    back = solve("message_size", {"allgather_time": "8.75 ms", "n_gpus": 8, "link_bandwidth": "100 GB/s"})
+    assert back.base_value == pytest.approx(1e9)
+    # on H100s, 64 data-parallel ranks span 8 nodes: the group's link is its NICs (8 ranks a node
+    # x 47 GB/s = 376 GB/s of bus bandwidth), with 63 inter-node steps of 10 us
+    a2a = solve("alltoall_time", {"message_size": "1 GB", "dp": 64}, hardware="h100")
+    assert a2a.values["dp_link_bandwidth"] == pytest.approx(8 * 47e9)
+    assert a2a.base_value == pytest.approx(1e9 * 63 / 64 / a2a.values["dp_link_bandwidth"] + 63 * 10e-6, rel=1e-6)
