@@ -133,3 +133,40 @@ def test_output_discarding_reruns_the_memory_bound_work():
     assert od.values["elementwise_passes"] == 3.5 and none.values["elementwise_passes"] == 2.5
     assert od.values["score_passes"] == none.values["score_passes"]
     assert od.value > none.value
+
+
+def test_fp8_keeps_gemm_only_inputs_in_one_byte_under_transformer_engine_not_torchao():
+    # Transformer Engine's Linear keeps its FP8-cast input for the weight gradient; torchao's
+    # Float8Linear keeps the bf16 input and casts again. Llama 3 8B at tp 1, 4096 tokens: the two
+    # norms' outputs (2 x 4096) and SwiGLU's product (14336) drop from 2 bytes to 1 a token.
+    given = dict(tp=1, pp=1, dp=8, micro_batch_size=1, seq_len="4096 token")
+    key = "activation_memory_per_layer"
+    bf16 = run(key, given, {"recompute": "none"}, "llama3-8b").values[key]
+    te = run(key, given, {"recompute": "none", "precision": "fp8", "fp8_recipe": "delayed"}, "llama3-8b").values[key]
+    ao = run(key, given, {"recompute": "none", "precision": "fp8", "fp8_recipe": "tensorwise"}, "llama3-8b").values[key]
+    assert bf16 - te == pytest.approx(4096 * (2 * 4096 + 14336))
+    assert ao == pytest.approx(bf16)
+
+
+def test_deepseek_v3_as_its_report_runs_it_keeps_under_half_the_bf16_layer():
+    # DeepSeek-V3 report: RMSNorm and MLA up-projections recomputed (3.2.3), the experts'
+    # activation recomputed from its cached input (3.3.2), Linear inputs cached in FP8 (3.3.2).
+    # Per token at tp 1, averaged over the 61 layers (3 dense):
+    saved = (3 * 55296 + 58 * 112640) / 61                      # ffn_saved_width
+    gemm = (3 * 18432 + 58 * (8 * (2048 + 7168) + 2048)) / 61   # of it, GEMM-only inputs (1 byte)
+    moe_act = 58 * 8 * 2048 / 61                                # experts' activation outputs, freed
+    kept = (2 * 2 * 7168                                        # norms' inputs, bf16 (outputs freed)
+            + 2 * (81920 - 63424) + 2 * (saved - gemm) + (gemm - moe_act)
+            + 4 * 128)                                          # latents + attention output, lse
+    opts = {"zero_stage": "1", "recompute": "selective", "selective_recompute": "output_discarding",
+            "precision": "fp8", "fp8_recipe": "blockwise"}
+    r = run("total_memory_per_gpu", DSV3, opts, "deepseek-v3", "h800")
+    assert r.values["activation_memory_per_layer"] == pytest.approx(4096 * kept, rel=1e-9)
+    # 1F1B over pp 16: 16 micro-batches of 61/16 layers
+    assert r.values["activation_memory"] == pytest.approx(16 * 61 / 16 * 4096 * kept, rel=1e-9)
+    # without any of it (bf16, nothing recomputed): norms 4 x 2 x 7168, attention 2 x 81,920,
+    # the FFN 2 x saved, the lse: 441,335 bytes a token against 197,280
+    bf16 = run("activation_memory_per_layer", DSV3, {"zero_stage": "1", "recompute": "none"}, "deepseek-v3", "h800")
+    whole = 4 * 2 * 7168 + 2 * (81920 + saved) + 4 * 128
+    assert bf16.values["activation_memory_per_layer"] == pytest.approx(4096 * whole, rel=1e-9)
+    assert kept / whole < 0.45
