@@ -64,6 +64,13 @@ def test_dualpipe_holds_pp_plus_one_on_either_end():
     for target in ("inflight_microbatches", "last_stage_inflight_microbatches"):
         r = symcalc.solve(target, {"pp": 16}, options={"pipeline_schedule": "dualpipe", "stack": "textbook"})
         assert r.value == 17
+    # either end rank ends one direction and feeds the other: the loss of a micro-batch comes
+    # on top of its PP + 1 (DeepSeek-V3 report 3.2.3: embedding and output head on one rank)
+    r = symcalc.solve("total_memory_per_gpu", dict(tp=1, pp=4, dp=2, micro_batch_size=1, seq_len="4096 token"),
+                      options={"pipeline_schedule": "dualpipe", "stack": "textbook", "memory_figure": "allocated",
+                               "attention_kernel": "flash"}, model="llama3-8b")
+    assert r.values["inflight_microbatches"] == 5
+    assert r.values["loss_memory_excess"] == pytest.approx(r.values["loss_memory"])
 
 
 QWEN = dict(tp=2, pp=8, virtual_stages=4, ep=32, dp=16, micro_batch_size=1, seq_len="4096 token",
