@@ -155,3 +155,15 @@ def test_the_collective_family_runs_over_the_data_parallel_groups_link():
     a2a = solve("alltoall_time", {"message_size": "1 GB", "dp": 64}, hardware="h100")
     assert a2a.values["dp_link_bandwidth"] == pytest.approx(8 * 47e9)
     assert a2a.base_value == pytest.approx(1e9 * 63 / 64 / a2a.values["dp_link_bandwidth"] + 63 * 10e-6, rel=1e-6)
+
+
+def test_a_given_achievable_hbm_rate_is_decodes_rate_not_the_presets_measured_one():
+    # the H100 preset's decode figure (1.905 TB/s, a measured batch-1 decode) describes the same
+    # fact as a given achievable_hbm_bandwidth: the user's value wins, and the answer says which
+    # figure it replaced. Batch 1 of Llama 3 8B at 1k context reads 16.06 GB of bf16 weights and
+    # 1024 x 128 KiB of KV cache each step: (16.06e9 + 0.134e9) / 3e12 = 5.398 ms at 3 TB/s
+    r = solve("decode_memory_time", {"batch_size": 1, "seq_len": "1024 token", "achievable_hbm_bandwidth": "3 TB/s"},
+              model="llama3-8b", hardware="h100")
+    assert r.values["decode_hbm_bandwidth"] == pytest.approx(3e12)
+    assert r.base_value == pytest.approx((2 * 8030261248 + 1024 * 131072) / 3e12, rel=1e-6)
+    assert any(n.startswith("decode_hbm_bandwidth: hardware h100_sxm's 1.905 TB/s is not used") for n in r.notes)

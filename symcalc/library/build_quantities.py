@@ -27,7 +27,7 @@ ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in", "exposed_part_of",
-                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "usual",
+                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "yields_to", "usual",
                  "source_error"}
 GIVEN_IS = ("at_most", "at_least")
 
@@ -110,6 +110,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         exposed_part_of=table.get("exposed_part_of"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
         not_above=_names(table.get("not_above", []), where, "not_above"),
+        yields_to=_names(table.get("yields_to", []), where, "yields_to"),
         warn_above=_names(table.get("warn_above", []), where, "warn_above"), usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 
@@ -146,7 +147,7 @@ def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
                                   or quantities[total].dim != q.dim):
             raise LibraryError(f"{q.file}: quantity '{q.name}': exposed_part_of names {total!r}, which is not a "
                                "declared quantity of the same dimension")
-        for other in (*q.not_above, *q.warn_above):
+        for other in (*q.not_above, *q.warn_above, *q.yields_to):
             if other not in quantities or quantities[other].dim != q.dim:
                 raise LibraryError(f"{q.file}: quantity '{q.name}': not_above names {other!r}, which is not a "
                                    "declared quantity of the same dimension")

@@ -60,6 +60,9 @@ def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], 
                 raise LibraryError(f"preset {preset.key} sets '{name}', which the formula library does not define")
             if (name == target and name not in preset.published) or name in given or name in out:
                 continue
+            yielded = [n for n in lib.quantities[name].yields_to if n in given and not given[n].origin]
+            if yielded:         # the user's own value of the fact it refines wins (said by the answer)
+                continue
             if name in same:
                 gv = read_value(lib.quantities[name], given[same[name]].text)
                 gv.origin = f"as {same[name]} (given): the same fact as {name} under these options"
@@ -67,6 +70,21 @@ def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], 
                 gv = read_value(lib.quantities[name], text)
                 gv.origin = f"{preset.label}: {source}"
             out[name] = gv
+    return out
+
+
+def yielded(lib: Library, presets: list[Preset], opts: Mapping[str, str], given: Mapping[str, GivenValue],
+            used: Iterable[str]) -> list[str]:
+    """What the answer says of each preset figure a given value replaced (``yields_to``): the
+    figure, the preset and the given value that stands for it, for those the answer ``used``."""
+    dtype, used, out = lib.compute_dtype(opts), set(used), []
+    for preset in presets:
+        for name, (text, _) in preset.resolve(dict(opts), dtype).items():
+            q = lib.quantities.get(name)
+            mine = [n for n in (q.yields_to if q else ()) if n in given and not given[n].origin]
+            if mine and name in used and name not in given:
+                out.append(f"{name}: {preset.label}'s {text} is not used; the given {mine[0]} = {given[mine[0]].text} "
+                           f"stands for it (give {name} to set it apart)")
     return out
 
 

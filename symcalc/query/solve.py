@@ -39,7 +39,7 @@ from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, space_data
 from symcalc.query.limits import round_to_limits
-from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured
+from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
 from symcalc.query.question import Posed, check_hardware_dtypes, option_mapping, output_unit, pose, read_given
 from symcalc.query.results import Result, StepView, later, sentences
 from symcalc.query.sensitivity import sensitivity_of
@@ -388,7 +388,8 @@ def _record(lib: Library, tq, posed: Posed, derivation: Derivation, defaults_use
                   rounding_reason={k: v for k, v in (reason or {}).items() if k != "clash"} or None,
                   assumptions=_assumptions(lib, defaults_used, ev.values, relevant, posed),
                   stacks={name: name in posed.settled for name in sorted(posed.in_force)}, run=posed.run,
-                  notes=[f"option {imp.reason()}" for imp in posed.resolved.implied],
+                  notes=[f"option {imp.reason()}" for imp in posed.resolved.implied]
+                  + yielded(lib, presets, opts, posed.knowns, ev.values),
                   unused=[u for u in derivation.route.unused if u != tq.fits_in],
                   findings=[f for f in findings if not f.violation] + violations,
                   conflicts=[{k: v for k, v in c.items() if k != "finding"} for c in found])
