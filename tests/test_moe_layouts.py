@@ -84,3 +84,39 @@ def test_deepseek_v3_step_time_against_the_measured_one():
     assert planned == pytest.approx(measured, rel=0.15)
     assert _solve(ep_comm_overlap="false") > planned * 1.2
     assert _solve(pipeline_schedule="1f1b") > planned
+
+
+def test_qwen3_recipe_is_in_the_planners_space():
+    """NVIDIA's Qwen3-235B H100 recipe (Megatron-Bridge qwen3_moe_perf.py, 256 H100s: tp2 pp8 vp4
+    ep32, mbs1, global batch 8,192): the planner with those degrees fixed counts it valid (dp =
+    256 / 16 = 16; ep32 x etp1 divides tp x dp = 32; 94 layers over pp8: 12 slots a stage, 96 in
+    all, 2 empty or none with the embedding and the loss; vp4 divides the 12): one layout
+    searched, one valid, no rule rejecting it. (Whether it fits is the activation model's
+    question, the one rejection memory's if any: the closest layout named is this one.)"""
+    p = symcalc.plan("qwen3-235b", "h100", 256, global_batch_size=8192, top=3, tp=2, pp=8, cp=1, ep=32,
+                     virtual_stages=4, micro_batch_size=1,
+                     options={"zero_stage": "1", "recompute": "none", "sequence_parallel": "true"})
+    assert (p.searched, p.valid) == (1, 1)
+    assert set(k for k, v in p.rejected.items() if v) <= {"does not fit in gpu_memory - memory_headroom"}
+    row = (p.rows or p.closest)[0]
+    assert (row.layout["dp"], row.layout["ep"], row.layout["etp"], row.layout["virtual_stages"]) == (16, 32, 1, 4)
+
+
+def test_expert_ranks_of_a_node_follow_the_expert_grid():
+    """Megatron-Core orders the expert ranks tp-ep-dp-pp with tp = etp: an EP group's ranks in a
+    node are every etp-th GPU, 8 / etp of them (at most ep). tp2 etp1 ep32: 8; etp left to its
+    default (tp = 2): 4."""
+    given = {"ep": 32, "tp": 2, "cp": 1, "gpus_per_node": 8}
+    assert float(symcalc.solve("ep_ranks_per_node", {**given, "etp": 1}).base_value) == 8
+    assert float(symcalc.solve("ep_ranks_per_node", given).base_value) == 4
+
+
+def test_the_planner_runs_the_stacks_one_chunk_schedule():
+    """Under hai-llm (DeepSeek's DualPipe) a one-chunk layout is asked as DualPipe, and its
+    re-check says so; the stack runs no interleaved schedule, so none is searched."""
+    p = symcalc.plan("deepseek-v3", "h800", 2048, global_batch_size=15360, top=2, tp=1, pp=16, ep=64,
+                     micro_batch_size=1, options={"stack": "hai-llm", "precision": "fp8", "zero_stage": "1",
+                                                   "recompute": "full", "sequence_parallel": "false"})
+    assert p.rows and all(r.options["pipeline_schedule"] == "dualpipe" for r in p.rows)
+    assert all(r.layout["virtual_stages"] == 1 for r in p.rows)
+    assert "pipeline_schedule=dualpipe" in p.rows[0].command
