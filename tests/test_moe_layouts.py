@@ -120,3 +120,16 @@ def test_the_planner_runs_the_stacks_one_chunk_schedule():
     assert p.rows and all(r.options["pipeline_schedule"] == "dualpipe" for r in p.rows)
     assert all(r.layout["virtual_stages"] == 1 for r in p.rows)
     assert "pipeline_schedule=dualpipe" in p.rows[0].command
+
+
+def test_a_tp_rank_dispatches_its_sequence_shard():
+    """Megatron-Core runs EP with TP only under sequence parallelism: a TP rank's MoE input is its
+    1/tp of the micro-batch's tokens, so at the same EP group layout (etp 1: 8 ranks a node
+    either way) the all-to-all of one layer takes half as long at tp2 as at tp1."""
+    given = {"ep": 32, "etp": 1, "cp": 1, "gpus_per_node": 8, "micro_batch_size": 1, "seq_len": "4096 token",
+             "d_model": 4096, "n_experts": 128, "n_experts_activated": 8, "nic_bandwidth": "50 GB/s",
+             "nvlink_bandwidth": "450 GB/s"}
+    opts = {"architecture": "moe", "recompute": "none", "ep_dispatcher": "all_to_all"}
+    one = symcalc.solve("ep_comm_time_per_layer", {**given, "tp": 1}, options=opts, hardware="h100")
+    two = symcalc.solve("ep_comm_time_per_layer", {**given, "tp": 2}, options=opts, hardware="h100")
+    assert float(two.base_value) == pytest.approx(float(one.base_value) / 2, rel=1e-12)
