@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from symcalc.errors import BadOptionValueError
+from symcalc.library.loading import default_library
 from symcalc.planner import dims
 from symcalc.planner.space import searched_options
 
@@ -64,10 +65,11 @@ def _refuse(option: str, value: str, stack: str, stack_value: str, allowed: tupl
                               f"(it runs: {', '.join(allowed)})")
 
 
-def one_chunk_schedule(library: Library, options: dict[str, str]) -> str:
+def one_chunk_schedule(library: Library | None, options: dict[str, str]) -> str:
     """The pipeline schedule of a layout with one chunk a GPU (virtual_stages = 1): the one the
     question fixes (--option pipeline_schedule=dualpipe), else the stack's (hai-llm runs DualPipe),
     else the option's default (1F1B). Above one chunk the layout is interleaved."""
+    library = library or default_library()
     option = dims.schedule().schedule_option or "pipeline_schedule"
     given = options.get(option)
     if given and given != "interleaved":
