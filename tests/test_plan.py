@@ -61,13 +61,16 @@ def test_rules_count_every_layout_once_as_a_plain_loop_does():
 
 
 def test_uneven_pipeline_rule_admits_llama3_405b_split():
-    """126 layers: pp = 16 (16 x 8 = 128 slots, 2 empty: Llama 3's split) is valid, pp = 5
-    (5 x 26 = 130, 4 empty) is not; with uneven_pp=False neither is."""
+    """126 layers: pp = 16 (16 x 8 = 128 slots, 2 empty: Llama 3's split) is valid; pp = 5 is
+    5 x 26 = 130 slots for 126 layers (4 empty), but for 126 + 2 with the embedding and the loss
+    counted as a layer each (Megatron-Core's account_for_embedding/loss_in_pipeline_split) 2 empty:
+    valid; pp = 20 is 140 slots, 14 or 12 empty either way: not; with uneven_pp=False only pp
+    dividing 126 is."""
     from symcalc.planner.space import pp_splits_layers
     s = Shape(n_gpus=16384, gpus_per_node=8, n_heads=128, n_kv_heads=8, n_layers=126, seq_len=8192,
               global_batch_size=2048)
-    got = pp_splits_layers({"pp": np.array([16, 5, 2, 126, 128])}, s)
-    assert got.tolist() == [True, False, True, True, False]
+    got = pp_splits_layers({"pp": np.array([16, 5, 20, 2, 126, 128])}, s)
+    assert got.tolist() == [True, True, False, True, True, False]
     even = Shape(**{**s.__dict__, "uneven_pp": False})
     assert pp_splits_layers({"pp": np.array([16, 2])}, even).tolist() == [False, True]
 
@@ -209,7 +212,7 @@ def test_cli_errors_are_one_line(cli):
     assert run.code == 2 and json.loads(run.out)["error"]["message"].startswith("--by cost needs")
     # a NAME=VALUE spelled like one of plan()'s keywords is a value, not that keyword
     run = cli("plan", "--model", "llama2-7b", "--hardware", "h100", "--gpus", "8", "top=3")
-    assert run.code == 2 and run.err.strip() == "error: unknown quantity 'top'. Did you mean: tp?"
+    assert run.code == 2 and run.err.strip() == "error: unknown quantity 'top'. Did you mean: tp, etp?"
 
 
 def test_nothing_fits_says_what_is_closest_and_what_would_fit(cli):
@@ -238,13 +241,14 @@ def test_deadline_picks_the_fewest_gpus(small_plan):
 def test_a_deadline_over_a_range_tries_every_node_multiple_between_the_coarse_counts():
     """Llama 2 7B, 96 sequences a step, 2.5 days for 2e11 tokens over 8:128 H100s: the coarse
     counts (8, 16, 24, 32, 48, 64, 96, 128) miss up to 64 and meet at 96. Between them the node
-    multiples 72, 80 and 88 are candidates; 80 = 2^4 x 5 has no valid layout (dp divides 96 and
-    cp the sequence, so pp would carry the 5: 5, 10, 20, 40 or 80 stages, none splitting 32 layers
-    with at most 2 empty slots), so 72 and 88 are searched, and 96 stays the fewest that meets."""
+    multiples 72, 80 and 88 are candidates, each with a valid layout (80 = 2^4 x 5: dp divides 96
+    and cp the sequence, so pp carries the 5: pp5 splits 32 layers with the embedding and the loss
+    counted as a layer each, 34 over 5 x 7 = 35 slots, one empty), so they are searched, and 96
+    stays the fewest that meets."""
     r = symcalc.plan("llama2-7b", "h100", "8:128", global_batch_size=96, tokens="2e11 token", deadline="2.5 day",
                      options={"zero_stage": "1", "recompute": "none", "sequence_parallel": "false"})
     tried = [sc.n_gpus for sc in r.scan]
-    assert {72, 88} <= set(tried) and 80 not in tried
+    assert {72, 80, 88} <= set(tried)
     assert tried == sorted(tried)
     assert r.goal["chosen_gpus"] == 96
     assert min(sc.n_gpus for sc in r.scan if sc.meets) == 96
@@ -253,7 +257,7 @@ def test_a_deadline_over_a_range_tries_every_node_multiple_between_the_coarse_co
 
 def test_a_budget_over_a_range_tries_the_counts_where_it_runs_out():
     """The same run with a $9,200 budget at $2 an hour: 64 GPUs stay within it and 96 do not, so
-    the node multiples between them with a valid layout (72 and 88, as above) are searched too;
+    the node multiples between them with a valid layout (72, 80 and 88, as above) are searched too;
     the plan is the fastest of every count tried that stays within the budget. (By the model's
     own step times: with the frontier, 64 GPUs' best is ranked at the best MFU published for
     H100 and costs more than 96 GPUs', and the boundary moves; the mechanism is the same.)"""
@@ -261,7 +265,7 @@ def test_a_budget_over_a_range_tries_the_counts_where_it_runs_out():
                      gpu_hour_price="2 USD/hour", frontier=False,
                      options={"zero_stage": "1", "recompute": "none", "sequence_parallel": "false"})
     tried = {sc.n_gpus: sc for sc in r.scan}
-    assert {72, 88} <= set(tried) and 80 not in tried
+    assert {72, 80, 88} <= set(tried)
     assert tried[64].meets and not tried[96].meets
     within = [sc for sc in r.scan if sc.meets]
     assert all(sc.best.metrics["total_cost"] <= 9200 for sc in within)
@@ -321,18 +325,20 @@ Z3 = {"zero_stage": "3", "recompute": "full", "sequence_parallel": "false", "pip
 
 def test_mixtral_searches_expert_parallelism(cli):
     """Mixtral 8x7B (8 experts) on 32 H100s, tp = pp = 1 fixed, batch 32 x 4096, ZeRO-3: cp x dp
-    = 32 gives six (cp, dp) pairs, each with ep in the divisors of 8 {1, 2, 4, 8}: 24 layouts.
-    ep must divide dp: dp = 32, 16, 8 keep all four, dp = 4 three, 2 two, 1 one: 18 kept, 6
-    rejected, each taking its 6 micro-batch sizes (the divisors of 32) with it: 36 counted.
+    = 32 gives six (cp, dp) pairs, each with ep in the divisors of 8 {1, 2, 4, 8} (etp 1, the
+    planner's): 24 layouts. Megatron-Core's expert grid needs ep x etp to divide tp x cp x dp = 32,
+    which every ep up to 8 does: none is rejected, and ep spans cp x dp, not dp alone (ep8 over
+    dp1 cp32 stays; the old rule 'ep divides dp' rejected 6 such layouts x 6 micro-batch sizes).
     Memory by hand: ZeRO-3 shards the 16 bytes a parameter of mixed-precision Adam (2 weight +
     2 gradient + 4 master + 8 moments) over dp x cp = 32 GPUs: 46,702,792,704 x 16 / 32 =
     23,351,396,352 bytes, whatever ep is."""
     p = symcalc.plan("mixtral-8x7b", "h100", 32, global_batch_size=32, seq_len="4096 token", options=dict(Z3),
                      top=5, tp=1, pp=1)
-    assert p.rejected["ep does not divide dp (experts are spread over data-parallel ranks)"] == 6 * 6
+    assert not p.rejected.get("ep x etp does not divide tp x cp x dp (Megatron-Core: etp x ep x pp must divide "
+                              "the GPU count)")
     a = p.pareto
     pairs = set(zip(a["ep"].tolist(), a["dp"].tolist(), strict=True))
-    assert pairs == {(ep, dp) for dp in (1, 2, 4, 8, 16, 32) for ep in (1, 2, 4, 8) if dp % ep == 0}
+    assert (8, 1) in pairs and pairs <= {(ep, dp) for dp in (1, 2, 4, 8, 16, 32) for ep in (1, 2, 4, 8)}
     assert all("ep" in r.layout for r in p.rows) and p.best.layout["ep"] > 1
     for r in p.rows:
         assert r.memory_parts["model_state_memory"] == pytest.approx(46702792704 * 16 / 32, rel=1e-12)
@@ -354,7 +360,7 @@ def test_plot_csv_html(small_plan, tmp_path):
     small_plan.to_csv(str(csv))
     lines = csv.read_text().splitlines()
     assert len(lines) == 1 + len(small_plan.rows) and lines[0].startswith("rank,tp,pp")
-    assert float(lines[1].split(",")[13]) == pytest.approx(small_plan.rows[0].step_time, rel=1e-8)
+    assert float(lines[1].split(",")[14]) == pytest.approx(small_plan.rows[0].step_time, rel=1e-8)
     html = small_plan._repr_html_()
     assert html.startswith("<table>") and small_plan.rows[0].label() in html
 

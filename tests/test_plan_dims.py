@@ -38,9 +38,10 @@ def test_a_rows_questions_and_groups_follow_the_declaration():
     lay = {"tp": 2, "pp": 2, "cp": 1, "dp": 4, "ep": 1, "micro_batch_size": 2, "virtual_stages": 1}
     assert dims.given_names(set(dims.present(False)), lay) == \
         ("tp", "pp", "cp", "dp", "n_gpus", "micro_batch_size", "global_batch_size", "seq_len")
-    assert dims.given_names(set(dims.present(True)), {**lay, "virtual_stages": 3})[-2:] == ("virtual_stages", "ep")
-    assert dims.grouped() == ("tp", "pp", "cp", "dp", "ep", "virtual_stages")
-    assert dims.parallel() == ("tp", "pp", "cp", "ep")      # dp follows from the rest: not counted
+    assert dims.given_names(set(dims.present(True)), {**lay, "virtual_stages": 3, "etp": 1})[-3:] == \
+        ("virtual_stages", "ep", "etp")
+    assert dims.grouped() == ("tp", "pp", "cp", "dp", "ep", "etp", "virtual_stages")
+    assert dims.parallel() == ("tp", "pp", "cp", "ep", "etp")      # dp follows from the rest: not counted
 
 
 def test_the_simplest_first_keys_count_parallel_dimensions_and_zero3():
@@ -48,11 +49,11 @@ def test_the_simplest_first_keys_count_parallel_dimensions_and_zero3():
     searched = {"zero_stage": ("0", "1", "2", "3"), "recompute": ("none", "selective", "full"),
                 "sequence_parallel": ("false", "true")}
     cols = {"tp": np.array([2, 1]), "pp": np.array([1, 1]), "cp": np.array([1, 1]), "ep": np.array([1, 1]),
-            "zero_stage": np.array([3, 1]), "recompute": np.array([0, 0]), "virtual_stages": np.array([1, 1]),
+            "etp": np.array([1, 1]), "zero_stage": np.array([3, 1]), "recompute": np.array([0, 0]), "virtual_stages": np.array([1, 1]),
             "sequence_parallel": np.array([0, 0])}
     count, *rest = dims.simplest_order(cols, searched)
     assert list(count) == [2, 0]
-    assert [list(r) for r in rest] == [[1, 1], [1, 1], [3, 1], [0, 0], [1, 1], [0, 0]]
+    assert [list(r) for r in rest] == [[1, 1], [1, 1], [1, 1], [3, 1], [0, 0], [1, 1], [0, 0]]
 
 
 def test_regimes_are_matched_on_the_declared_validation_keys():

@@ -26,6 +26,7 @@ import numpy as np
 from symcalc import cache
 from symcalc.planner import dims
 from symcalc.planner.space import Space, searched_options, space_data
+from symcalc.planner.stacks import one_chunk_schedule
 from symcalc.query.reuse import together
 from symcalc.query.solve import solve_unshown
 
@@ -77,9 +78,12 @@ def layout_names(has: tuple[str, ...], layout: Mapping[str, int]) -> tuple[str, 
     return dims.given_names(set(has), layout)
 
 
-def options_of(indices: dict[str, int], interleaved: bool, searched: dict[str, tuple[str, ...]]) -> dict[str, str]:
-    """The options of one combination: ``indices`` into each searched option's values."""
-    return {**{k: searched[k][int(indices[k])] for k in searched}, "pipeline_schedule": SCHEDULES[int(interleaved)]}
+def options_of(indices: dict[str, int], interleaved: bool, searched: dict[str, tuple[str, ...]],
+               single: str = SCHEDULES[0]) -> dict[str, str]:
+    """The options of one combination: ``indices`` into each searched option's values; the
+    schedule interleaved, or ``single``, the run's one-chunk schedule (1F1B, or the stack's DualPipe)."""
+    return {**{k: searched[k][int(indices[k])] for k in searched},
+            "pipeline_schedule": SCHEDULES[1] if interleaved else single}
 
 
 def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) -> dict:
@@ -95,8 +99,8 @@ def row_given(columns: dict, i: int, moe: bool, shape_batch: int, seq_len: int) 
     return out
 
 
-def row_options(columns: dict, i: int, searched: dict[str, tuple[str, ...]]) -> dict[str, str]:
-    return options_of({k: columns[k][i] for k in searched}, bool(dims.interleaved(columns, i)), searched)
+def row_options(columns: dict, i: int, searched: dict[str, tuple[str, ...]], single: str = SCHEDULES[0]) -> dict[str, str]:
+    return options_of({k: columns[k][i] for k in searched}, bool(dims.interleaved(columns, i)), searched, single)
 
 
 def combination_key(columns: dict, radices: dict[str, int]) -> np.ndarray:
@@ -159,7 +163,7 @@ def _templates(columns: dict, first: int, q: Question, global_batch_size: int,
                seq_len: int) -> tuple[Result, Result]:
     """(step time Result, memory Result) of the layout in row ``first``: the derivations every
     layout of its option combination is evaluated through."""
-    opts = row_options(columns, first, searched_options(q.library))
+    opts = row_options(columns, first, searched_options(q.library), one_chunk_schedule(q.library, q.options))
     given = row_given(columns, first, q.moe, global_batch_size, seq_len)
     return q.solve(STEP_TIME, given, opts, on_bounds="flag"), q.solve(MEMORY, given, opts, on_bounds="flag")
 

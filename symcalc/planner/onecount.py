@@ -17,6 +17,7 @@ from symcalc.planner.evaluate import row_given, row_options
 from symcalc.planner.result import PlanResult, PlanRow
 from symcalc.planner.setup import DEFAULT_BATCH_TOKENS, _Setup
 from symcalc.planner.space import Shape, Space, enumerate_space, searched_options
+from symcalc.planner.stacks import one_chunk_schedule
 from symcalc.planner.validation import Evidence, comm_ratio, judge, regime_ok
 
 
@@ -131,7 +132,7 @@ def _band(s: _Search, i: int) -> int:
 def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:
     c = s.space.columns
     layout = {k: int(c[k][i]) for k in (*dims.present(q.moe), "n_gpus")}
-    opts = row_options(c, i, searched_options(q.library))
+    opts = row_options(c, i, searched_options(q.library), one_chunk_schedule(q.library, q.options))
     row = PlanRow(rank=rank, layout=layout, options=opts, step_time=float(s.ev.step_time[i]),
                   memory=float(s.ev.memory[i]), fits=bool(s.fitting[i]), index=i,
                   planned_time=float(s.planned[i]) if s.planned is not None else float(s.ev.step_time[i]))

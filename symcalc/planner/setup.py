@@ -264,8 +264,9 @@ def _fixed_dims(values: dict, options: dict, all_searched: dict[str, tuple[str, 
             fixed[sched.name] = [1]
         elif schedule == "interleaved":
             fixed[sched.name] = [v for v in fixed.get(sched.name, range(2, MAX_VIRTUAL_STAGES + 1)) if v > 1]
-        else:
-            raise QueryError(f"option {sched.schedule_option}={schedule}: the planner searches 1f1b and interleaved")
+        else:       # another one-chunk schedule (dualpipe): the question's, its value checked there
+            fixed[sched.name] = [1]
+            options[sched.schedule_option] = schedule
     return fixed, searched
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from symcalc.errors import BadOptionValueError
+from symcalc.library.loading import default_library
 from symcalc.planner import dims
 from symcalc.planner.space import searched_options
 
@@ -48,10 +49,11 @@ def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]
                 searched[other] = keep
             elif other == dims.schedule().schedule_option:
                 sched = dims.schedule().name
+                single = one_chunk_schedule(library, options)
                 stages = fixed.get(sched, list(range(1, max_virtual_stages + 1)))
-                kept = [v for v in stages if ("interleaved" if v > 1 else "1f1b") in allowed]
+                kept = [v for v in stages if ("interleaved" if v > 1 else single) in allowed]
                 if not kept:
-                    _refuse(other, "interleaved" if stages[0] > 1 else "1f1b", name, value, allowed)
+                    _refuse(other, "interleaved" if stages[0] > 1 else single, name, value, allowed)
                 fixed[sched] = kept
         requires += [(f"{name}={value} requires {r.condition.text} ({r.why})", r.condition)
                      for r in spec.requires.get(value, ())]
@@ -61,3 +63,20 @@ def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]
 def _refuse(option: str, value: str, stack: str, stack_value: str, allowed: tuple[str, ...]) -> None:
     raise BadOptionValueError(f"option {option}={value} is not supported by {stack}={stack_value} "
                               f"(it runs: {', '.join(allowed)})")
+
+
+def one_chunk_schedule(library: Library | None, options: dict[str, str]) -> str:
+    """The pipeline schedule of a layout with one chunk a GPU (virtual_stages = 1): the one the
+    question fixes (--option pipeline_schedule=dualpipe), else the stack's (hai-llm runs DualPipe),
+    else the option's default (1F1B). Above one chunk the layout is interleaved."""
+    library = library or default_library()
+    option = dims.schedule().schedule_option or "pipeline_schedule"
+    given = options.get(option)
+    if given and given != "interleaved":
+        return given
+    for name in library.stacks:
+        spec = library.options[name]
+        value = spec.option_defaults.get(options.get(name, spec.default), {}).get(option)
+        if value and value != "interleaved":
+            return value
+    return library.options[option].default

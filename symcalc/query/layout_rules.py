@@ -87,6 +87,7 @@ def searched_options(library: Library | None = None) -> dict[str, tuple[str, ...
 MAX_MICRO_BATCH: int = space_data()["defaults"]["max_micro_batch"]
 MAX_VIRTUAL_STAGES: int = space_data()["defaults"]["max_virtual_stages"]
 UNEVEN_PP_SLACK: int = space_data()["defaults"]["uneven_pp_slack"]
+EMBEDDING_LOSS_SLOTS: int = space_data()["defaults"]["embedding_loss_slots"]
 STAGES: tuple[str, ...] = tuple(space_data()["search"]["stages"])
 
 
@@ -139,15 +140,24 @@ def pp_splits_layers(c: dict, s: Shape) -> np.ndarray:
     leaves at most UNEVEN_PP_SLACK layer slots empty (Llama 3 405B: 126 layers over 16 stages
     of 8, the first and the last stage one layer short, as they also hold the embedding and the
     LM head). The step-time and memory formulas then take the library's layers_per_stage =
-    n_layers / pp (pipeline.toml), the mean over the stages."""
+    n_layers / pp (pipeline.toml), the mean over the stages. The layers may also be split with the
+    embedding and the loss counted as one layer each (EMBEDDING_LOSS_SLOTS), on the first and the
+    last stage, as Megatron-Core's account_for_embedding_in_pipeline_split and
+    account_for_loss_in_pipeline_split do: DeepSeek-V3's 61 layers over 16 stages is 63 over 64
+    slots (the 4-layer stages with the first one short of the embedding's slot, the last of the
+    loss's), one slot empty."""
     pp = c.get("pp")
     if pp is None or s.n_layers is None:      # a question that gives no pp, or knows no layers
         return np.asarray(True)
     even = _divides(pp, s.n_layers)
     if not s.uneven_pp:
         return even
-    slots = pp * -(-s.n_layers // pp)
-    return even | ((pp <= s.n_layers) & (slots - s.n_layers <= UNEVEN_PP_SLACK))
+    out = even
+    for extra in (0, EMBEDDING_LOSS_SLOTS):
+        work = s.n_layers + extra
+        slots = pp * -(-work // pp)
+        out = out | ((pp <= s.n_layers) & (slots - work <= UNEVEN_PP_SLACK))
+    return out
 
 
 #: the rules that are procedures, by the name the data file's ``check`` gives them
