@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import zlib
 
 
 import pytest
@@ -99,7 +100,10 @@ def test_every_formula_solves_back_to_its_inputs():
     counts = {"back": 0, "refused": 0, "another law": 0, "no forward": 0}
     wrong = []
     pairs = _pairs()
-    for f, options, lhs, x in pairs[::3] if SCALE == 1 else pairs:
+    # a third of the pairs, chosen by name (not position: a formula added elsewhere must not
+    # reshuffle which pairs the suite runs); SYMCALC_ROUNDTRIP_SCALE=3 runs all of them
+    sample = [p for p in pairs if zlib.crc32(f"{p[0].id}/{p[3]}".encode()) % 3 == 0]
+    for f, options, lhs, x in sample if SCALE == 1 else pairs:
         values = {q: _value_for(LIB.quantities[q], rng) for q in f.quantities if q != lhs}
         try:
             fwd = symcalc.solve(lhs, _given(values), options=options, conflicts=False, diagnose=False)
