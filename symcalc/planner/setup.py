@@ -189,7 +189,8 @@ def _plan_options(options: Mapping | None, lib: Library) -> tuple[dict[str, str]
     return out, stack_given
 
 
-def plan_run(lib: Library, options: Mapping[str, str], stack_given: bool, model: str | None, hardware: str):
+def plan_run(lib: Library, options: Mapping[str, str], stack_given: bool, model: str | None,
+             hardware: str) -> run.Run:
     """The run a plan is about (symcalc.query.run), declared as every question's is: the
     workload its options say (training unless given), the stack it runs under and why (a plan
     is always about a run), its presets; the groups' degrees are what it searches."""

@@ -28,7 +28,7 @@ def with_fitting_options(error: NoFitError, lib: Library, target: str, given: Ma
     options) solves, on the error's path only."""
     chosen = dict(options or {})
     current = lib.option_values({k: v for k, v in chosen.items() if k in lib.options})
-    found = []
+    found: list[str] = []
     for name, values in searched_options(lib).items():
         if name in chosen:
             continue

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class Group:
     per_node: str | None
     link_from: tuple[tuple[str, str], ...] = ()     # (link, given | a preset | the quantity a rule took)
 
-    def spans(self, values: Mapping[str, object]) -> str | None:
+    def spans(self, values: Mapping[str, Any]) -> str | None:
         """``inside a node`` or ``across nodes`` where ``values`` (an answer's, base units) hold
         the group's ranks per node and its degree is known; else None."""
         per = values.get(self.per_node) if self.per_node else None
@@ -75,7 +76,7 @@ class Run:
     def group(self, name: str) -> Group | None:
         return next((g for g in self.groups if g.name == name), None)
 
-    def as_dict(self, values: Mapping[str, object] | None = None, library=None, answer: str | None = None) -> dict:
+    def as_dict(self, values: Mapping[str, Any] | None = None, library=None, answer: str | None = None) -> dict:
         """The record as JSON-ready data; with an answer's ``values`` (base units) and its
         library, each group's links as the answer took them (display units) and its span; the
         degree the question asked for (``answer``) is said to be the answer."""
@@ -129,7 +130,7 @@ def declared_groups(library) -> tuple[tuple[str, tuple[str, ...], str | None], .
 
 def declare(library, *, options: Mapping[str, str], settled: Iterable[str], footprint: Iterable[str],
             in_force: Iterable[str] = (), stack_why: str = "none", presets: Iterable = (),
-            knowns: Mapping[str, object] | None = None, defaults: Mapping[str, dict] | None = None) -> Run:
+            knowns: Mapping[str, Any] | None = None, defaults: Mapping[str, dict] | None = None) -> Run:
     """The run of a question.
 
     Parameters
@@ -172,20 +173,20 @@ def stack_reason(in_force: Iterable[str], settled: Iterable[str], about_run: boo
     return "default-run" if about_run else "default-formula"
 
 
-def _degree(name: str, knowns: Mapping[str, object], defaults: Mapping[str, dict]) -> tuple[float | None, str]:
+def _degree(name: str, knowns: Mapping[str, Any], defaults: Mapping[str, dict]) -> tuple[float | None, str]:
     """A group's degree and where it came from: a known value (its first point on a grid), a
     default the answer took, else (None, "")."""
     gv = knowns.get(name)
-    if gv is not None and not isinstance(gv.magnitude, str):        # type: ignore[attr-defined]
-        first = np.ravel(np.asarray(gv.magnitude, dtype=float))[0]  # type: ignore[attr-defined]
-        return float(first), gv.origin.split(":", 1)[0] if gv.origin else "given"  # type: ignore[attr-defined]
+    if gv is not None and not isinstance(gv.magnitude, str):
+        first = np.ravel(np.asarray(gv.magnitude, dtype=float))[0]
+        return float(first), gv.origin.split(":", 1)[0] if gv.origin else "given"
     d = defaults.get(name)
     if d is not None and isinstance(d.get("magnitude"), (int, float)):
         return float(d["magnitude"]), "default"
     return None, ""
 
 
-def _link_from(links: tuple[str, ...], knowns: Mapping[str, object], defaults: Mapping[str, dict]
+def _link_from(links: tuple[str, ...], knowns: Mapping[str, Any], defaults: Mapping[str, dict]
                ) -> tuple[tuple[str, str], ...]:
     """(link, where its value came from) for each link the question fixed: ``given`` (or the
     preset's key), or the quantity a default rule took it from (tp_bus_bandwidth)."""
@@ -193,7 +194,7 @@ def _link_from(links: tuple[str, ...], knowns: Mapping[str, object], defaults: M
     for name in links:
         gv = knowns.get(name)
         if gv is not None:
-            out.append((name, gv.origin.split(":", 1)[0] if gv.origin else "given"))  # type: ignore[attr-defined]
+            out.append((name, gv.origin.split(":", 1)[0] if gv.origin else "given"))
         elif name in defaults:
             out.append((name, str(defaults[name]["value"])))
     return tuple(out)

@@ -190,7 +190,8 @@ def first_lines(result: Result) -> list[str]:
             shown = f"{a['value']} = {a['computed']}" if a.get("computed") else a["value"]
             out.append(f"assuming {a['name']} = {shown} ({a['source']}; give {a['name']} to change)")
     out += [f"note: {n}" for n in result.notes]
-    said = run_sentence(result.run_dict()) if result.run else None
+    run = result.run_dict()
+    said = run_sentence(run) if run else None
     out += [said] if said else []
     out += list(result.reported)
     out += list(result.fit)
