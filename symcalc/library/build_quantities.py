@@ -109,9 +109,8 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
         exposed_part_of=table.get("exposed_part_of"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
-        not_above=_names(table.get("not_above", []), where, "not_above"),
-        yields_to=_names(table.get("yields_to", []), where, "yields_to"),
-        warn_above=_names(table.get("warn_above", []), where, "warn_above"), usual=str(table.get("usual", "")).strip(),
+        **{key: _names(table.get(key, []), where, key) for key in ("not_above", "yields_to", "warn_above")},
+        usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 
 
