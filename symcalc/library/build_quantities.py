@@ -95,6 +95,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
     if not all(isinstance(v, bool) for v in flags.values()):
         raise LibraryError(f"{where}: 'input', 'main_input' and 'source_error' must be true or false")
     plausible = _plausible_range(table.get("plausible"), dim, where)
+    names = {key: _names(table.get(key, []), where, key) for key in ("not_above", "yields_to", "warn_above")}
     if domain.positive:
         symbol = sympy.Symbol(name, positive=True)
     elif domain.nonnegative:
@@ -109,7 +110,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
         exposed_part_of=table.get("exposed_part_of"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
-        **{key: _names(table.get(key, []), where, key) for key in ("not_above", "yields_to", "warn_above")},
+        not_above=names["not_above"], yields_to=names["yields_to"], warn_above=names["warn_above"],
         usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 
