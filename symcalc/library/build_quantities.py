@@ -96,12 +96,8 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         raise LibraryError(f"{where}: 'input', 'main_input' and 'source_error' must be true or false")
     plausible = _plausible_range(table.get("plausible"), dim, where)
     names = {key: _names(table.get(key, []), where, key) for key in ("not_above", "yields_to", "warn_above")}
-    if domain.positive:
-        symbol = sympy.Symbol(name, positive=True)
-    elif domain.nonnegative:
-        symbol = sympy.Symbol(name, nonnegative=True)
-    else:
-        symbol = sympy.Symbol(name, real=True)
+    sign = "positive" if domain.positive else "nonnegative" if domain.nonnegative else "real"
+    symbol = sympy.Symbol(name, **{sign: True})
     return QuantitySpec(
         name=name, unit=unit if unit != "count" else "", display_unit=display if display != "count" else "",
         latex=table["latex"], description=table["description"].strip(), file=file,
