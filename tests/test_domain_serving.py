@@ -30,12 +30,16 @@ def test_llama3_70b_kv_cache_at_batch_32_and_8k():
     assert r.base_value == pytest.approx(85.9e9, rel=1e-3)
 
 
-def test_fp8_kv_cache_halves_it_and_needs_fp8_hardware():
+def test_fp8_kv_cache_halves_it_and_is_a_storage_format_an_a100_keeps_too():
     r = symcalc.solve("kv_cache_per_token", model="llama3-70b", options={"kv_cache_dtype": "fp8"})
     assert r.base_value == pytest.approx(KV_70B / 2, rel=1e-12)
-    with pytest.raises(BadOptionValueError, match=r"kv_cache_dtype=fp8 needs FP8.*a100"):
-        symcalc.solve("kv_cache_memory", model="llama3-70b", hardware="a100", batch_size=32, seq_len="8192 token",
-                      options={"kv_cache_dtype": "fp8"})
+    # vLLM stores an FP8 KV cache on Ampere (pull 2279, benchmarked on an A100): no FP8 math needed
+    a100 = symcalc.solve("kv_cache_memory", model="llama3-70b", hardware="a100", batch_size=32, seq_len="8192 token",
+                         options={"kv_cache_dtype": "fp8"})
+    assert a100.base_value == pytest.approx(32 * 8192 * KV_70B / 2, rel=1e-12)
+    # FP8 weights are still refused there: the served FP8 GEMMs need FP8 tensor cores
+    with pytest.raises(BadOptionValueError, match=r"weight_dtype=fp8 needs FP8.*a100"):
+        symcalc.solve("serving_weight_memory", model="llama3-70b", hardware="a100", options={"weight_dtype": "fp8"})
 
 
 def test_deepseek_v3_caches_its_latent_not_its_heads():
