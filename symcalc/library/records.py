@@ -118,8 +118,9 @@ class QuantitySpec(LazyFields):
     # quantities this one can never exceed when both are given (n_kv_heads <= n_heads, tp <= n_gpus)
     not_above: tuple[str, ...] = ()
     warn_above: tuple[str, ...] = ()      # quantities a value above is warned against, not refused
-    # quantities of the same dimension it refines (decode's HBM rate is the achievable HBM rate,
-    # measured for one case): a preset's figure of it yields to a given value of any of them
+    # quantities of the same dimension that decide it when given (decode's HBM rate is the
+    # achievable rate measured for one case; a request's output sets its mean context): a
+    # preset's figure of it yields to a given value of any of them
     yields_to: tuple[str, ...] = ()
     # the value most questions take for it ("1" for the micro-batch of a large model), said when
     # a question leaves it out: sets of such quantities are suggested first

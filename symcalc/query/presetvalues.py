@@ -60,9 +60,10 @@ def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], 
                 raise LibraryError(f"preset {preset.key} sets '{name}', which the formula library does not define")
             if (name == target and name not in preset.published) or name in given or name in out:
                 continue
-            yielded = [n for n in lib.quantities[name].yields_to if n in given and not given[n].origin]
-            if yielded:         # the user's own value of the fact it refines wins (said by the answer)
-                continue
+            yielded = [n for n in lib.quantities[name].yields_to
+                       if (n in given and not given[n].origin) or n == target]
+            if yielded:         # the user's own value of what decides it wins (said by the answer), as
+                continue        # does the question: the longest output is not read off a training context
             if name in same:
                 gv = read_value(lib.quantities[name], given[same[name]].text)
                 gv.origin = f"as {same[name]} (given): the same fact as {name} under these options"
@@ -84,7 +85,7 @@ def yielded(lib: Library, presets: list[Preset], opts: Mapping[str, str], given:
             mine = [n for n in (q.yields_to if q else ()) if n in given and not given[n].origin]
             if mine and name in used and name not in given:
                 out.append(f"{name}: {preset.label}'s {text} is not used; the given {mine[0]} = {given[mine[0]].text} "
-                           f"stands for it (give {name} to set it apart)")
+                           f"decides it (give {name} to set it apart)")
     return out
 
 

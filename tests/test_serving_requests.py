@@ -1,0 +1,38 @@
+"""A request's latency and a deployment's capacity: the questions served next after one
+replica's decode rate (issue: every question in every direction, serving included)."""
+
+import pytest
+
+from symcalc import solve
+from symcalc.errors import DomainError
+
+
+def test_a_requests_latency_is_its_prefill_and_its_decode_steps_at_the_mean_context():
+    # Llama 3 8B, one request of a 1,024-token prompt and 256 output tokens: its prefill (asked on
+    # its own, the prompt the whole context) and then 256 decode steps at the mean context
+    # 1,024 + 256 / 2 = 1,152 tokens (asked on its own): the latency is the one plus 256 x the other
+    run = dict(model="llama3-8b", hardware="h100")
+    prefill = solve("prefill_time", {"batch_size": 1, "prompt_len": "1024 token"}, **run).base_value
+    step = solve("decode_step_time", {"batch_size": 1, "seq_len": "1152 token"}, **run).base_value
+    r = solve("request_latency", {"batch_size": 1, "prompt_len": "1024 token", "output_len": "256 token"}, **run)
+    assert r.base_value == pytest.approx(prefill + 256 * step, rel=1e-9)
+    assert r.values["seq_len"] == 1152 and r.run.workload == "serving"
+    # the model's 8,192-token training context is not the request's: said, not used
+    assert any(n.startswith("seq_len: model llama3_8b's 8192 token is not used") for n in r.notes)
+    # and backwards: the longest output a 2.2 s budget allows is about 256 tokens
+    back = solve("output_len", {"batch_size": 1, "prompt_len": "1024 token", "request_latency": f"{r.base_value} s"},
+                 **run)
+    assert back.value == pytest.approx(256, abs=1)
+
+
+@pytest.mark.parametrize("given, says", [
+    ({"output_len": "0 token"}, "output_len must lie in [1, inf)"),
+    ({"prompt_len": "10000 token", "output_len": "16 token"}, "prompt_len = 10000 token is more than "
+                                                               "max_position_embeddings = 8192 token"),
+    ({"replicas": -2}, "replicas must lie in [1, inf)"),
+])
+def test_impossible_requests_are_one_line(given, says):
+    with pytest.raises(DomainError) as e:
+        solve("request_latency", {"batch_size": 1, "prompt_len": "100 token", **given}, model="llama3-8b",
+              hardware="h100")
+    assert says in e.value.message and "\n" not in e.value.message
