@@ -36,3 +36,16 @@ def test_impossible_requests_are_one_line(given, says):
         solve("request_latency", {"batch_size": 1, "prompt_len": "100 token", **given}, model="llama3-8b",
               hardware="h100")
     assert says in e.value.message and "\n" not in e.value.message
+
+
+def test_a_given_checkpoint_interval_is_a_choice_not_evidence_of_the_mtbf():
+    # BLOOM's 384 GPUs checkpointing every 3 h (60 s writes): the job's MTBF is the GPUs', 50,677
+    # GPU-hours (Llama 3's rate) / 384 = 132 h, not the 270 h that would make 3 h Young-optimal.
+    # Waste: 60 s / 3 h + (3 h / 2) / 132 h
+    r = solve("goodput_fraction", {"n_gpus": 384, "checkpoint_interval": "3 hour", "checkpoint_write_time": "60 s"})
+    mtbf = 50677 * 3600 / 384
+    assert r.values["mtbf"] == pytest.approx(mtbf, rel=1e-4)
+    assert r.base_value == pytest.approx(1 - 60 / 10800 - 5400 / mtbf, rel=1e-6)
+    # asked for, the same law still gives the MTBF that makes an interval optimal (the seed's inverse)
+    assert solve("mtbf", {"checkpoint_interval": "30 min", "checkpoint_write_time": "98 s"}).base_value == \
+        pytest.approx(1800 ** 2 / (2 * 98), rel=1e-9)

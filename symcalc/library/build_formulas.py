@@ -22,6 +22,7 @@ from symcalc.units import describe_dimension as show
 from symcalc.units.dims import DimensionMismatch, dimension_of
 
 FORMULA_KEYS = {"id", "title", "equation", "source", "when", "notes", "default", "forward_only", "from_given",
+                "asked_backwards",
                 "consequence", "approximate", "solved_for", "breakdown", "reports"}
 ALGORITHM_KEYS = {"id", "title", "function", "inputs", "output", "source", "when", "notes"}
 
@@ -147,7 +148,8 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
         raise LibraryError(f"{where}: 'reports' is a list of quantity names the answer states beside it")
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,
-                       from_given=tuple(from_given), forward_only=forward, consequence=consequence, approximate=approximate,
+                       from_given=tuple(from_given), forward_only=forward,
+                       asked_backwards=_flag(table, "asked_backwards", where), consequence=consequence, approximate=approximate,
                        breakdown=tuple(symbols[t].name for t in parts), reports=tuple(reports), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
                        display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
                        solvability=solvability, latex=_latex_as_cited(dlhs, drhs, quantities),
@@ -212,6 +214,13 @@ def _formula_flags(table, where: str) -> tuple[bool, bool, bool, bool, list]:
     if from_given and not (rule or forward):
         raise LibraryError(f"{where}: 'from_given' applies to default rules and forward_only laws only")
     return rule, forward, consequence, approximate, from_given
+
+
+def _flag(table, key: str, where: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise LibraryError(f"{where}: '{key}' must be true or false")
+    return value
 
 
 def _directed(table, lhs: sympy.Expr, names: list[str], solvability: dict[str, str], rule: bool, forward: bool,
