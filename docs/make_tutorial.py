@@ -26,7 +26,8 @@ needs, what the curve looks like, which layout is best, and how to calibrate to 
 once it exists. Every number comes from the formula library, with units and a derivation you can
 print. (Run it top to bottom; about half a minute the first time, as derivations are built and
 cached.)"""),
-code("""# symcalc is installed from a checkout of its repository (see its README)
+code("""# symcalc is installed from a checkout of its repository (see its README): the distribution is
+# named symcalc-gpu; the PyPI package named symcalc is another author's
 try:
     import symcalc
 except ImportError:

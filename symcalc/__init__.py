@@ -25,6 +25,9 @@ import types
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+# the distribution's name (pyproject.toml): "symcalc" on PyPI is another author's package, so
+# `pip install symcalc` would not install this one; the import package and the command keep the name
+DISTRIBUTION = "symcalc-gpu"
 
 _QUESTION = "DEFAULT_QUESTION_LIMIT"
 # public name -> (module, attribute, the symcalc.budget constant of its default time limit when
@@ -43,7 +46,7 @@ _EXPORTS = {
         "OutOfBoundsError", "UnderdeterminedError", "UnknownNameError", "TimeLimitError")},
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [*_EXPORTS, "__version__", "DISTRIBUTION"]
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
     from symcalc.errors import (

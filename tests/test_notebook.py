@@ -90,3 +90,17 @@ def test_the_committed_notebook_is_what_make_tutorial_writes_and_importing_it_wr
 
 def _sources(nb) -> str:
     return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+def test_the_distribution_has_a_name_of_its_own_used_wherever_it_is_installed():
+    # issue 40: `pip install symcalc` installs another author's package (a 2023 calculator,
+    # 0.1.0), so the distribution is named symcalc-gpu; the import package and command stay symcalc
+    import symcalc
+    from helpers import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == symcalc.DISTRIBUTION == "symcalc-gpu"
+    assert project["scripts"] == {"symcalc": "symcalc.cli:main"}
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    for text in ((ROOT / "README.md").read_text(), (ROOT / "docs" / "index.md").read_text(),
+                 (ROOT / "docs" / "guides" / "notebook.md").read_text(), _sources(nb)):
+        assert "symcalc-gpu" in text

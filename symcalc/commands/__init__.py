@@ -76,8 +76,10 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
     from importlib import metadata
+
+    from symcalc import DISTRIBUTION   # not "symcalc": that name is another author's package
     try:
-        version = metadata.version("symcalc")
+        version = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         root = Path(__file__).resolve().parents[2]
         version = f"{checkout_version(root) or 'unknown'} (not installed: running from {root})"
