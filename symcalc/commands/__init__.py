@@ -69,6 +69,11 @@ def checkout_version(root: Path) -> str | None:
     return found.group(1) if found else None
 
 
+# the distribution's name (pyproject.toml): "symcalc" on PyPI is another author's package, so
+# `pip install symcalc` would not install this one; the import package and the command keep the name
+DISTRIBUTION = "symcalc-gpu"
+
+
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
     """``--version``: the installed distribution's version, or the checkout's (pyproject.toml)
     when symcalc runs from a source tree without being installed (click's own option raised
@@ -76,8 +81,6 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
     from importlib import metadata
-
-    from symcalc import DISTRIBUTION   # not "symcalc": that name is another author's package
     try:
         version = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
