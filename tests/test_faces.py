@@ -67,3 +67,67 @@ def test_an_error_renders_as_its_one_line_in_ipython_and_the_traceback_behind_a_
     monkeypatch.setenv("SYMCALC_TRACEBACK", "1")
     full = info.value._render_traceback_()
     assert full[0] == "Traceback (most recent call last):" and full[-1].endswith(shown[0]) and len(full) > 3
+
+
+LINE = ("symcalc.sweep('train_time', dict(n_params=8e9, n_tokens='1e12 token', mfu=0.4, peak_flops='989 TFLOP/s'), "
+        "vary={'n_gpus': [64, 128, 256]})")
+
+
+def test_a_sweep_plot_with_no_path_draws_on_pyplots_current_figure_and_writes_nothing(tmp_path, monkeypatch):
+    import matplotlib
+    import matplotlib.pyplot as plt
+    monkeypatch.chdir(tmp_path)
+    backend = matplotlib.get_backend()
+    plt.close("all")
+    sweep = eval(LINE, {"symcalc": symcalc})
+    fig = sweep.plot()
+    try:
+        assert fig is plt.gcf() and not list(tmp_path.iterdir()) and matplotlib.get_backend() == backend
+        x, y = fig.axes[0].lines[0].get_data()
+        # train_time = 6 N D / (n_gpus x mfu x peak): 6 x 8e9 x 1e12 / (64 x 0.4 x 989e12) s = 21.94 days
+        assert list(x) == [64, 128, 256]
+        assert y[0] * {"s": 1, "h": 3600, "day": 86400}[sweep.unit] / 86400 == pytest.approx(6 * 8e9 * 1e12 / (64 * 0.4 * 989e12) / 86400, rel=1e-3)
+        again = sweep.plot()        # the current figure holds a drawing: a new one, not drawn over
+        assert again is not fig and again is plt.gcf() and len(fig.axes[0].lines) == len(again.axes[0].lines)
+        written = sweep.plot(tmp_path / "s.png")       # a path still writes, on a figure of its own
+        assert (tmp_path / "s.png").stat().st_size > 5_000 and written is not plt.gcf()
+    finally:
+        plt.close("all")
+
+
+def test_a_comparison_plot_with_no_path_draws_on_the_current_figure(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    monkeypatch.chdir(tmp_path)
+    plt.close("all")
+    # A on 64 GPUs, B on 128: the same work, so B takes half as long (bars 2:1)
+    c = symcalc.compare("train_time", dict(n_params=8e9, n_tokens="1e12 token", mfu=0.4, peak_flops="989 TFLOP/s",
+                                           n_gpus=64), vs={"n_gpus": 128})
+    try:
+        fig = c.plot()
+        assert fig is plt.gcf() and not list(tmp_path.iterdir())
+        widths = sorted(p.get_width() for p in fig.axes[0].patches)
+        assert widths[1] == pytest.approx(2 * widths[0])
+    finally:
+        plt.close("all")
+
+
+def test_in_a_notebook_a_sweep_plot_shows_one_inline_image_and_an_error_its_one_line(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))        # the kernel imports this checkout's symcalc
+    monkeypatch.delenv("SYMCALC_TRACEBACK", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in (
+        "import matplotlib, symcalc\nbefore = matplotlib.get_backend()",
+        f"{LINE}.plot()",
+        "print(before == matplotlib.get_backend(), before)",
+        "symcalc.solve('step_tme', n_params=7e9)")]
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    images = [o for o in nb.cells[1].outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1 and len(images[0].data["image/png"]) > 5_000      # inline, once
+    assert nb.cells[2].outputs[0].text.startswith("True module://matplotlib_inline")
+    assert not list(tmp_path.iterdir())                                        # no file written
+    (error,) = nb.cells[3].outputs
+    assert error.output_type == "error" and len(error.traceback) == 1
+    assert error.traceback[0].startswith("UnknownNameError: unknown quantity 'step_tme'")

@@ -47,7 +47,8 @@ def test_the_tutorial_notebook_runs_and_prints_what_it_says(tmp_path):
     text = _outputs(nb)
     missing = [s for s in STATED if s not in text]
     assert not missing, f"the notebook states what its outputs do not show: {missing}"
-    assert (tmp_path / "train_time_vs_gpus.png").stat().st_size > 5_000
+    # .plot() with no path draws inline and writes nothing; the profile is written, as output= asks
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calibration", "h100_fsdp.toml"]
     shown = [set(o.get("data", {})) for c in nb.cells for o in c.get("outputs", []) if o.output_type == "execute_result"]
     assert {"text/html", "text/latex"} <= shown[0]            # the Result: HTML and LaTeX
     assert any("image/png" in kinds for kinds in shown)       # .plot()'s Figure, inline
