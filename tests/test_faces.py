@@ -131,3 +131,14 @@ def test_in_a_notebook_a_sweep_plot_shows_one_inline_image_and_an_error_its_one_
     (error,) = nb.cells[3].outputs
     assert error.output_type == "error" and len(error.traceback) == 1
     assert error.traceback[0].startswith("UnknownNameError: unknown quantity 'step_tme'")
+
+
+def test_a_plan_plot_with_no_path_returns_its_figure_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan = symcalc.plan("llama3-8b", "h100", 64, global_batch_size=512, options={"stack": "fsdp"}, top=3)
+    fig = plan.plot()
+    assert not list(tmp_path.iterdir())
+    # the three panels: step time against memory, and the top rows' memory and step-time breakdowns
+    assert [ax.get_title() for ax in fig.axes[:3]] == ["step time against memory", "memory per GPU of the top layouts",
+                                                       "step time of the top layouts"]
+    assert len(fig.axes[1].get_yticklabels()) == len(plan.rows)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 import textwrap
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -25,7 +26,6 @@ from symcalc.units.format import fmt
 
 if TYPE_CHECKING:
     from os import PathLike
-    from pathlib import Path
 
     from collections.abc import Callable
 
@@ -124,6 +124,10 @@ def _shown_once() -> None:
     png.for_type(Figure, show)
 
 
+@overload
+def plot_target(path: str | PathLike[str]) -> Path: ...
+@overload
+def plot_target(path: None) -> None: ...
 def plot_target(path: str | PathLike[str] | None) -> Path | None:
     """The file a figure is drawn into, checked (symcalc.outfile.check_target) and refused
     unless its extension is an image format of FORMATS; None (draw, write nothing) for None."""
@@ -135,11 +139,12 @@ def plot_target(path: str | PathLike[str] | None) -> Path | None:
     return target
 
 
-def save_figure(fig: Figure, target: Path | None, dpi: int) -> None:
+def save_figure(fig: Figure, target: str | PathLike[str] | None, dpi: int) -> None:
     """Write ``fig`` into ``target`` (from plot_target) atomically, in the format its extension
     names; nothing for None (a plot drawn with no path)."""
     if target is None:
         return
+    target = Path(target)
     write_file(target, lambda fh: fig.savefig(fh, dpi=dpi, format=target.suffix.lower()[1:]), "--plot")
 
 

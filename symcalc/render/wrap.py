@@ -59,7 +59,7 @@ _BREAK = re.compile(r"(?:[*/(]|,(?!\d)|(?<![eE])[+-](?!\d*\.?\d*[eE]))")
 def _split_long(piece: str, limit: int, first: str, hang: str) -> list[str]:
     """``piece`` (already indented by ``first``) cut into lines of at most ``limit`` at the
     last break point of _BREAK before the limit; a piece with no break point stays whole."""
-    lines = []
+    lines: list[str] = []
     while len(piece) > limit:
         start = len(first) if not lines else len(hang)
         cut = max((m.end() for m in _BREAK.finditer(piece, start + 1, limit)), default=None)
