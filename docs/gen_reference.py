@@ -300,6 +300,42 @@ def http_page() -> str:
     return "\n".join(out) + "\n"
 
 
+def _schema_type(s: dict) -> str:
+    """A field's type as words: ``string``, ``array of object``, ``number or null``."""
+    if "$ref" in s:
+        return "the " + s["$ref"].split(".")[0] + " object"
+    if "anyOf" in s:
+        return " or ".join(dict.fromkeys(_schema_type(x) for x in s["anyOf"]))
+    kind = s.get("type", "any")
+    if kind == "array" and "items" in s:
+        return f"array of {_schema_type(s['items'])}"
+    return kind
+
+
+def schemas_page() -> str:
+    """The JSON Schema of every --json output (symcalc/schemas/, which the tests validate the
+    real outputs against): each top-level field, then the whole schema."""
+    import json
+    import symcalc
+    folder = Path(symcalc.__file__).parent / "schemas"
+    out = ["# JSON output schemas", "", GENERATED_NOTE.format(what="the JSON Schemas in `symcalc/schemas/`"), "",
+           "Every command's `--json` prints one object; a refused question prints the error object (exit "
+           "status 2). Each is described by a JSON Schema (draft 2020-12) shipped with the package as "
+           "`symcalc/schemas/NAME.schema.json`; `tests/test_schemas.py` validates real outputs against them. "
+           "Fields ending `_s` are seconds, `_bytes` bytes, `_days` days.", ""]
+    order = ["solve", "sweep", "compare", "check", "plan", "calibrate", "error"]
+    for name in order:
+        schema = json.loads((folder / f"{name}.schema.json").read_text())
+        out += [f"## {name}", "", f"{cell(schema['title'])}: {cell(schema['description'])}", "",
+                "| field | type | required | meaning |", "|---|---|---|---|"]
+        required = set(schema.get("required", []))
+        for field, s in schema["properties"].items():
+            out.append(f"| `{field}` | {cell(_schema_type(s))} | {'yes' if field in required else ''} | "
+                       f"{cell(s.get('description', ''))} |")
+        out += ["", f"The whole schema, `{name}.schema.json`:", "", "```json", json.dumps(schema, indent=1), "```", ""]
+    return "\n".join(out) + "\n"
+
+
 def pages() -> dict[str, str]:
     """Every generated page, by its path under docs/."""
     _checkout_first()
@@ -308,7 +344,8 @@ def pages() -> dict[str, str]:
     return {"reference/cli.md": cli_page(), "reference/quantities.md": quantities_page(lib),
             "reference/formulas.md": formulas_page(lib), "reference/options.md": options_page(lib, stacks=False),
             "reference/stacks.md": options_page(lib, stacks=True), "reference/presets.md": presets_page(),
-            "reference/python.md": python_page(), "reference/http.md": http_page()}
+            "reference/python.md": python_page(), "reference/http.md": http_page(),
+            "reference/json.md": schemas_page()}
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ needs, what the curve looks like, which layout is best, and how to calibrate to 
 once it exists. Every number comes from the formula library, with units and a derivation you can
 print. (Run it top to bottom; about half a minute the first time, as derivations are built and
 cached.)"""),
-code("""# symcalc is installed from a checkout of its repository (see its README)
+code("""# symcalc is installed from a checkout of its repository (see its README): the distribution is
+# named symcalc-gpu; the PyPI package named symcalc is another author's
 try:
     import symcalc
 except ImportError:
@@ -67,13 +68,13 @@ print(f"n_gpus = {need.value:.0f}")"""),
 md("""## 4. What if: a sweep, and its plot
 
 The training time over 256 to 4,096 GPUs at the same MFU: **90.5 days** on 256, **5.7** on 4,096.
-The sweep displays as a table; `.plot()` returns a matplotlib figure and leaves your backend alone."""),
+The sweep displays as a table; `.plot()` draws it inline on matplotlib's current figure and returns
+it, writing nothing and leaving your backend alone (`.plot("curve.png")` writes a file)."""),
 code("""sweep = symcalc.sweep("train_time", {"n_tokens": "15e12 token", "mfu": f"{mfu.value} %"},
                       vary={"n_gpus": "256:4096:5:log"}, model="llama3-8b", hardware="h100")
 print([f"{v:.1f}" for v in sweep.values])
 sweep"""),
-code("""fig = sweep.plot("train_time_vs_gpus.png")
-fig"""),
+code("""sweep.plot()"""),
 md("""## 5. The best layout
 
 `symcalc.plan` searches every layout FSDP runs on 512 GPUs, keeps those that fit and ranks them.
@@ -88,17 +89,17 @@ md("""## 6. Once the cluster exists: calibrate
 Measured steps of your own runs fit the model's few physical coefficients (the sustained clock,
 the communication contention, the stack's overheads) into a hardware profile, which every
 question then takes as `hardware=`. The example runs file holds llm-foundry's H100 FSDP
-measurements."""),
-code("""import pathlib, subprocess, sys
+measurements; `symcalc.calibrate` fits them (as `symcalc calibrate` does) and, given `output=`,
+writes the profile."""),
+code("""import pathlib
 # the example runs file comes with a checkout of the repository (here, or one folder up from docs/)
 runs = next((p for p in (pathlib.Path("calibration/examples/h100_fsdp_runs.toml"),
                          pathlib.Path("../calibration/examples/h100_fsdp_runs.toml")) if p.exists()), None)
 if runs is None:
     print("calibration/examples/h100_fsdp_runs.toml is not here: run this notebook from a checkout of symcalc")
 else:
-    done = subprocess.run([sys.executable, "-m", "symcalc", "calibrate", str(runs), "-o", "h100_fsdp.toml"],
-                          capture_output=True, text=True, check=True)
-    print(done.stdout.splitlines()[0])
+    cal = symcalc.calibrate(runs, output="h100_fsdp.toml")   # output=: the profile's file, asked for
+    print(cal.text().splitlines()[0])
     calibrated = symcalc.solve("step_time", layout, model="llama3-8b", hardware="h100_fsdp.toml",
                                options={**fsdp, "recompute": "full"})
     print(f"step_time with the calibrated profile = {calibrated.value:.4g} {calibrated.unit}")"""),

@@ -15,7 +15,8 @@ traceback. ``solve``, ``sweep``, ``compare`` and ``check`` are whole questions: 
 ``time_limit`` keyword (seconds, None for none; default SYMCALC_TIME_LIMIT or
 symcalc.budget.DEFAULT_QUESTION_LIMIT, 30 s) and raise TimeLimitError when it runs out;
 ``plan`` too, with symcalc.budget.DEFAULT_PLAN_LIMIT (120 s: a first plan solves up to 48
-option combinations symbolically; benchmarks/planner.py times it).
+option combinations symbolically; benchmarks/planner.py times it), and ``calibrate`` with
+DEFAULT_CALIBRATE_LIMIT.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _EXPORTS = {
     "Sweep": ("query.sweep", "Sweep", None), "compare": ("query.compare", "compare", _QUESTION),
     "check": ("query.check", "check", _QUESTION), "Check": ("query.check", "Check", None),
     "plan": ("planner.search", "plan", "DEFAULT_PLAN_LIMIT"),
+    "calibrate": ("query.calibration_api", "calibrate", "DEFAULT_CALIBRATE_LIMIT"),
+    "Calibration": ("query.calibrate", "Calibration", None),
     "PlanResult": ("planner.result", "PlanResult", None), "Comparison": ("query.compare", "Comparison", None),
     "Result": ("query.results", "Result", None), "Library": ("library.loading", "Library", None),
     "load_library": ("library.loading", "load_library", None), "default_library": ("library.loading", "default_library", None),
@@ -61,6 +64,8 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers and editors
     from symcalc.library.loading import Library, default_library, load_library
     from symcalc.planner.result import PlanResult
     from symcalc.planner.search import plan
+    from symcalc.query.calibrate import Calibration
+    from symcalc.query.calibration_api import calibrate
     from symcalc.query.check import Check, check
     from symcalc.query.compare import Comparison, compare
     from symcalc.query.results import Result

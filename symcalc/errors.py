@@ -8,7 +8,9 @@ do instead; the kind lets scripts branch without parsing English.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import traceback
 from collections.abc import Iterable
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -36,6 +38,14 @@ class SymcalcError(Exception):
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message}
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython and Jupyter show what this returns instead of the traceback: the one line
+        that says what was wrong (the frames are symcalc's internals, not the user's code).
+        SYMCALC_TRACEBACK=1 shows the whole traceback, for a bug report."""
+        if os.environ.get("SYMCALC_TRACEBACK", "").strip() not in ("", "0"):
+            return "".join(traceback.format_exception(type(self), self, self.__traceback__)).rstrip("\n").split("\n")
+        return [f"{type(self).__name__}: {self.message}"]
 
 
 class LibraryError(SymcalcError):

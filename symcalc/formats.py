@@ -33,6 +33,8 @@ FORMATS = {
     "result_html": "symcalc.render.html:result_html",
     "sweep_html": "symcalc.render.html:sweep_html",
     "comparison_html": "symcalc.render.html:comparison_html",
+    "check_html": "symcalc.render.html:check_html",
+    "calibration_html": "symcalc.render.html:calibration_html",
     "comparison_plot": "symcalc.render.compare:comparison_plot",
     "finding": "symcalc.render.findings:sentence",
     "finding_json": "symcalc.render.findings:finding_dict",

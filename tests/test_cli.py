@@ -338,3 +338,17 @@ def test_version_from_a_checkout_that_was_never_installed_is_pyprojects(cli, mon
     monkeypatch.setattr(metadata, "version", not_installed)
     run = cli("--version")
     assert run.code == 0 and run.out.startswith("symcalc, version ") and "(not installed: running from " in run.out
+
+
+def test_version_asks_for_the_distributions_own_name_not_the_other_authors(cli, monkeypatch):
+    # "symcalc" on PyPI is another author's package: --version must ask metadata for symcalc-gpu,
+    # or an installed copy of that package would print its version (0.1.0 of a calculator)
+    from importlib import metadata
+    asked = []
+
+    def installed(name):
+        asked.append(name)
+        return "9.8.7"
+    monkeypatch.setattr(metadata, "version", installed)
+    run = cli("--version")
+    assert asked == ["symcalc-gpu"] and run.out.strip() == "symcalc, version 9.8.7"

@@ -69,6 +69,11 @@ def checkout_version(root: Path) -> str | None:
     return found.group(1) if found else None
 
 
+# the distribution's name (pyproject.toml): "symcalc" on PyPI is another author's package, so
+# `pip install symcalc` would not install this one; the import package and the command keep the name
+DISTRIBUTION = "symcalc-gpu"
+
+
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
     """``--version``: the installed distribution's version, or the checkout's (pyproject.toml)
     when symcalc runs from a source tree without being installed (click's own option raised
@@ -77,7 +82,7 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
         return
     from importlib import metadata
     try:
-        version = metadata.version("symcalc")
+        version = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         root = Path(__file__).resolve().parents[2]
         version = f"{checkout_version(root) or 'unknown'} (not installed: running from {root})"

@@ -55,6 +55,7 @@ def solve(target, values, options, to_unit, as_json, latex_file, markdown_file, 
     from symcalc.render.text import (
         headline,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
-    click.echo(headline(result) if brief else result.text())
+    from symcalc.render.wrap import wrap_text  # on use: the command line starts without it
+    click.echo(wrap_text(headline(result) if brief else result.text()))
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)

@@ -112,9 +112,10 @@ class PlanResult(Rendered):
     def to_csv(self, path: str) -> None:
         render("plan_csv", self, path)
 
-    def plot(self, path: str) -> Figure:
+    def plot(self, path: str | None = None) -> Figure:
         """Draw the plan into ``path`` (.png/.svg/.pdf) and return the matplotlib Figure (the
-        session's backend is left as it was)."""
+        session's backend is left as it was). With no path nothing is written: the Figure is
+        returned to show (inline in a notebook)."""
         return render("plan_plot", self, path)
 
     def _repr_html_(self) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 from symcalc import units
 from symcalc.errors import OutputError, QueryError, SymcalcError, UnknownNameError, did_you_mean
 from symcalc.escape import toml_string
-from symcalc.formats import Rendered
+from symcalc.formats import Rendered, render
 from symcalc.query.calibfit import RUN_NOISE as RUN_NOISE
 from symcalc.query.calibfit import Coefficient as Coefficient
 from symcalc.query.calibfit import Fit as Fit
@@ -82,6 +82,18 @@ class Calibration(Rendered):
             lines.append(f"values.{name} = {{ value = {toml_string(text)}, source = {toml_string(source)}, "
                          f"basis = {toml_string(basis)} }}")
         return "\n".join(lines) + "\n"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the runs before and after the fit and the coefficients, as tables."""
+        return render("calibration_html", self)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        """One line, not the dataclass's dump of the runs file and the fit."""
+        return (f"<Calibration of {self.runs_file.name}: {len(self.fit.runs)} runs on {self.base}, "
+                f"mean |error| {self.fit.mean_error('before'):.1%} -> {self.fit.mean_error('after'):.1%}>")
 
 
 # a measured step more than this factor off the model's prediction (the library's coefficients

@@ -138,6 +138,15 @@ class Check:
     def __str__(self) -> str:
         return self.text(derivations=False)
 
+    def __repr__(self) -> str:
+        """One line, not the dataclass's dump of every relation and its derivation (5 kB)."""
+        return f"<Check: {len(self.relations)} checked, {len(self.disagreements)} disagreeing, ok={self.ok}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the verdict and one table row a relation (not the dataclass's raw dump)."""
+        from symcalc.formats import render  # on use: a renderer only when a check is shown
+        return render("check_html", self)
+
 
 def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str, object] | None = None,
           rtol: float = DEFAULT_RTOL, library: Library | None = None, hardware: str | None = None,

@@ -189,9 +189,10 @@ class Comparison(Rendered):
         """Jupyter: the two sides, what differs and what they share, as a table."""
         return render("comparison_html", self)
 
-    def plot(self, path):
+    def plot(self, path=None):
         """Draw the two sides as bars (split by the target's breakdown when it has one) into
-        ``path`` (.png, .svg or .pdf); returns the matplotlib Figure."""
+        ``path`` (.png, .svg or .pdf); returns the matplotlib Figure. With no path, drawn on
+        pyplot's current figure (inline in a notebook) and written nowhere."""
         return render("comparison_plot", self, path)
 
 

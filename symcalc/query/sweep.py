@@ -149,9 +149,10 @@ class Sweep:
     def json(self, indent: int | None = None) -> str:
         return json.dumps(self.as_dict(), indent=indent)
 
-    def plot(self, path, **kw):
+    def plot(self, path=None, **kw):
         """Write a line plot (one axis) or heatmap (two) to ``path`` (.png, .svg or .pdf) and
-        return the matplotlib Figure (the session's backend is left as it was)."""
+        return the matplotlib Figure (the session's backend is left as it was). With no path,
+        drawn on pyplot's current figure (inline in a notebook, as pandas draws) and written nowhere."""
         return render("sweep_plot", self, path, **kw)
 
     def _repr_html_(self) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 from symcalc.render.common import plot_text, was_rounded
 from symcalc.render.findings import finding_dict
 from symcalc.render.jsonout import _plain, result_dict
-from symcalc.render.plot import inline_figures, plot_target, save_figure
+from symcalc.render.plot import inline_figures, new_figure, plot_target, save_figure
 from symcalc.units.format import fmt, with_unit
 
 if TYPE_CHECKING:
@@ -106,15 +106,14 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
     }
 
 
-def comparison_plot(c: Comparison, path: str | PathLike[str], dpi: int = 120) -> Figure:
+def comparison_plot(c: Comparison, path: str | PathLike[str] | None = None, dpi: int = 120) -> Figure:
     """The two sides as horizontal bars, each split into the target's breakdown when it has
     one (memory by part, step time by part), the change in the title; returns the Figure
-    (drawn without pyplot: the session's backend is left as it was)."""
-    from matplotlib.figure import Figure  # on use: matplotlib only when a comparison is drawn
-
+    (drawn without pyplot: the session's backend is left as it was). With no ``path``, drawn
+    on pyplot's current figure and written nowhere (symcalc.render.plot.new_figure)."""
     target = plot_target(path)
     inline_figures()
-    fig = Figure(figsize=(7.5, 3.2), layout="constrained")
+    fig = new_figure(target, (7.5, 3.2))
     ax = fig.add_subplot()
     sides = [("B", c.b), ("A", c.a)]          # A on top
     parts = [_parts(r) for _, r in sides]

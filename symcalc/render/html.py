@@ -1,4 +1,4 @@
-"""Results, sweeps and comparisons as HTML for Jupyter (``_repr_html_``).
+"""Results, sweeps, comparisons, checks and calibrations as HTML for Jupyter (``_repr_html_``).
 
 Each renderer reads the record's JSON form (the same dict ``--json`` prints), so the notebook
 shows what the command line says: the answer, its derivation step by step and the
@@ -14,6 +14,8 @@ import io
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:   # pragma: no cover
+    from symcalc.query.calibrate import Calibration
+    from symcalc.query.check import Check
     from symcalc.query.compare import Comparison
     from symcalc.query.results import Result
     from symcalc.query.sweep import Sweep
@@ -104,3 +106,48 @@ def comparison_html(c: Comparison) -> str:
     same = ", ".join(f"{_e(k)} = {_e(v)}" for k, v in (d.get("same") or {}).items())
     return (f"<p><b>{_e(d['target'])}</b>: {differs}</p>" + _table(["side", d["target"]], rows)
             + (f"<p>same on both sides: {same}</p>" if same else ""))
+
+
+def _pct(x: object) -> str:
+    return f"{x:+.1%}" if isinstance(x, float) else "n/a"
+
+
+def check_html(c: Check) -> str:
+    """The verdict, whether it fits, then one row a relation (agrees or not, claimed against
+    computed, how far off, through which formulas), and the values nothing relates; the
+    derivations of the disagreements stay in ``.text()``."""
+    d: dict[str, Any] = c.as_dict()
+    bad = d["disagreements"]
+    verdict = "all agree" if not bad else f"{bad} disagree{'s' if bad == 1 else ''}"
+    out = [f"<p><b>{d['checked']} relation{'s' if d['checked'] != 1 else ''} checked: {verdict}</b> "
+           f"(tolerance {d['rtol']:.0%})</p>"]
+    out.append(_list("Does it fit?", [("ok: " if f.fits else "DOES NOT FIT: ") + f.line() for f in c.fits]))
+    rows = [["ok" if r["agrees"] else "<b>FAIL</b>", _e(r["quantity"]),
+             f"{_num(r['claimed'])} {_e(r['unit'])}",
+             "" if r["computed"] is None else f"{_num(r['computed'])} {_e(r['unit'])}",
+             _pct(r["rel_error"]), _e(", ".join(r["formulas"]) or r["message"] or "the given values")]
+            for r in d["relations"]]
+    if rows:
+        out.append(_table(["", "quantity", "claimed", "computed", "off", "via"], rows))
+    if d["unrelated"]:
+        out.append(f"<p>not related to the others by any formula: {_e(', '.join(d['unrelated']))}</p>")
+    return "".join(out)
+
+
+def calibration_html(cal: Calibration) -> str:
+    """Each run measured against its prediction before and after the fit, the mean error, and
+    each coefficient from its prior to its fitted value (as the text says it)."""
+    d: dict[str, Any] = cal.as_dict()
+    runs = [[_e(r["id"]), _num(r["measured_step_time_s"]), _num(r["predicted_before_s"]),
+             _num(r["predicted_after_s"]), _pct(r["error_before"]), _pct(r["error_after"])] for r in d["runs"]]
+    m = d["mean_abs_error"]
+    runs.append(["<b>mean |error|</b>", "", "", "", f"{m['before']:.1%}" if m["before"] is not None else "n/a",
+                 f"{m['after']:.1%}" if m["after"] is not None else "n/a"])
+    coefs = [[_e(c["name"]), _e(f"{c['scope']} {c['key']}"), _e(c["prior_text"]), _e(c["fitted_text"]),
+              "held at its bound" if c["held"] else "moved" if c["moved"] else "kept its prior"]
+             for c in d["coefficients"]]
+    head = (f"<p><b>Calibration of {_e(d['name'])}</b>: {len(d['runs'])} measured steps on "
+            f"{_e(d['base_hardware'])}, stack {_e(', '.join(d['stacks']))}</p>")
+    wrote = f"<p>wrote {_e(d['profile'])}: use it as hardware={_e(repr(d['profile']))}</p>" if d["profile"] else ""
+    return (head + _table(["run", "measured [s]", "predicted before [s]", "after [s]", "error before", "after"], runs)
+            + _table(["coefficient", "of", "prior", "fitted", ""], coefs) + _list("Notes", d["notes"]) + wrote)

@@ -1,5 +1,9 @@
 """Plots of sweeps, drawn with matplotlib's non-interactive Agg backend (works headless).
 
+A plot with a path is drawn on a Figure of its own (never pyplot's) and written; with no path it
+is drawn on pyplot's current figure and returned, the pandas habit: shown inline in a notebook,
+and the session's backend is left as it was (see :func:`new_figure`).
+
 One axis: a line of the target over the axis, log scales where the sweep is log, a horizontal
 line at the capacity the target must fit in (the GPU's memory), infeasible points drawn apart
 in red. Two axes: a heatmap with a labelled colour bar, the infeasible region hatched and its
@@ -10,7 +14,8 @@ from __future__ import annotations
 
 import re
 import textwrap
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -21,7 +26,6 @@ from symcalc.units.format import fmt
 
 if TYPE_CHECKING:
     from os import PathLike
-    from pathlib import Path
 
     from collections.abc import Callable
 
@@ -37,10 +41,13 @@ INFEASIBLE = "#d62728"
 CAPACITY = "#444444"
 
 
-def plot_sweep(sweep: Sweep, path: str | PathLike[str], *, title: str | None = None, dpi: int = 120) -> Figure:
+def plot_sweep(sweep: Sweep, path: str | PathLike[str] | None = None, *, title: str | None = None,
+               dpi: int = 120) -> Figure:
     """Draw ``sweep`` (one or two axes) into ``path``; the format follows the extension. The
     file is written atomically (symcalc.outfile): a failed plot leaves an existing file as it was.
     Returns the matplotlib Figure, drawn without pyplot: the session's backend is unchanged.
+    With no ``path``, nothing is written: the sweep is drawn on pyplot's current figure (see
+    :func:`new_figure`), which is returned.
 
     Raises
     ------
@@ -49,28 +56,95 @@ def plot_sweep(sweep: Sweep, path: str | PathLike[str], *, title: str | None = N
     OutputError
         The file cannot be written.
     """
-    path = plot_target(path)
+    target = plot_target(path)
     if len(sweep.axes) not in (1, 2):
         raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
     import matplotlib  # on use: matplotlib only when a sweep is drawn
 
-    fig = sweep_figure(sweep, title=title)
+    fig = sweep_figure(sweep, title=title, fig=new_figure(target, SWEEP_SIZE))
     with matplotlib.rc_context({"svg.fonttype": "none"}):   # SVG text stays text: searchable, selectable
-        save_figure(fig, path, dpi)
+        save_figure(fig, target, dpi)
     return fig
 
 
-def plot_target(path: str | PathLike[str]) -> Path:
+SWEEP_SIZE = (7.5, 4.8)     # inches
+
+
+def new_figure(path: Path | None, size: tuple[float, float]) -> Figure:
+    """The figure a plot is drawn on. For a file, a Figure of its own, made without pyplot (the
+    session's backend and figures are untouched). With no path (``.plot()`` in a notebook),
+    pyplot's current figure, as pandas draws: it shows inline, ``plt.savefig`` and
+    ``plt.title`` reach it, and when the current figure already holds a drawing a new one is
+    made rather than drawing over it. pyplot is imported then, which keeps the backend the
+    session has (Jupyter's inline backend; MPLBACKEND; else matplotlib's own choice)."""
+    if path is not None:
+        from matplotlib.figure import Figure  # on use: matplotlib only when something is drawn
+        return Figure(figsize=size, layout="constrained")
+    import matplotlib.pyplot as plt  # on use: only for a figure drawn with no file
+
+    fig = plt.gcf()
+    if fig.axes or fig.texts or fig.images:
+        fig = plt.figure(figsize=size, layout="constrained")
+    else:
+        fig.set_size_inches(size)
+        fig.set_layout_engine("constrained")
+    fig._symcalc_pyplot = True      # type: ignore[attr-defined]  # see _shown_once
+    _shown_once()
+    return fig
+
+
+def _shown_once() -> None:
+    """In IPython, a symcalc figure that pyplot holds is shown once: Jupyter's inline backend
+    draws every open pyplot figure after the cell, so a figure shown as the cell's value
+    (``sweep.plot()`` as its last line) is let go from pyplot as it is shown, and not drawn a
+    second time; one drawn earlier in the cell is shown by the backend, as pandas' ``.plot()``
+    is. Every other Figure is shown by the formatter that was there."""
+    import sys
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None     # type: ignore[attr-defined]
+    if shell is None:
+        return
+    from matplotlib.figure import Figure  # on use: matplotlib only when something is drawn
+
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        previous = png.lookup_by_type(Figure)
+    except KeyError:
+        return
+    if getattr(previous, "symcalc_shown_once", False):
+        return
+
+    def show(fig: Figure) -> Any:
+        shown = previous(fig)
+        if getattr(fig, "_symcalc_pyplot", False):
+            import matplotlib.pyplot as plt  # on use: a figure drawn with no file has imported it
+            plt.close(fig)
+        return shown
+    show.symcalc_shown_once = True      # type: ignore[attr-defined]
+    png.for_type(Figure, show)
+
+
+@overload
+def plot_target(path: str | PathLike[str]) -> Path: ...
+@overload
+def plot_target(path: None) -> None: ...
+def plot_target(path: str | PathLike[str] | None) -> Path | None:
     """The file a figure is drawn into, checked (symcalc.outfile.check_target) and refused
-    unless its extension is an image format of FORMATS."""
+    unless its extension is an image format of FORMATS; None (draw, write nothing) for None."""
+    if path is None:
+        return None
     target = check_target(path, "--plot")
     if target.suffix.lower() not in FORMATS:
         raise QueryError(f"cannot plot to {target.name}: the file must end in {', '.join(FORMATS)}")
     return target
 
 
-def save_figure(fig: Figure, target: Path, dpi: int) -> None:
-    """Write ``fig`` into ``target`` (from plot_target) atomically, in the format its extension names."""
+def save_figure(fig: Figure, target: str | PathLike[str] | None, dpi: int) -> None:
+    """Write ``fig`` into ``target`` (from plot_target) atomically, in the format its extension
+    names; nothing for None (a plot drawn with no path)."""
+    if target is None:
+        return
+    target = Path(target)
     write_file(target, lambda fh: fig.savefig(fh, dpi=dpi, format=target.suffix.lower()[1:]), "--plot")
 
 
@@ -100,15 +174,15 @@ def _has_figure_formatter(formatter: Any) -> bool:
         return False
 
 
-def sweep_figure(sweep: Sweep, *, title: str | None = None) -> Figure:
-    """The sweep drawn on a Figure of its own (one axis: a line; two: a heatmap); nothing
-    written, the session's backend left as it was."""
+def sweep_figure(sweep: Sweep, *, title: str | None = None, fig: Figure | None = None) -> Figure:
+    """The sweep drawn on ``fig``, by default a Figure of its own (one axis: a line; two: a
+    heatmap); nothing written, the session's backend left as it was."""
     if len(sweep.axes) not in (1, 2):
         raise QueryError(f"a plot shows one or two varied quantities; this sweep has {len(sweep.axes)}")
     from matplotlib.figure import Figure   # on use: matplotlib only when a sweep is drawn
 
     inline_figures()
-    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    fig = fig if fig is not None else Figure(figsize=SWEEP_SIZE, layout="constrained")
     ax = fig.add_subplot()
     if len(sweep.axes) == 1:
         _line(ax, sweep)

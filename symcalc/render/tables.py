@@ -90,9 +90,12 @@ def _flat(v: object) -> str:
     return str(v)
 
 
-_HW_COLUMNS = [("memory", "gpu_memory"), ("HBM", "hbm_bandwidth"), ("BF16 dense", "peak_flops_bf16"),
-               ("FP8 dense", "peak_flops_fp8"), ("NVLink/dir", "nvlink_bandwidth"), ("NIC", "nic_bandwidth"),
-               ("TDP", "gpu_power")]
+# the unit is in the header, the cell holds the number only: "312 TFLOP/s" in a cell of an
+# 80-column table was cut to "TFLOP…" (issue 40); a number is never cut (no_wrap, and the unit
+# out of the cell leaves room for it)
+_HW_COLUMNS = [("memory\nGB", "gpu_memory"), ("HBM\nGB/s", "hbm_bandwidth"), ("BF16\ndense\nTFLOP/s", "peak_flops_bf16"),
+               ("FP8\ndense\nTFLOP/s", "peak_flops_fp8"), ("NVLink\n/dir\nGB/s", "nvlink_bandwidth"),
+               ("NIC\nGb/s", "nic_bandwidth"), ("TDP\nW", "gpu_power")]
 _MODEL_COLUMNS = [("params", "n_params"), ("layers", "n_layers"), ("d_model", "d_model"), ("heads", "n_heads"),
                   ("kv", "n_kv_heads"), ("d_ffn", "d_ffn"), ("vocab", "vocab_size"), ("experts", "n_experts")]
 
@@ -106,6 +109,17 @@ def _short(value: str) -> str:
     return fmt(x) if abs(x) >= 1e7 else value
 
 
+def _in_unit(value: str, header: str) -> str:
+    """A preset's value ("1.555 TB/s") as a number in the unit its column's header ends with
+    (GB/s: 1555); as written when it is not a quantity of that unit."""
+    from symcalc.units import parse_quantity  # on use: pint only when a table of presets is printed
+    unit = header.split()[-1]
+    try:
+        return fmt(float(parse_quantity(value).to(unit).magnitude))
+    except Exception:       # "-", or a value pint reads in another dimension: shown as it is
+        return value
+
+
 def print_presets(entries: dict[str, list[dict]]) -> None:
     """One row per preset, one column per key figure (sources: `symcalc list KIND --json`)."""
     console = _console()
@@ -115,13 +129,18 @@ def print_presets(entries: dict[str, list[dict]]) -> None:
         columns = _HW_COLUMNS if kind == "hardware" else _MODEL_COLUMNS
         t = Table(title=f"{'Hardware' if kind == 'hardware' else 'Models'} ({len(rows)}; sources: --json)",
                   title_justify="left")
-        t.add_column("name", style="bold", no_wrap=True)
-        for header, _ in columns:
-            t.add_column(header, justify="right")
+        table = [[r["name"]] + [_in_unit(r["values"].get(key, "-"), header) if kind == "hardware"
+                                else _short(r["values"].get(key, "-")) for header, key in columns] for r in rows]
+        # each column at least as wide as its widest cell: rich narrows a column to fit the
+        # terminal, and would cut a number ("TFLOP…") or fold a name
+        # (hardware only: the models' ten columns need about 100; see the issue-40 hand-over)
+        widest = [max(len(row[i]) for row in table) if kind == "hardware" else None for i in range(len(columns) + 1)]
+        t.add_column("name", style="bold", no_wrap=True, min_width=widest[0])
+        for (header, _), width in zip(columns, widest[1:]):
+            t.add_column(header, justify="right", min_width=width)
         if kind == "models":
             t.add_column("options")
-        for r in rows:
-            cells = [r["name"]] + [_short(r["values"].get(key, "-")) for _, key in columns]
+        for r, cells in zip(rows, table):
             if kind == "models":
                 o = r["options"]
                 cells.append(" ".join(x for x in (o.get("attention", ""), o.get("ffn", ""),
