@@ -39,6 +39,13 @@ def pytest_configure(config):
     os.environ.setdefault("SYMCALC_TIME_LIMIT", "600")
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch):
+    """Output to a pipe is not wrapped (symcalc.render.wrap), but pytest-xdist's workers run with
+    a COLUMNS the shell never exported: each test starts without it; those that wrap set it."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _exports_bound():
     """symcalc's public names are bound on first use (PEP 562); bind them all before any test

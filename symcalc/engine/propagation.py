@@ -178,8 +178,8 @@ class _Propagation:
         if f.lhs_name not in (None, v) and (self.estimated(f.lhs_name) if f.id not in self.estimates
                                             else self.producer.get(f.lhs_name) is not None):
             return
-        if f.asked_backwards and v not in (f.lhs_name, self.asked) and f.lhs_name in self.bridged:
-            return      # from a given left side, solved for an input only when the question asks for it
+        if v in f.asked_backwards and v != self.asked and f.lhs_name in self.bridged:
+            return      # from a given left side, solved for this input only when the question asks for it
         if f.solvability[v] != "none":
             inputs = tuple(x for x in f.quantities if x != v)
             if not self.bridge_open(f, v):

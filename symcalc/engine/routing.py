@@ -108,8 +108,8 @@ def _propagated(formulas: list[FormulaSpec], given: set[str], soft: set[str], ta
     ids = tuple(f.id for f in formulas)
     # a target a bridge names (see _Propagation.bridge_open: solved for it, or its condition)
     # opens it: the propagation is that target's own; any other target shares the one for these knowns
-    asked = target if any(target in f.from_given or ((f.asked_backwards or f.from_given) and target in f.quantities)
-                          for f in formulas) else None
+    asked = target if any(target in f.from_given or target in f.asked_backwards
+                          or (f.from_given and target in f.quantities) for f in formulas) else None
     key = (ids, frozenset(given), frozenset(soft), asked)
     hit = _recall(memo, key)
     if hit is None:

@@ -149,7 +149,7 @@ def _load_formula(table, file: str, quantities: dict[str, QuantitySpec], options
     return FormulaSpec(id=fid, title=table["title"].strip(), equation=equation.strip(),
                        source=table["source"].strip(), file=file, when=when, default_rule=rule,
                        from_given=tuple(from_given), forward_only=forward,
-                       asked_backwards=_flag(table, "asked_backwards", where), consequence=consequence, approximate=approximate,
+                       asked_backwards=_inputs(table, "asked_backwards", names, where), consequence=consequence, approximate=approximate,
                        breakdown=tuple(symbols[t].name for t in parts), reports=tuple(reports), notes=str(table.get("notes", "")).strip(), lhs=lhs, rhs=rhs,
                        display_lhs=dlhs, display_rhs=drhs, quantities=tuple(names),
                        solvability=solvability, latex=_latex_as_cited(dlhs, drhs, quantities),
@@ -216,11 +216,12 @@ def _formula_flags(table, where: str) -> tuple[bool, bool, bool, bool, list]:
     return rule, forward, consequence, approximate, from_given
 
 
-def _flag(table, key: str, where: str) -> bool:
-    value = table.get(key, False)
-    if not isinstance(value, bool):
-        raise LibraryError(f"{where}: '{key}' must be true or false")
-    return value
+def _inputs(table, key: str, names: list[str], where: str) -> tuple[str, ...]:
+    """A list of the formula's own quantities under ``key``."""
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(x, str) and x in names for x in value):
+        raise LibraryError(f"{where}: '{key}' is a list of the formula's own quantities")
+    return tuple(value)
 
 
 def _directed(table, lhs: sympy.Expr, names: list[str], solvability: dict[str, str], rule: bool, forward: bool,

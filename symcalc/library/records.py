@@ -249,11 +249,11 @@ class FormulaSpec(LazyFields):
     algorithm: str | None = None  # name in symcalc.library.algorithms.REGISTRY: a procedure, not an equation
     from_given: tuple[str, ...] = ()   # inputs a rule or bridge may only take from given values; other names: conditions
     forward_only: bool = False         # a law never solved for its right-hand side
-    # a law solved from a given left side for an input only when the question asks for that
-    # input: Young's optimal interval gives the MTBF that makes a given interval optimal when
-    # asked, but a given interval is the user's choice, not evidence of the MTBF inside a goodput
+    # inputs a law is solved for from a given left side only when the question asks for them:
+    # Young's optimal interval gives the MTBF that makes a given interval optimal when asked,
+    # but a given interval is the user's choice, not evidence of the MTBF inside a goodput
     # question (a derived interval is the optimal one by definition: solved any way)
-    asked_backwards: bool = False
+    asked_backwards: tuple[str, ...] = ()
     consequence: bool = False          # follows from other laws: a single step, only when they fall short
     approximate: bool = False          # a consequence that holds only roughly: never run into a law of its left side
     breakdown: tuple[str, ...] = ()    # lhs = the sum of these named parts, shown with their shares when derived

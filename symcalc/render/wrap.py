@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import textwrap
 
 DEFAULT_WIDTH = 80
@@ -24,12 +25,15 @@ _GLUE = "\x00"          # stands for a space that must not break, while textwrap
 _NUMBER_UNIT = re.compile(r"(?<![\w.])([-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?) (?=[A-Za-z%µ°][\w/^%·*.-]*)")
 
 
-def width() -> int:
+def width() -> int | None:
     """Columns to wrap at: COLUMNS when set (as a shell exports it), else the terminal's own
-    width when standard output is one, else 80; never fewer than MIN_WIDTH."""
+    width when standard output is one; None (no wrapping) when it is a pipe or a file, whose
+    reader (grep, a script, a test) wants each line whole; never fewer than MIN_WIDTH."""
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit():
         return max(MIN_WIDTH, int(columns))
+    if not sys.stdout.isatty():
+        return None
     return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
 
 
@@ -37,6 +41,8 @@ def wrap_text(text: str, columns: int | None = None) -> str:
     """``text`` with every line longer than ``columns`` (default :func:`width`) broken at
     spaces with a hanging indent; shorter lines are unchanged."""
     limit = columns or width()
+    if limit is None:
+        return text
     out: list[str] = []
     for line in text.split("\n"):
         if len(line) <= limit:
