@@ -6,7 +6,8 @@ out-of-sample runs, which never did), each reduced to what the planner compares 
 (:mod:`symcalc.planner.validation`):
 
 * its regime: stack, hardware preset, precision class (bf16 / fp8 / fp4), ZeRO stage, tp, pp,
-  cp, ep, dp, GPUs, parameters;
+  cp, ep, dp, GPUs, parameters, dense or MoE, and its recompute, sequence parallelism and
+  pipeline schedule;
 * the MFU it measured, in symcalc's convention (``symcalc solve mfu`` given the published step
   time, so that it compares with the planner's MFU column);
 * the model's error on it (predicted / published step time - 1) and its network time over its
@@ -75,6 +76,12 @@ def record(run: R.Run, fitted: bool) -> dict | None:
         "mfu": round(float(m.base_value), 4),
         "error": round(predicted / run.measured - 1, 4),
         "comm_ratio": round(comm_ratio(t.breakdown["parts"]), 3),
+        # what the planner's validation also matches (the options as the run's step time used
+        # them: given, else its stack's, else the library's defaults)
+        "moe": t.options.get("architecture") == "moe",
+        "recompute": str(t.options.get("recompute", "none")),
+        "sequence_parallel": str(t.options.get("sequence_parallel", "false")) == "true",
+        "schedule": str(t.options.get("pipeline_schedule", "1f1b")),
     }
     return rec
 
@@ -99,6 +106,10 @@ HEADER = """\
 #   error       the model's step time over the published one, minus 1 (+ too slow)
 #   comm_ratio  network time (every collective, whole, before overlap) over compute, as modelled
 #   params_b    parameters, billions (all experts of an MoE model)
+#   moe         a mixture of experts (dense or MoE: a regime of its own for the frontier)
+#   recompute, sequence_parallel, schedule   the options the run's step time was asked with (given,
+#               else its stack's, else the library's defaults): a layout is validated only by runs
+#               that share them
 """
 
 

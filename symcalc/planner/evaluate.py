@@ -36,6 +36,8 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 
 STEP_TIME: str = space_data()["evaluate"]["step_time"]
 MEMORY: str = space_data()["evaluate"]["memory"]
+# the compute part of a step (the frontier caps it, the rest of the step stays as modelled)
+COMPUTE: str = space_data()["evaluate"]["compute"]
 # what follows from the step time, and the values each needs besides it (formulas/planner/space.toml)
 METRICS: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in space_data()["metrics"].items()}
 # the pipeline schedule of a layout: 1F1B with one virtual stage, interleaved with more
@@ -128,6 +130,7 @@ class Evaluation:
     step_time: np.ndarray
     memory: np.ndarray
     inside: np.ndarray
+    compute: np.ndarray | None = None     # s: the compute part of each step (NaN where not derived)
     combos: int = 0                       # option combinations solved
     templates: dict[int, tuple[Result, Result]] = field(default_factory=dict)   # combination -> (step, memory)
 
@@ -141,6 +144,7 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
     step = np.full(n, np.nan)
     mem = np.full(n, np.nan)
     inside = np.zeros(n, dtype=bool)
+    compute = np.full(n, np.nan)
     key = option_key(c, searched_options(q.library))
     templates = {}
     combos = np.unique(key)
@@ -152,11 +156,14 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
             t, m = templates[int(k)] = q.solve_once(("layout", int(k), global_batch_size, seq_len),
                                                     partial(_templates, c, int(rows[0]), q, global_batch_size, seq_len))
             arrays = _layout_arrays(c, rows, q.moe, global_batch_size, seq_len)
-            got, ok = together((t, m), {**q.values, **arrays})
+            got, ok = together((t, m), {**q.values, **arrays}, also=(COMPUTE,))
             step[rows] = got[t.target] * t.factor
+            if COMPUTE in got:
+                compute[rows] = got[COMPUTE]
             mem[rows] = got[m.target] * m.factor
             inside[rows] = ok
-    return Evaluation(step_time=step, memory=mem, inside=inside, combos=len(templates), templates=templates)
+    return Evaluation(step_time=step, memory=mem, inside=inside, compute=compute, combos=len(templates),
+                      templates=templates)
 
 
 def _templates(columns: dict, first: int, q: Question, global_batch_size: int,

@@ -25,8 +25,9 @@ GOALS: dict[str, dict] = space_data()["goals"]      # formulas/planner/space.tom
 
 def _goal(values: dict, lib: Library) -> list[dict]:
     """Every goal given (formulas/planner/space.toml [goals]), in the data's order: {kind, value
-    (base units), raw (as given), metric, keep, helps}. Empty: no goal. A goal whose metric needs
-    a value not given is refused with the data's words for it."""
+    (base units), raw (as given), metric (what a layout's value is judged on: a deadline the
+    wall-clock time with failures), keep, helps}. Empty: no goal. A goal whose metric needs a
+    value not given is refused with the data's words for it."""
     out = []
     for kind, spec in GOALS.items():
         raw = values.get(spec["value"])
@@ -34,7 +35,7 @@ def _goal(values: dict, lib: Library) -> list[dict]:
             continue
         if any(values.get(n) is None for n in spec["needs"]):
             raise QueryError(spec["missing"])
-        out.append({"kind": kind, "value": _read(lib, spec["value"], raw), "raw": str(raw), "metric": spec["value"],
+        out.append({"kind": kind, "value": _read(lib, spec["value"], raw), "raw": str(raw), "metric": spec.get("metric", spec["value"]),
                     "keep": spec["keep"], "helps": bool(spec["more_gpus_help"])})
     return out
 
@@ -100,24 +101,24 @@ def _refine(scans: list[GpuScan], goal: dict, goals: list[dict], values: dict, c
 
 
 def _lacks(goal: dict, found: list[tuple[GpuScan, PlanRow]], tried: str) -> tuple[GpuScan, str]:
-    """The count that comes closest to ``goal`` (the fastest for a deadline, the cheapest for a
-    budget, the most token/s for a throughput) and what it lacks, in words."""
-    kind = goal["kind"]
+    """The count that comes closest to ``goal`` (the fastest on the wall clock for a deadline,
+    the cheapest for a budget, the most token/s for a throughput) and what it lacks, in words."""
+    kind, metric = goal["kind"], goal["metric"]
     if kind == "deadline":
-        sc, row = min(found, key=lambda f: f[1].metrics["train_time"])
-        return sc, (f"no GPU count tried ({tried}) trains in {goal['raw']}: the fastest, {sc.n_gpus} GPUs "
-                    f"({row.label()}), takes {row.metrics['train_time'] / 86400:.4g} day "
-                    f"({row.metrics['train_time'] / goal['value']:.3g}x the deadline); give a larger range "
+        sc, row = min(found, key=lambda f: f[1].metrics[metric])
+        return sc, (f"no GPU count tried ({tried}) trains in {goal['raw']} on the wall clock: the fastest, "
+                    f"{sc.n_gpus} GPUs ({row.label()}), takes {row.metrics[metric] / 86400:.4g} day with failures "
+                    f"({row.metrics[metric] / goal['value']:.3g}x the deadline); give a larger range "
                     "(--gpus A:B) or more time")
     if kind == "budget":
-        sc, row = min(found, key=lambda f: f[1].metrics["total_cost"])
+        sc, row = min(found, key=lambda f: f[1].metrics[metric])
         return sc, (f"no GPU count tried ({tried}) stays within {goal['raw']}: the cheapest, {sc.n_gpus} GPUs "
-                    f"({row.label()}), costs {row.metrics['total_cost']:,.0f} USD "
-                    f"({row.metrics['total_cost'] - goal['value']:,.0f} USD over)")
-    sc, row = max(found, key=lambda f: f[1].metrics["tokens_per_second"])
+                    f"({row.label()}), costs {row.metrics[metric]:,.0f} USD with failures "
+                    f"({row.metrics[metric] - goal['value']:,.0f} USD over)")
+    sc, row = max(found, key=lambda f: f[1].metrics[metric])
     return sc, (f"no GPU count tried ({tried}) reaches {goal['raw']}: the most, {sc.n_gpus} GPUs "
-                f"({row.label()}), reaches {row.metrics['tokens_per_second']:,.0f} token/s "
-                f"({row.metrics['tokens_per_second'] / goal['value']:.3g}x the target)")
+                f"({row.label()}), reaches {row.metrics[metric]:,.0f} token/s "
+                f"({row.metrics[metric] / goal['value']:.3g}x the target)")
 
 
 def _apart(goals: list[dict], found: list[tuple[GpuScan, PlanRow]], tried: str) -> tuple[GpuScan, str]:

@@ -30,7 +30,7 @@ class _Search:
     fitting: np.ndarray     # mask over space rows
     seconds: float
     planned: np.ndarray | None = None    # step time a layout is ranked by (s): the model's, or the frontier's
-    frontier_time: float | None = None   # step time at the frontier MFU (s), None without a frontier
+    frontier_time: np.ndarray | None = None   # per layout: compute time at its regime's frontier MFU (s)
     unsure: np.ndarray | None = None     # mask: no published regime covers the layout (judged per shown row too)
 
 
@@ -55,9 +55,12 @@ def _search(n_gpus: int, setup: _Setup) -> _Search:
     t = time.perf_counter()
     q, facts = setup.q, setup.facts
     shape, space = _space(n_gpus, setup)
-    if setup.progress is not None:
-        setup.progress(f"{n_gpus:,} GPUs: {space.size:,} valid layouts")
-    ev = evaluate(space, q, shape.global_batch_size, shape.seq_len, setup.progress) if space.size else \
+    told = setup.progress
+    # every line names the count searched (an inverse plan searches several, one after another)
+    progress = None if told is None else (lambda text: told(f"{n_gpus:,} GPUs: {text}"))
+    if progress is not None:
+        progress(f"{space.size:,} valid layouts")
+    ev = evaluate(space, q, shape.global_batch_size, shape.seq_len, progress) if space.size else \
         Evaluation(np.zeros(0), np.zeros(0), np.zeros(0, bool))
     limit = facts.gpu_memory - setup.headroom
     fitting = ev.inside & (ev.memory <= limit)
@@ -74,31 +77,44 @@ TIE_BAND = 0.01
 
 
 def _judge_all(s: _Search, setup: _Setup) -> None:
-    """Mark the layouts no published regime covers (``s.unsure``) and rank those the model puts
-    beyond the frontier (the best MFU published for the hardware, precision and size class) at
-    the frontier's step time: a layout no one has run is not planned faster than anyone has.
-    The MFU is the model FLOPs of a step over n_gpus x peak x step time, so the frontier's step
-    time is one layout's MFU x its step time / the frontier (one solve). O(layouts x regimes)."""
+    """Mark the layouts no published regime covers (``s.unsure``) and plan those the model puts
+    beyond their frontier (the best MFU published in their regime: stack, silicon, precision,
+    dense or MoE, ZeRO class) no faster than it: a layout no one has run is not planned faster
+    than anyone has. The MFU is the model FLOPs of a step over n_gpus x peak x step time, so the
+    time at a frontier is one layout's MFU x its step time / the frontier (one solve); the cap
+    applies to the compute part of the step (:func:`_cap`). O(layouts x regimes)."""
     ev = setup.evidence
     idx = np.flatnonzero(s.fitting)
     if ev is None or len(idx) == 0 or setup.by == "memory":
         return
-    s.unsure = ~regime_ok(ev, s.space.columns)
-    if ev.frontier is None or not setup.frontier:
+    s.unsure = ~regime_ok(ev, s.space.columns, searched_options(setup.q.library))
+    if not ev.frontiers or not setup.frontier:
         return
     first = int(idx[0])
     got = metrics(setup.q, s.ev.step_time[first:first + 1], np.array([s.shape.n_gpus]),
                   s.shape.global_batch_size, s.shape.seq_len, {})
     if "mfu" not in got or not np.isfinite(got["mfu"][0]):
         return
-    s.frontier_time = float(got["mfu"][0]) * float(s.ev.step_time[first]) / ev.frontier
+    work = float(got["mfu"][0]) * float(s.ev.step_time[first])      # MFU x step time: the same for every layout
+    zero = np.asarray(s.space.columns["zero_stage"])
+    front = np.full(len(zero), np.nan)
+    for z, f in ev.frontiers.items():
+        front[np.where(zero <= 1, 1, zero) == z] = work / f.mfu
+    s.frontier_time = front
     _cap(s, np.flatnonzero(s.unsure))
 
 
 def _cap(s: _Search, rows: np.ndarray) -> None:
-    """Rank ``rows`` no faster than the frontier."""
-    if s.frontier_time is not None and s.planned is not None and len(rows):
-        s.planned[rows] = np.maximum(s.ev.step_time[rows], s.frontier_time)
+    """Plan ``rows`` no faster than their frontier: the compute part of the step no faster than
+    the frontier MFU allows, the rest (exposed communication, the bubble, the optimizer) as the
+    model has it, so planned times (and costs) still differ as the model's do across layouts and
+    GPU counts; a layout whose compute part is not derived is planned at the frontier's time."""
+    if s.frontier_time is None or s.planned is None or not len(rows):
+        return
+    step, front = s.ev.step_time[rows], s.frontier_time[rows]
+    compute = s.ev.compute[rows] if s.ev.compute is not None else np.full(len(rows), np.nan)
+    floor = np.where(np.isfinite(compute), step - compute + front, front)
+    s.planned[rows] = np.where(np.isfinite(front), np.maximum(step, floor), step)
 
 
 def _order(s: _Search, by: str) -> np.ndarray:
@@ -258,13 +274,14 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
         flipped = []
         for row in rows:
             i = row.index
-            row.verdict = judge(ev, row.layout, int(row.options["zero_stage"]),
-                                comm_ratio(row.breakdown_parts)).as_dict()
+            row.verdict = judge(ev, row.layout, int(row.options["zero_stage"]), comm_ratio(row.breakdown_parts),
+                                _choices(row)).as_dict()
             if not row.verdict["validated"] and not s.unsure[i]:
                 s.unsure[i] = True
                 flipped.append(i)
-        capped = [i for i in flipped if s.frontier_time is not None and s.ev.step_time[i] < s.frontier_time]
+        before = s.planned[flipped].copy() if s.planned is not None else None
         _cap(s, np.array(flipped, dtype=np.int64))
+        capped = flipped if before is not None and s.planned is not None and np.any(s.planned[flipped] > before) else []
         if not capped or round_ == SETTLE_ROUNDS:
             break
         s.order = _order(s, "time")
@@ -272,6 +289,13 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
         row.planned_time = float(s.planned[row.index]) if s.planned is not None else row.step_time
         row.equivalents = [_difference(row.label(), e) for e in row.equivalents]
     return rows
+
+
+def _choices(row: PlanRow) -> dict[str, str]:
+    """The choices validation matches besides the shape (regimes.toml), as the row has them."""
+    opts = row.options
+    return {"recompute": opts.get("recompute"), "sequence_parallel": opts.get("sequence_parallel"),
+            "schedule": opts.get("pipeline_schedule")}
 
 
 def _difference(label: str, other: str) -> str:
@@ -287,8 +311,20 @@ def _evidence_summary(s: _Search, rows: list[PlanRow], ev: Evidence | None) -> d
     return {"validated": sum(1 for r in rows if r.verdict.get("validated")), "shown": len(rows),
             "published_runs": len(ev.runs), "stack": ev.stack, "hardware": ev.hardware, "precision": ev.precision,
             "frontier_mfu": ev.frontier, "frontier_run": ev.frontier_run, "frontier_class": ev.frontier_class,
+            **_shown_frontier(ev, rows),
+            "frontiers": {str(z): f.as_dict() for z, f in ev.frontiers.items()},
             "capped": sum(1 for r in rows if r.capped),
             "frontier_applied": s.frontier_time is not None}
+
+
+def _shown_frontier(ev: Evidence, rows: list[PlanRow]) -> dict:
+    """The frontier of the first row's ZeRO class (the one its cap would be), as the summary's
+    frontier_mfu, frontier_run, frontier_class and frontier_note."""
+    if not rows or not ev.frontiers:
+        return {}
+    z = max(int(rows[0].options.get("zero_stage", 1)), 1)
+    f = ev.frontiers.get(z)
+    return {"frontier_mfu": f.mfu, "frontier_run": f.run, "frontier_class": f.regime, "frontier_note": f.note} if f else {}
 
 
 def _base(s: _Search, rows: list[PlanRow], model: str | None, hardware: str, options: dict[str, str], common: _Setup,

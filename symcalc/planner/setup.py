@@ -332,7 +332,7 @@ def _evidence(q: Question, lib: Library, options: dict, hardware: str) -> Eviden
         params: float | None = float(r.value) * r.factor / 1e9
     except SymcalcError:
         params = None
-    return evidence(options.get("stack", ""), find_preset("hardware", hardware).key, precision, params)
+    return evidence(options.get("stack", ""), find_preset("hardware", hardware).key, precision, params, moe=q.moe)
 
 
 def _headroom(values: dict, facts: _Facts, lib: Library) -> float:

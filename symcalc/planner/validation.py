@@ -10,10 +10,16 @@ degree is within SCALE_FACTOR of theirs, and its network time over compute withi
 COMM_SLACK of theirs; otherwise it is a **hypothesis**, with the first of these that fails in
 words.
 
-The **frontier** of a layout is the best MFU any published run of its hardware and precision
-reached, among models of its size class (parameters within SIZE_FACTOR; every size when none
-is). The planner ranks a hypothesis by no better than the frontier (a layout no one measured
-is not planned faster than anyone has run), and says so.
+A validated layout's runs also share its recompute, sequence parallelism and pipeline
+schedule (``formulas/evidence/regimes.toml`` [validation]); otherwise the verdict names the first
+choice that differs.
+
+The **frontier** of a layout is the best MFU published in its own regime: its stack, silicon,
+precision class, dense or MoE, and ZeRO class (``formulas/evidence/regimes.toml``), among models of
+its size class there (parameters within SIZE_FACTOR; every size of the regime when none is). A
+regime with no published run is said, and the nearest regime's best is used, named (the distance:
+the weights of the keys that differ). The planner ranks a hypothesis by no better than the frontier
+(a layout no one measured is not planned faster than anyone has run), and says so.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,6 +66,10 @@ class PublishedRun:
     mfu: float
     error: float
     comm_ratio: float
+    moe: bool = False               # the regime keys and the choices validation matches (regimes.toml)
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    schedule: str = "1f1b"
 
     @property
     def shape(self) -> tuple:
@@ -127,17 +137,32 @@ def published_runs() -> tuple[PublishedRun, ...]:
 
 
 @dataclass(frozen=True)
+class Frontier:
+    """The best MFU published in one regime (the layouts of one ZeRO class of a plan)."""
+
+    mfu: float
+    run: str            # the run that reached it
+    regime: str         # the regime it was published in, in words
+    own: bool           # that regime is the layout's own (else the nearest, named in ``note``)
+    note: str = ""      # "no published run of ...: capped at the nearest regime's best, ..."
+
+    def as_dict(self) -> dict:
+        return {"mfu": self.mfu, "run": self.run, "regime": self.regime, "own": self.own, "note": self.note}
+
+
+@dataclass(frozen=True)
 class Evidence:
     """The published runs a plan's layouts are judged against: those of its stack, hardware and
-    precision (``runs``), and the frontier MFU of its hardware, precision and size class."""
+    precision (``runs``), and the frontier of each ZeRO class in its regime (``frontiers``)."""
 
     stack: str
     hardware: str
     precision: str
     runs: tuple[PublishedRun, ...]
-    frontier: float | None
+    frontier: float | None          # the lowest of ``frontiers`` (the tightest cap; None without any)
     frontier_run: str = ""
     frontier_class: str = ""
+    frontiers: Mapping[int, Frontier] = field(default_factory=dict)     # ZeRO class (1, 2, 3) -> its frontier
 
     def groups(self) -> dict[tuple, list[PublishedRun]]:
         out: dict[tuple, list[PublishedRun]] = {}
@@ -146,46 +171,129 @@ class Evidence:
         return out
 
 
-def evidence(stack: str, hardware_key: str, precision: str, params_b: float | None) -> Evidence:
+def evidence(stack: str, hardware_key: str, precision: str, params_b: float | None, moe: bool = False) -> Evidence:
     """The evidence for a plan (O(runs))."""
     runs = published_runs()
     precision = precision_class(precision)
     mine = tuple(r for r in runs if r.stack == stack and r.hardware == hardware_key and r.precision == precision)
-    same = [r for r in runs if family(r.hardware) == family(hardware_key) and r.precision == precision]
-    sized = [r for r in same if params_b and r.params_b
-             and 1 / SIZE_FACTOR <= r.params_b / params_b <= SIZE_FACTOR]
-    pool, what = (sized, f"{params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters") \
-        if sized and params_b else (same, "every size")
-    best = max(pool, key=lambda r: r.mfu, default=None)
-    cls = f"{family(hardware_key)} {precision}, {what}"
+    fronts = {z: f for z in ZERO_LABEL
+              for f in [frontier_of(_key(stack, hardware_key, precision, moe, z), params_b)] if f is not None}
+    low = min(fronts.values(), key=lambda f: f.mfu, default=None)
     return Evidence(stack=stack, hardware=hardware_key, precision=precision, runs=mine,
-                    frontier=best.mfu if best else None, frontier_run=best.id if best else "", frontier_class=cls)
+                    frontier=low.mfu if low else None, frontier_run=low.run if low else "",
+                    frontier_class=low.regime if low else "", frontiers=fronts)
 
 
-def regime_ok(ev: Evidence, columns: dict) -> np.ndarray:
-    """Per layout (columns of tp, pp, cp, ep, dp, zero_stage): whether a published regime of the
-    same shape, with the model's error there within MAX_REGIME_ERROR, covers its data-parallel
-    degree. Network time is judged per shown row (:func:`judge`). O(layouts x regimes)."""
+@functools.lru_cache(maxsize=1)
+def regime_data() -> dict:
+    """formulas/evidence/regimes.toml: the regime keys, their distances, what validation matches."""
+    path = formula_dir() / "evidence" / "regimes.toml"
+    return tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else \
+        {"keys": [], "distance": {}, "validation": {"match": []}}
+
+
+def _key(stack: str, hardware_key: str, precision: str, moe: bool, zero: int) -> dict:
+    return {"stack": stack, "hardware": family(hardware_key), "precision": precision, "moe": bool(moe),
+            "zero": max(int(zero), 1)}
+
+
+def _run_key(r: PublishedRun) -> dict:
+    return _key(r.stack, r.hardware, r.precision, r.moe, r.zero_stage)
+
+
+def describe_regime(key: Mapping) -> str:
+    """'deepspeed on a100, bf16, dense, ZeRO-0/1'."""
+    zero = ZERO_LABEL.get(key["zero"], f"ZeRO-{key['zero']}")
+    return f"{key['stack']} on {key['hardware']}, {key['precision']}, {'MoE' if key['moe'] else 'dense'}, {zero}"
+
+
+def frontier_of(key: Mapping, params_b: float | None) -> Frontier | None:
+    """The best MFU published in regime ``key`` (its size class when it has one), or, when the
+    regime has no run, in the nearest regime (regimes.toml's distance; a tie: the lower best).
+    O(runs)."""
+    data = regime_data()
+    keys, weights = data["keys"], data["distance"]
+    groups: dict[tuple, list[PublishedRun]] = {}
+    for r in published_runs():
+        rk = _run_key(r)
+        groups.setdefault(tuple(rk[k] for k in keys), []).append(r)
+    mine = tuple(key[k] for k in keys)
+    if not groups:
+        return None
+
+    def distance(g: tuple) -> tuple[float, float]:
+        return (sum(weights.get(k, 1) for k, a, b in zip(keys, g, mine) if a != b),
+                max(r.mfu for r in groups[g]))
+    near = mine if mine in groups else min(groups, key=distance)
+    pool = groups[near]
+    sized = [r for r in pool if params_b and r.params_b and 1 / SIZE_FACTOR <= r.params_b / params_b <= SIZE_FACTOR]
+    best = max(sized or pool, key=lambda r: r.mfu)
+    where = dict(zip(keys, near))
+    words = describe_regime(where) + (f", {params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters"
+                                      if sized and params_b else ", every size")
+    note = "" if near == mine else (
+        f"no published run of {describe_regime(key)}: capped at the nearest regime's best, {words} "
+        f"(differs in {', '.join(k for k, a, b in zip(keys, near, mine) if a != b)})")
+    return Frontier(mfu=best.mfu, run=best.id, regime=words, own=near == mine, note=note)
+
+
+def choice(run: PublishedRun, name: str) -> str:
+    """A run's value of a choice validation matches (regimes.toml [validation] match), as text."""
+    value = getattr(run, name)
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def matched() -> tuple[str, ...]:
+    """The choices a validating run shares with a layout besides its shape (regimes.toml)."""
+    return tuple(regime_data()["validation"]["match"])
+
+
+def regime_ok(ev: Evidence, columns: dict, option_values: Mapping[str, tuple[str, ...]] | None = None) -> np.ndarray:
+    """Per layout (columns of tp, pp, cp, ep, dp, zero_stage, and the searched options as indices
+    into ``option_values``): whether a published regime of the same shape and the same choices
+    (recompute, sequence parallelism, schedule), with the model's error there within
+    MAX_REGIME_ERROR, covers its data-parallel degree. Network time is judged per shown row
+    (:func:`judge`). O(layouts x regimes)."""
     n = len(next(iter(columns.values())))
     ok = np.zeros(n, dtype=bool)
     zero = np.asarray(columns["zero_stage"])
     zclass = np.where(zero <= 1, 1, zero)
     rest = dims.rest().name     # dp: the data-parallel degree a regime's runs reach
-    for shape, runs in ev.groups().items():
-        if np.mean([abs(r.error) for r in runs]) > MAX_REGIME_ERROR:
-            continue
-        match = (zclass == shape[0])
-        for d, on in zip(DIMS, shape[1:]):
-            col = np.asarray(columns[d]) if d in columns else np.full(n, dims.dimension(d).default or 1)
-            match &= (col > 1) == on
-        match &= np.asarray(columns[rest]) <= SCALE_FACTOR * max(r.dp for r in runs)
-        ok |= match
+    mine = _choice_columns(columns, option_values or {}, n)
+    for shape, all_runs in ev.groups().items():
+        by_choice: dict[tuple, list[PublishedRun]] = {}
+        for r in all_runs:
+            by_choice.setdefault(tuple(choice(r, c) for c in mine), []).append(r)
+        for chosen, runs in by_choice.items():
+            if np.mean([abs(r.error) for r in runs]) > MAX_REGIME_ERROR:
+                continue
+            match = (zclass == shape[0])
+            for d, on in zip(DIMS, shape[1:]):
+                col = np.asarray(columns[d]) if d in columns else np.full(n, dims.dimension(d).default or 1)
+                match &= (col > 1) == on
+            for col, value in zip(mine.values(), chosen):
+                match &= col == value
+            match &= np.asarray(columns[rest]) <= SCALE_FACTOR * max(r.dp for r in runs)
+            ok |= match
     return ok
 
 
-def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float) -> Verdict:
+def _choice_columns(columns: dict, option_values: Mapping[str, tuple[str, ...]], n: int) -> dict[str, np.ndarray]:
+    """Each matched choice of every layout as text: a searched option's index read through its
+    values; the schedule from the schedule dimension. A choice the columns lack is not matched."""
+    out = {}
+    for c in matched():
+        if c in columns and c in option_values:
+            out[c] = np.asarray(option_values[c], dtype=object)[np.asarray(columns[c])]
+        elif c == "schedule" and dims.schedule().name in columns:
+            out[c] = np.where(dims.interleaved(columns), "interleaved", "1f1b").astype(object)
+    return out
+
+
+def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float, choices: Mapping[str, str] | None = None) -> Verdict:
     """One layout's verdict, in words. ``layout``: tp, pp, cp, dp (ep); ``comm``: its network
-    time over compute (:func:`comm_ratio`)."""
+    time over compute (:func:`comm_ratio`); ``choices``: its recompute, sequence_parallel and
+    schedule (as text; one not given is not matched)."""
     shape = regime_shape(zero_stage, layout)
     where = f"{ev.stack} on {ev.hardware} ({ev.precision})"
     if not ev.runs:
@@ -194,6 +302,17 @@ def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float) -> Verdict:
     what = describe_shape(shape)
     if not runs:
         return Verdict(False, f"hypothesis: no published {where} run with {what}")
+    for c in matched():
+        mine = (choices or {}).get(c)
+        if mine is None:
+            continue
+        same = [r for r in runs if choice(r, c) == str(mine)]
+        if not same:
+            theirs = ", ".join(sorted({choice(r, c) for r in runs}))
+            return Verdict(False, f"hypothesis: the {len(runs)} published {where} run{'s' if len(runs) > 1 else ''} "
+                                  f"with {what} ran {c}={theirs}; this layout {c}={mine}",
+                           runs=tuple(r.id for r in runs), sources=tuple(sorted({r.source for r in runs})))
+        runs, what = same, f"{what}, {c}={mine}"
     ids, sources = tuple(r.id for r in runs), tuple(sorted({r.source for r in runs}))
     errors = np.array([r.error for r in runs])
     err, bias = float(np.mean(np.abs(errors))), float(np.mean(errors))

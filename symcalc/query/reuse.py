@@ -172,11 +172,13 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
                   capacity=capacity, also=extra)
 
 
-def together(results: Sequence, values: dict) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def together(results: Sequence, values: dict, also: Sequence[str] = ()) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Several questions asked on the same knowns, over arrays, in one call of the evaluator
     (the planner's step time and memory of every layout; its metrics): each result's answer
     in its unit, and one mask of the points where every value of every question is inside its
-    bounds. Steps the derivations share are evaluated once.
+    bounds. Steps the derivations share are evaluated once. ``also``: steps of the derivations
+    wanted too (the planner's compute part of a step), in base units; one no derivation
+    computes is left out.
 
     ``values`` holds the knowns of all of them (each result reads the ones it was given);
     the same conventions as :func:`points`. Raises TypeError when a result was given a value
@@ -190,10 +192,11 @@ def together(results: Sequence, values: dict) -> tuple[dict[str, np.ndarray], np
         got, whole = _read_grid(r, mine)
         magnitudes.update(got)
         integral |= whole
-    evaluated = evaluate([r.derivation for r in results], magnitudes, [_target(r) for r in results],
+    extra = [Target(n) for n in also if any(n in r.derivation.computed for r in results)]
+    evaluated = evaluate([r.derivation for r in results], magnitudes, [_target(r) for r in results] + extra,
                          integral=frozenset(integral))
     assert evaluated is not None
-    return {r.target: evaluated.values[r.target] for r in results}, evaluated.inside
+    return {t.name: evaluated.values[t.name] for t in [*map(_target, results), *extra]}, evaluated.inside
 
 
 def _read_grid(result, values: dict) -> tuple[dict, set[str]]:

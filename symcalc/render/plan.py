@@ -101,8 +101,11 @@ def plan_text(p: PlanResult, width: int | None = None) -> str:
                 out.append(f"  {sc.n_gpus:>7}  nothing fits")
                 continue
             m = sc.best.metrics
-            days = f"{m['train_time'] / DAY:8.1f} day" if "train_time" in m else ""
-            cost = f"{m['total_cost']:>14,.0f} USD" if "total_cost" in m else ""
+            # the wall clock and its cost (failures, checkpoints, restarts): what a deadline and a budget are judged on
+            days = (f"{m['wall_clock_time'] / DAY:8.1f} day wall" if "wall_clock_time" in m else
+                    f"{m['train_time'] / DAY:8.1f} day" if "train_time" in m else "")
+            cost = (f"{m['total_cost_with_failures']:>14,.0f} USD wall" if "total_cost_with_failures" in m else
+                    f"{m['total_cost']:>14,.0f} USD" if "total_cost" in m else "")
             tps = f"{m.get('tokens_per_second', 0):>12,.0f} token/s"
             mark = "  <- chosen" if sc.n_gpus == g.get("chosen_gpus") else ("  meets" if sc.meets else "")
             out.append(f"  {sc.n_gpus:>7}  {sc.best.label():<48} {sc.best.planned_time or sc.best.step_time:8.4g} s "
@@ -145,12 +148,15 @@ def _evidence_lines(p: PlanResult) -> list[str]:
     if e:
         out.append(f"Evidence: {e['validated']} of the top {e['shown']} validated by published runs "
                    f"({e['published_runs']} published {e['stack']} runs on {e['hardware']} {e['precision']})"
-                   + (f"; a hypothesis is ranked no faster than the best MFU published for {e['frontier_class']}: "
-                      f"{100 * e['frontier_mfu']:.1f} % ({e['frontier_run']}); * = ranked there"
+                   + (f"; a hypothesis's compute is ranked no faster than the best MFU published in its regime, "
+                      f"for #1 {e['frontier_class']}: {100 * e['frontier_mfu']:.1f} % ({e['frontier_run']}), the rest "
+                      "of its step as modelled; * = ranked so"
                       if e.get("frontier_applied") else
                       f"; ranked by the model alone (the best MFU published for {e['frontier_class']} is "
                       f"{100 * e['frontier_mfu']:.1f} %, {e['frontier_run']})" if e.get("frontier_mfu") else
                       "; no published run of this hardware and precision to bound it"))
+        if e.get("frontier_note"):
+            out.append(f"  frontier: {e['frontier_note']}")
     for r in p.rows[:VERDICTS_SHOWN]:
         if r.verdict:
             said = f"  #{r.rank} {r.verdict['text']}"
