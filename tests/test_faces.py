@@ -142,3 +142,12 @@ def test_a_plan_plot_with_no_path_returns_its_figure_and_writes_nothing(tmp_path
     assert [ax.get_title() for ax in fig.axes[:3]] == ["step time against memory", "memory per GPU of the top layouts",
                                                        "step time of the top layouts"]
     assert len(fig.axes[1].get_yticklabels()) == len(plan.rows)
+
+
+def test_the_plan_json_gpu_hours_holds_hours():
+    # a row's GPU-hours are its training time (s) x its GPUs / 3,600: the JSON field says hours
+    import symcalc
+    p = symcalc.plan("llama3-8b", "h100", 8, top=1)
+    row = json.loads(p.json())["rows"][0]
+    m = row["metrics"]
+    assert m["gpu_hours"] == pytest.approx(m["train_time"] * row["layout"]["n_gpus"] / 3600, rel=1e-9)

@@ -176,10 +176,12 @@ def _row_dict(r: PlanRow) -> dict[str, Any]:
             "step_time_s": r.step_time, "memory_per_gpu_bytes": r.memory, "fits": r.fits,
             "memory_parts_bytes": r.memory_parts, "step_parts_s": r.step_parts,
             "largest_memory_part": r.largest_memory_part[0] if r.largest_memory_part else None,
-            "metrics": {**r.metrics, **({"train_days": r.metrics["train_time"] / DAY} if "train_time" in r.metrics else {}),
+            # base units (seconds, bytes, USD) but for gpu_hours, in hours as its name says
+            "metrics": {**{k: v for k, v in r.metrics.items() if k != "gpu_hours"},
+                        **({"gpu_hours": r.metrics["gpu_hours"] / HOUR} if "gpu_hours" in r.metrics else {}),
+                        **({"train_days": r.metrics["train_time"] / DAY} if "train_time" in r.metrics else {}),
                         **({"wall_clock_days": r.metrics["wall_clock_time"] / DAY}
-                           if "wall_clock_time" in r.metrics else {}),
-                        **({"gpu_hours_h": r.metrics["gpu_hours"] / HOUR} if "gpu_hours" in r.metrics else {})},
+                           if "wall_clock_time" in r.metrics else {})},
             "planned_step_time_s": r.planned_time, "capped_at_frontier": r.capped,
             "verdict": r.verdict or None, "equivalents": r.equivalents,
             "command": r.command}
@@ -244,19 +246,21 @@ def plan_html(p: PlanResult) -> str:
     return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{msg}"
 
 
-def plan_plot(p: PlanResult, path: str | PathLike[str], dpi: int = 110) -> Figure:
+def plan_plot(p: PlanResult, path: str | PathLike[str] | None = None, dpi: int = 110) -> Figure:
     """Three panels: the fitting layouts' step time against memory per GPU with the Pareto
     front (fastest for its memory), the top layouts' memory breakdown and their step-time
-    breakdown as stacked bars. Returns the matplotlib Figure (drawn without pyplot: the
-    session's backend and figures are left as they were)."""
-    from symcalc.render.plot import inline_figures, plot_target, save_figure  # on use: when a plan is drawn
+    breakdown as stacked bars. Returns the matplotlib Figure: to a file, drawn without pyplot
+    (the session's backend and figures are left as they were); with no path, on pyplot's
+    current figure, shown inline in a notebook."""
+    from symcalc.render.plot import inline_figures, new_figure, plot_target, save_figure  # on use: when drawn
     path = plot_target(path)
     import matplotlib
-    from matplotlib.figure import Figure   # a figure of its own: the session's backend is left as it was
     # at most 1200 px wide (a design doc's page): the front on top, the two breakdowns below it,
     # one horizontal bar a layout, labelled with the layout itself
     inline_figures()
-    fig = Figure(figsize=(PLOT_WIDTH_PX / dpi, 8.2), layout="constrained")
+    # to a file, a figure of its own (the session's backend left as it was); with no path,
+    # pyplot's current figure, as Sweep.plot() draws (render/plot.py)
+    fig = new_figure(path, (PLOT_WIDTH_PX / dpi, 8.2))
     grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.25))
     axes = [fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]
     ax = axes[0]
