@@ -21,7 +21,7 @@ STATED = [
     "step_time = 8.744 s, mfu = 36.5 %",                                      # 2.
     "n_gpus = 773",                                                           # 3.
     "'90.5'", "'5.7'",                                                        # 4. the sweep's ends
-    "tp1 pp1 cp1 dp512 mbs1 zero3 no-recompute | validated: 72 published fsdp",  # 5.
+    "tp1 pp1 cp1 dp512 mbs1 zero3 no-recompute | validated: 37 published fsdp",  # 5.
     "Calibration of h100_fsdp_llm_foundry: 7 measured steps",                 # 6.
 ]
 
