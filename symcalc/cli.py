@@ -26,7 +26,15 @@ class Interrupted(BaseException):
     blank line of its own before ours."""
 
 
+# set by the first Ctrl-C: a library that catches broadly (a BaseException swallowed inside a
+# lazily built field) may turn the interrupt into another error further on, which is then the
+# interrupt's doing, not a bug, and is answered as the interrupt
+_ctrl_c_seen = False
+
+
 def _on_ctrl_c(signum, frame) -> None:
+    global _ctrl_c_seen
+    _ctrl_c_seen = True
     raise Interrupted()
 
 
@@ -102,7 +110,9 @@ def _run(args: list[str], as_json: bool) -> int:
         if e.errno == errno.EPIPE:
             raise BrokenPipeError(e.errno, e.strerror) from None
         return _fail("internal", one_line(f"internal error ({type(e).__name__}: {e}); please report it"), as_json)
-    except Exception as e:  # a bug: still one line, and say so
+    except Exception as e:  # a bug: still one line, and say so (unless a Ctrl-C came first)
+        if _ctrl_c_seen:
+            return _fail("interrupted", "interrupted", as_json, status=EXIT_INTERRUPTED)
         return _fail("internal", one_line(f"internal error ({type(e).__name__}: {e}); please report it"), as_json)
 
 

@@ -292,10 +292,12 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
 
 
 def _choices(row: PlanRow) -> dict[str, str]:
-    """The choices validation matches besides the shape (regimes.toml), as the row has them."""
+    """The choices validation matches besides the shape (regimes.toml), as the row has them
+    (one the row does not have is left out: not matched)."""
     opts = row.options
-    return {"recompute": opts.get("recompute"), "sequence_parallel": opts.get("sequence_parallel"),
-            "schedule": opts.get("pipeline_schedule")}
+    found = {"recompute": opts.get("recompute"), "sequence_parallel": opts.get("sequence_parallel"),
+             "schedule": opts.get("pipeline_schedule")}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _difference(label: str, other: str) -> str:
