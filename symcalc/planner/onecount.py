@@ -77,10 +77,10 @@ TIE_BAND = 0.01
 
 
 def _judge_all(s: _Search, setup: _Setup) -> None:
-    """Mark the layouts no published regime covers (``s.unsure``) and plan those the model puts
-    beyond their frontier (the best MFU published in their regime: stack, silicon, precision,
-    dense or MoE, ZeRO class) no faster than it: a layout no one has run is not planned faster
-    than anyone has. The MFU is the model FLOPs of a step over n_gpus x peak x step time, so the
+    """Mark the layouts no published regime covers (``s.unsure``) and plan every layout the model
+    puts beyond its frontier (the best MFU published in its regime: stack, silicon, precision,
+    dense or MoE, ZeRO class) no faster than it: no layout is planned faster than anyone has run
+    in its regime, a validated one included (its runs are no faster than the regime's best). The MFU is the model FLOPs of a step over n_gpus x peak x step time, so the
     time at a frontier is one layout's MFU x its step time / the frontier (one solve); the cap
     applies to the compute part of the step (:func:`_cap`). O(layouts x regimes)."""
     ev = setup.evidence
@@ -101,7 +101,7 @@ def _judge_all(s: _Search, setup: _Setup) -> None:
     for z, f in ev.frontiers.items():
         front[np.where(zero <= 1, 1, zero) == z] = work / f.mfu
     s.frontier_time = front
-    _cap(s, np.flatnonzero(s.unsure))
+    _cap(s, idx)
 
 
 def _cap(s: _Search, rows: np.ndarray) -> None:
