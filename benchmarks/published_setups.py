@@ -124,6 +124,11 @@ def published_range(anchor: R.Run, runs: dict[str, R.Run]) -> dict[str, float]:
     return {rid: measured_mfu(r) for rid, r in runs.items() if regime_of(r) == want}
 
 
+def inside(mfu: float, rng: dict[str, float]) -> bool:
+    """Whether a planned MFU lies in the published range, TOLERANCE either side of min..max."""
+    return bool(min(rng.values()) * (1 - TOLERANCE) <= mfu <= max(rng.values()) * (1 + TOLERANCE))
+
+
 # -- posing a setup ----------------------------------------------------------------------------------
 
 def pose(setup: Setup, run: R.Run) -> dict:
@@ -228,8 +233,7 @@ def run_setup(setup: Setup, runs: dict[str, R.Run], limit: float) -> dict:
             out["top"] = dict(label=top.label(), mfu=top.metrics.get("mfu"), model_mfu=top.metrics.get("model_mfu"),
                               step_time=top.step_time, planned_time=top.planned_time,
                               validated=bool(top.verdict.get("validated")), verdict=top.verdict.get("text", ""))
-            lo, hi = min(rng.values()), max(rng.values())
-            out["inside"] = bool(lo * (1 - TOLERANCE) <= top.metrics["mfu"] <= hi * (1 + TOLERANCE))
+            out["inside"] = inside(top.metrics["mfu"], rng)
         if q["layout"] is not None:
             out["expert"] = expert(q, p, limit)
     except Exception as e:      # noqa: BLE001  (any failure is this row's, the others still run)
