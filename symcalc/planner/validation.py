@@ -15,8 +15,10 @@ schedule (``formulas/evidence/regimes.toml`` [validation]); otherwise the verdic
 choice that differs.
 
 The **frontier** of a layout is the best MFU published in its own regime: its stack, silicon,
-precision class, dense or MoE, and ZeRO class (``formulas/evidence/regimes.toml``), among models of
-its size class there (parameters within SIZE_FACTOR; every size of the regime when none is). A
+precision class, dense or MoE, and ZeRO class (``formulas/evidence/regimes.toml``), among the runs of
+the same model there when it has some (parameters within SAME_MODEL: what is known of that very
+model is the most specific evidence), else of models of its size class (parameters within
+SIZE_FACTOR), else of every size of the regime. A
 regime with no published run is said, and the nearest regime's best is used, named (the distance:
 the weights of the keys that differ). The planner ranks a hypothesis by no better than the frontier
 (a layout no one measured is not planned faster than anyone has run), and says so.
@@ -43,6 +45,7 @@ MAX_REGIME_ERROR = 0.15   # a regime whose runs the model misses by more (mean |
 SCALE_FACTOR = 2          # data-parallel ranks up to this many times the most a regime's runs had
 COMM_SLACK = (1.25, 0.05)  # network / compute up to 1.25 x the most a regime's runs had, + 0.05
 SIZE_FACTOR = 3           # the size class: parameters within this factor either way
+SAME_MODEL = 0.03         # the same model: parameters within 3 % (counting conventions: tied or padded embeddings)
 ZERO_LABEL = {1: "ZeRO-0/1", 2: "ZeRO-2", 3: "ZeRO-3"}     # ZeRO class (0 and 1 keep whole weights) -> words
 DIMS = tuple(dims.validated())      # the degrees a regime is matched on (space.toml's `validation`: tp, pp, cp, ep)
 
@@ -226,11 +229,15 @@ def frontier_of(key: Mapping, params_b: float | None) -> Frontier | None:
                 max(r.mfu for r in groups[g]))
     near = mine if mine in groups else min(groups, key=distance)
     pool = groups[near]
-    sized = [r for r in pool if params_b and r.params_b and 1 / SIZE_FACTOR <= r.params_b / params_b <= SIZE_FACTOR]
-    best = max(sized or pool, key=lambda r: r.mfu)
+    ratio = {r.id: r.params_b / params_b if params_b and r.params_b else 0.0 for r in pool}
+    same = [r for r in pool if abs(ratio[r.id] - 1) <= SAME_MODEL]
+    sized = [r for r in pool if 1 / SIZE_FACTOR <= ratio[r.id] <= SIZE_FACTOR]
+    best = max(same or sized or pool, key=lambda r: r.mfu)
     where = dict(zip(keys, near))
-    words = describe_regime(where) + (f", {params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters"
-                                      if sized and params_b else ", every size")
+    words = describe_regime(where) + (
+        f", this model's runs ({params_b:.3g}B parameters)" if same and params_b else
+        f", {params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters" if sized and params_b
+        else ", every size")
     note = "" if near == mine else (
         f"no published run of {describe_regime(key)}: capped at the nearest regime's best, {words} "
         f"(differs in {', '.join(k for k, a, b in zip(keys, near, mine) if a != b)})")
