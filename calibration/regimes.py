@@ -80,7 +80,8 @@ def record(run: R.Run, fitted: bool) -> dict | None:
         # them: given, else its stack's, else the library's defaults)
         "moe": t.options.get("architecture") == "moe",
         "recompute": str(t.options.get("recompute", "none")),
-        "sequence_parallel": str(t.options.get("sequence_parallel", "false")) == "true",
+        # sequence parallelism splits along tp: at tp 1 a stack's default of true runs nothing
+        "sequence_parallel": str(t.options.get("sequence_parallel", "false")) == "true" and int(g.get("tp", 1)) > 1,
         "schedule": str(t.options.get("pipeline_schedule", "1f1b")),
     }
     return rec

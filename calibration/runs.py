@@ -222,6 +222,8 @@ def _stack(text: str, printed: str = "") -> str:
         return "torchtitan"
     if "deepspeed" in t:
         return "deepspeed"
+    if "hai-llm" in t:
+        return "hai-llm"          # DeepSeek's own: DualPipe, the all-to-all on dedicated SMs
     return "megatron-core"
 
 
