@@ -105,15 +105,19 @@ def _judge_all(s: _Search, setup: _Setup) -> None:
 
 
 def _cap(s: _Search, rows: np.ndarray) -> None:
-    """Plan ``rows`` no faster than their frontier: the compute part of the step no faster than
-    the frontier MFU allows, the rest (exposed communication, the bubble, the optimizer) as the
-    model has it, so planned times (and costs) still differ as the model's do across layouts and
-    GPU counts; a layout whose compute part is not derived is planned at the frontier's time."""
+    """Plan ``rows`` no faster than their frontier: a layout the model puts at an MFU m above the
+    frontier's f has the compute part of its step slowed by m / f (the model's kernels are as much
+    too fast as its MFU is too high), the rest (exposed communication, the bubble, the optimizer)
+    as the model has it, so planned times (and costs) still differ as the model's do across
+    layouts and GPU counts, and a layout at the frontier is planned as the model has it. m / f is
+    the frontier's time for the whole step (``frontier_time``) over the model's. A layout whose
+    compute part is not derived is planned at the frontier's time."""
     if s.frontier_time is None or s.planned is None or not len(rows):
         return
     step, front = s.ev.step_time[rows], s.frontier_time[rows]
     compute = s.ev.compute[rows] if s.ev.compute is not None else np.full(len(rows), np.nan)
-    floor = np.where(np.isfinite(compute), step - compute + front, front)
+    over = np.maximum(front / step, 1.0)            # m / f, at least 1
+    floor = np.where(np.isfinite(compute), step + compute * (over - 1), front)
     s.planned[rows] = np.where(np.isfinite(front), np.maximum(step, floor), step)
 
 
