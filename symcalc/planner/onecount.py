@@ -102,6 +102,7 @@ def _judge_all(s: _Search, setup: _Setup) -> None:
         front[np.where(zero <= 1, 1, zero) == z] = work / f.mfu
     s.frontier_time = front
     _cap(s, idx)
+    _as_its_runs(s, idx, ev.bias)
 
 
 def _cap(s: _Search, rows: np.ndarray) -> None:
@@ -275,7 +276,8 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
             rows.append(row)
         if ev is None or s.unsure is None:
             break
-        flipped = []
+        flipped, shown = [], np.array([row.index for row in rows], dtype=np.int64)
+        before = s.planned[shown].copy() if s.planned is not None else None
         for row in rows:
             i = row.index
             row.verdict = judge(ev, row.layout, int(row.options["zero_stage"]), comm_ratio(row.breakdown_parts),
@@ -283,16 +285,31 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
             if not row.verdict["validated"] and not s.unsure[i]:
                 s.unsure[i] = True
                 flipped.append(i)
-        before = s.planned[flipped].copy() if s.planned is not None else None
+            elif row.verdict["validated"] and s.planned is not None:
+                # its own runs, not the whole stack's, say how far off the model is for it
+                s.planned[i] = s.ev.step_time[i]
+                _cap(s, np.array([i]))
+                _as_its_runs(s, np.array([i]), row.verdict.get("bias"))
         _cap(s, np.array(flipped, dtype=np.int64))
-        capped = flipped if before is not None and s.planned is not None and np.any(s.planned[flipped] > before) else []
-        if not capped or round_ == SETTLE_ROUNDS:
+        changed = before is not None and s.planned is not None and np.any(s.planned[shown] != before)
+        if not changed or round_ == SETTLE_ROUNDS:
             break
         s.order = _order(s, "time")
     for row in rows:
         row.planned_time = float(s.planned[row.index]) if s.planned is not None else row.step_time
         row.equivalents = [_difference(row.label(), e) for e in row.equivalents]
     return rows
+
+
+def _as_its_runs(s: _Search, rows: np.ndarray, bias: float | None) -> None:
+    """Plan ``rows`` no faster than published runs show the model to be: where the model is too
+    fast on them (mean error ``bias`` < 0, predicted / published - 1), the step time over
+    1 + bias. The runs are the stack's on this hardware and precision for every layout, and a
+    validated layout's own runs for it (:func:`_top_rows`). Only ever slower: a model too slow
+    there keeps its own time. O(rows)."""
+    if s.planned is None or bias is None or not np.isfinite(bias) or bias >= 0 or bias <= -1 or not len(rows):
+        return
+    s.planned[rows] = np.maximum(s.planned[rows], s.ev.step_time[rows] / (1 + bias))
 
 
 def _choices(row: PlanRow) -> dict[str, str]:
@@ -317,6 +334,7 @@ def _evidence_summary(s: _Search, rows: list[PlanRow], ev: Evidence | None) -> d
     return {"validated": sum(1 for r in rows if r.verdict.get("validated")), "shown": len(rows),
             "published_runs": len(ev.runs), "stack": ev.stack, "hardware": ev.hardware, "precision": ev.precision,
             "frontier_mfu": ev.frontier, "frontier_run": ev.frontier_run, "frontier_class": ev.frontier_class,
+            "bias": ev.bias,
             **_shown_frontier(ev, rows),
             "frontiers": {str(z): f.as_dict() for z, f in ev.frontiers.items()},
             "capped": sum(1 for r in rows if r.capped),

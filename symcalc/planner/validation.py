@@ -167,6 +167,12 @@ class Evidence:
     frontier_class: str = ""
     frontiers: Mapping[int, Frontier] = field(default_factory=dict)     # ZeRO class (1, 2, 3) -> its frontier
 
+    @property
+    def bias(self) -> float | None:
+        """The model's mean signed error (predicted / published step time - 1) on the runs of
+        this stack, hardware and precision; None without any."""
+        return float(np.mean([r.error for r in self.runs])) if self.runs else None
+
     def groups(self) -> dict[tuple, list[PublishedRun]]:
         out: dict[tuple, list[PublishedRun]] = {}
         for r in self.runs:

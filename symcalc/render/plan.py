@@ -148,9 +148,9 @@ def _evidence_lines(p: PlanResult) -> list[str]:
     if e:
         out.append(f"Evidence: {e['validated']} of the top {e['shown']} validated by published runs "
                    f"({e['published_runs']} published {e['stack']} runs on {e['hardware']} {e['precision']})"
-                   + (f"; a hypothesis's compute is ranked no faster than the best MFU published in its regime, "
+                   + (f"; a layout's compute is ranked no faster than the best MFU published in its regime, "
                       f"for #1 {e['frontier_class']}: {100 * e['frontier_mfu']:.1f} % ({e['frontier_run']}), the rest "
-                      "of its step as modelled; * = ranked so"
+                      "of its step as modelled" + _bias_words(e) + "; * = ranked so"
                       if e.get("frontier_applied") else
                       f"; ranked by the model alone (the best MFU published for {e['frontier_class']} is "
                       f"{100 * e['frontier_mfu']:.1f} %, {e['frontier_run']})" if e.get("frontier_mfu") else
@@ -169,6 +169,15 @@ def _evidence_lines(p: PlanResult) -> list[str]:
             out.append(f"  #{r.rank} stands for {len(r.equivalents)} more of its step time band and degrees: "
                        + "; ".join(r.equivalents[:4]) + (f"; +{more} more" if more > 0 else ""))
     return out if len(out) > 1 else []
+
+
+def _bias_words(e: dict) -> str:
+    """How the model's error on the published runs slows the ranking, when it does."""
+    bias = e.get("bias")
+    if bias is None or bias >= 0:
+        return ""
+    return (f", and no faster than the model's error on those runs shows (it is {-100 * bias:.1f} % fast on them; "
+            "a validated layout: on its own runs)")
 
 
 def _row_dict(r: PlanRow) -> dict[str, Any]:
