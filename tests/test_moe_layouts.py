@@ -133,3 +133,18 @@ def test_a_tp_rank_dispatches_its_sequence_shard():
     one = symcalc.solve("ep_comm_time_per_layer", {**given, "tp": 1}, options=opts, hardware="h100")
     two = symcalc.solve("ep_comm_time_per_layer", {**given, "tp": 2}, options=opts, hardware="h100")
     assert float(two.base_value) == pytest.approx(float(one.base_value) / 2, rel=1e-12)
+
+
+def test_dualpipe_keeps_the_parameters_twice():
+    """DeepSeek-V3 report 3.2.1 and the DualPipe README: each GPU keeps two copies of its
+    parameters (Table: 2x for DualPipe, 1x for 1F1B). The published layout's model states under
+    DualPipe are 1F1B's plus one more copy of the weights and their gradients (ZeRO-1 shards
+    neither): (bytes_per_param + gradient bytes) x params_per_gpu; the optimizer is kept once."""
+    common = dict(model="deepseek-v3", hardware="h800")
+    dual = symcalc.solve("model_state_memory", dict(DSV3), options=dict(DSV3_OPTIONS), **common)
+    one = symcalc.solve("model_state_memory", dict(DSV3), options={**DSV3_OPTIONS, "pipeline_schedule": "1f1b"},
+                        **common)
+    v = dual.values
+    copy = (v["bytes_per_param"] + v["grad_memory_bytes_per_param"]) * v["params_per_gpu"]
+    assert float(dual.base_value) - float(one.base_value) == pytest.approx(copy, rel=1e-9)
+    assert 1e9 < copy < 5e9          # a few GB: at ep 64 a GPU holds ~0.85 B parameters
