@@ -150,3 +150,16 @@ def test_async_checkpoint_stalls_for_the_snapshot_only():
     r = symcalc.solve("checkpoint_interval", checkpoint_size="980 GB", n_gpus=512, host_copy_bandwidth="25 GB/s",
                       mtbf="24 hour", options={"checkpoint_mode": "async"})
     assert r.base_value == pytest.approx(math.sqrt(2 * snap * F), rel=1e-12)
+
+
+def test_the_largest_job_a_target_mtbf_allows_rounds_down():
+    # a job fails when any GPU does: mtbf = gpu_mtbf / n_gpus. Llama 3's rate, 50,677 GPU-hours, and
+    # a job that may fail at most once a day: 50,677 / 24 = 2,111.5, so 2,111 GPUs (2,112 would fail
+    # every 23.995 h). Only when n_gpus is the question: inside a goodput question the GPUs set the MTBF.
+    r = symcalc.solve("n_gpus", mtbf="24 hour")
+    assert r.value == 2111 and r.exact == pytest.approx(50677 / 24, rel=1e-9)
+    r = symcalc.solve("n_gpus", mtbf="24 hour", gpu_mtbf="100000 hour")
+    assert r.value == math.floor(100000 / 24)
+    # and the other way, the GPU-hours per failure a measured job MTBF implies: 3.09 h on 16,384 GPUs
+    g = symcalc.solve("gpu_mtbf", mtbf="3.09 hour", n_gpus=16384)
+    assert g.base_value == pytest.approx(3.09 * 3600 * 16384, rel=1e-12)

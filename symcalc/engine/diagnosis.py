@@ -75,7 +75,10 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
     that settles the most until the target is reached and then drops what is not needed, so
     that a set is found whenever one exists. Only when no set of known quantities exists are
     intermediates tried the same way. A route that solves a formula backwards through a default
-    of 0 is not offered (it would divide by 0); a route through a block is offered only if
+    of 0 is not offered (it would divide by 0), and one that reads none of the question's values
+    through an inverse kept for when it is the question (a job MTBF gives a GPU count alone:
+    another question) only when nothing else settles the target; a route through a block is
+    offered only if
     ``hints.verify`` accepts it.
 
     The search works on the system left after propagating the given values (settled
@@ -105,6 +108,8 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
     for fs, soft in ((plain, defaults - hints.assumptions), (formulas, defaults)):
         settled = set(propagate(fs, given, soft).cost)
         systems.append((settled, [f for f in fs if any(q not in settled for q in f.quantities)]))
+    # what the question's own values settle (with the defaults, less what the defaults settle alone)
+    from_given = set(propagate(formulas, given, defaults).cost) - set(propagate(formulas, set(), defaults).cost)
     near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid]
     slack = [q for q in preferred if q not in systems[1][0] and q != target and q not in near]
     ranked = slack + near
@@ -129,6 +134,12 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
             return False
         plan = settles(combo)
         if plan is None or _divides_by_zero(plan, by_id, zero):
+            return False
+        if given and _asked_only(plan, by_id) and not set(plan.given) & from_given:
+            # answers another question (an inverse kept for when it is the question: the GPUs of
+            # a job MTBF) from the extra alone, none of this one's values: offered only when
+            # nothing else settles the target (like a restatement)
+            restated.append((tier, len(combo), True, True, 0, sum(rank[q] for q in combo), list(combo)))
             return False
         if len(combo) == 1 and _restates(plan, combo[0], target, system[0], hints.units, by_id):
             restated.append((tier, 1, True, True, 0, rank[combo[0]], list(combo)))
@@ -164,6 +175,12 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
             consider(tuple(cheapest), tier)
             if any(f[0] == tier for f in found):
                 return
+
+
+def _asked_only(plan: Route, by_id: Mapping[str, FormulaSpec]) -> bool:
+    """Whether ``plan`` solves a formula backwards for an input it gives only when that input is
+    the question (``asked_backwards``). O(steps)."""
+    return any(q in by_id[f].asked_backwards for step in plan.steps for f in step.formulas for q in step.solves_for)
 
 
 def _restates(plan: Route, extra: str, target: str, settled: set[str], units: Mapping[str, str],
