@@ -49,3 +49,13 @@ def test_list_hardware_fits_80_columns_with_every_figure_whole(cli, monkeypatch)
     # NVLink 900 GB/s both ways (450 a direction), 400 Gb/s NIC, 700 W
     assert NUMBER.findall(h100.replace("h100", "")) == ["80", "3350", "989.4", "1979", "450", "400", "700"]
     assert "TFLOP/s" in out and "GB/s" in out                # the units, in the headers
+
+
+def test_list_models_fits_80_columns_with_every_figure_whole(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = cli("list", "models").out
+    assert max(len(x) for x in out.splitlines()) <= 80 and "…" not in out
+    (row,) = [x for x in out.splitlines() if x.startswith("llama3_405b")]
+    # Llama 3 405B (Dubey et al. 2024, Table 3): 405.85e9 parameters, 126 layers, width 16,384, 128
+    # heads with 8 KV heads, FFN 53,248, a vocabulary of 128,256 tokens: as people say them
+    assert row.split()[1:8] == ["406B", "126", "16384", "128/8", "53248", "128k", "-"]

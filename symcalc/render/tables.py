@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -96,8 +97,34 @@ def _flat(v: object) -> str:
 _HW_COLUMNS = [("memory\nGB", "gpu_memory"), ("HBM\nGB/s", "hbm_bandwidth"), ("BF16\ndense\nTFLOP/s", "peak_flops_bf16"),
                ("FP8\ndense\nTFLOP/s", "peak_flops_fp8"), ("NVLink\n/dir\nGB/s", "nvlink_bandwidth"),
                ("NIC\nGb/s", "nic_bandwidth"), ("TDP\nW", "gpu_power")]
-_MODEL_COLUMNS = [("params", "n_params"), ("layers", "n_layers"), ("d_model", "d_model"), ("heads", "n_heads"),
-                  ("kv", "n_kv_heads"), ("d_ffn", "d_ffn"), ("vocab", "vocab_size"), ("experts", "n_experts")]
+_MODEL_COLUMNS = [("params", "n_params"), ("layers", "n_layers"), ("d_model", "d_model"), ("heads\n/kv", "n_heads"),
+                  ("d_ffn", "d_ffn"), ("vocab", "vocab_size"), ("experts", "n_experts")]
+
+
+def _count(value: str) -> str:
+    """A model's count as people say it: 175B parameters, a 128k vocabulary; small ones as written."""
+    try:
+        x = float(value)
+    except ValueError:
+        return value
+    if abs(x) >= 1e9:
+        return f"{x / 1e9:.3g}B"
+    if abs(x) >= 1e5:
+        return f"{x / 1e3:.3g}k"
+    return value
+
+
+def _model_cells(values: dict, columns: list) -> list[str]:
+    """A model's row: counts as people say them, heads with their KV heads (64/8)."""
+    out = []
+    for header, key in columns:
+        cell = _count(values.get(key, "-"))
+        if key == "n_heads" and "n_kv_heads" in values:
+            cell = f"{cell}/{values['n_kv_heads']}"
+        elif key == "vocab_size" and cell.isdigit() and int(cell) >= 1e4:
+            cell = f"{int(cell) / 1e3:.3g}k"
+        out.append(cell)
+    return out
 
 
 def _short(value: str) -> str:
@@ -127,14 +154,15 @@ def print_presets(entries: dict[str, list[dict]]) -> None:
         if not rows:
             continue
         columns = _HW_COLUMNS if kind == "hardware" else _MODEL_COLUMNS
+        # the models' nine columns fit 80 characters only without vertical rules, one space apart
+        frame = {} if kind == "hardware" else dict(box=box.SIMPLE_HEAD, padding=0, pad_edge=False, show_edge=False)
         t = Table(title=f"{'Hardware' if kind == 'hardware' else 'Models'} ({len(rows)}; sources: --json)",
-                  title_justify="left")
-        table = [[r["name"]] + [_in_unit(r["values"].get(key, "-"), header) if kind == "hardware"
-                                else _short(r["values"].get(key, "-")) for header, key in columns] for r in rows]
+                  title_justify="left", **frame)
+        table = [[r["name"]] + ([_in_unit(r["values"].get(key, "-"), header) for header, key in columns]
+                                if kind == "hardware" else _model_cells(r["values"], columns)) for r in rows]
         # each column at least as wide as its widest cell: rich narrows a column to fit the
         # terminal, and would cut a number ("TFLOP…") or fold a name
-        # (hardware only: the models' ten columns need about 100; see the issue-40 hand-over)
-        widest = [max(len(row[i]) for row in table) if kind == "hardware" else None for i in range(len(columns) + 1)]
+        widest = [max(len(row[i]) for row in table) for i in range(len(columns) + 1)]
         t.add_column("name", style="bold", no_wrap=True, min_width=widest[0])
         for (header, _), width in zip(columns, widest[1:]):
             t.add_column(header, justify="right", min_width=width)
