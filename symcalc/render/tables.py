@@ -97,43 +97,35 @@ def _flat(v: object) -> str:
 _HW_COLUMNS = [("memory\nGB", "gpu_memory"), ("HBM\nGB/s", "hbm_bandwidth"), ("BF16\ndense\nTFLOP/s", "peak_flops_bf16"),
                ("FP8\ndense\nTFLOP/s", "peak_flops_fp8"), ("NVLink\n/dir\nGB/s", "nvlink_bandwidth"),
                ("NIC\nGb/s", "nic_bandwidth"), ("TDP\nW", "gpu_power")]
-_MODEL_COLUMNS = [("params", "n_params"), ("layers", "n_layers"), ("d_model", "d_model"), ("heads\n/kv", "n_heads"),
-                  ("d_ffn", "d_ffn"), ("vocab", "vocab_size"), ("experts", "n_experts")]
+# (header, the preset's key, how a cell says it): "count" as people say a model's size (175B),
+# "thousands" as they say a vocabulary (128k), "over" with the key after the slash (heads/KV heads)
+_MODEL_COLUMNS = [("params", "n_params", "count"), ("layers", "n_layers", ""), ("d_model", "d_model", ""),
+                  ("heads\n/kv", "n_heads", "over n_kv_heads"), ("d_ffn", "d_ffn", ""),
+                  ("vocab", "vocab_size", "thousands"), ("experts", "n_experts", "")]
 
 
-def _count(value: str) -> str:
-    """A model's count as people say it: 175B parameters, a 128k vocabulary; small ones as written."""
+def _preset_cells(kind: str, values: dict) -> list[str]:
+    """A preset's row after its name: hardware figures in their columns' units, a model's counts
+    as people say them."""
+    if kind == "hardware":
+        return [_in_unit(values.get(key, "-"), header) for header, key in _HW_COLUMNS]
+    return [_model_cell(values, key, how) for _, key, how in _MODEL_COLUMNS]
+
+
+def _model_cell(values: dict, key: str, how: str) -> str:
+    """One cell of a model's row, said as ``how`` says (see _MODEL_COLUMNS)."""
+    value = values.get(key, "-")
     try:
         x = float(value)
     except ValueError:
         return value
-    if abs(x) >= 1e9:
+    if how == "count" and abs(x) >= 1e9:
         return f"{x / 1e9:.3g}B"
-    if abs(x) >= 1e5:
+    if how == "thousands" and abs(x) >= 1e4:
         return f"{x / 1e3:.3g}k"
+    if how.startswith("over ") and how[5:] in values:
+        return f"{value}/{values[how[5:]]}"
     return value
-
-
-def _model_cells(values: dict, columns: list) -> list[str]:
-    """A model's row: counts as people say them, heads with their KV heads (64/8)."""
-    out = []
-    for header, key in columns:
-        cell = _count(values.get(key, "-"))
-        if key == "n_heads" and "n_kv_heads" in values:
-            cell = f"{cell}/{values['n_kv_heads']}"
-        elif key == "vocab_size" and cell.isdigit() and int(cell) >= 1e4:
-            cell = f"{int(cell) / 1e3:.3g}k"
-        out.append(cell)
-    return out
-
-
-def _short(value: str) -> str:
-    """Big bare counts as 6.738e9; values with units as written."""
-    try:
-        x = float(value)
-    except ValueError:
-        return value
-    return fmt(x) if abs(x) >= 1e7 else value
 
 
 def _in_unit(value: str, header: str) -> str:
@@ -153,18 +145,17 @@ def print_presets(entries: dict[str, list[dict]]) -> None:
     for kind, rows in entries.items():
         if not rows:
             continue
-        columns = _HW_COLUMNS if kind == "hardware" else _MODEL_COLUMNS
+        headers = [c[0] for c in (_HW_COLUMNS if kind == "hardware" else _MODEL_COLUMNS)]
+        title = f"{'Hardware' if kind == 'hardware' else 'Models'} ({len(rows)}; sources: --json)"
         # the models' nine columns fit 80 characters only without vertical rules, one space apart
-        frame = {} if kind == "hardware" else dict(box=box.SIMPLE_HEAD, padding=0, pad_edge=False, show_edge=False)
-        t = Table(title=f"{'Hardware' if kind == 'hardware' else 'Models'} ({len(rows)}; sources: --json)",
-                  title_justify="left", **frame)
-        table = [[r["name"]] + ([_in_unit(r["values"].get(key, "-"), header) for header, key in columns]
-                                if kind == "hardware" else _model_cells(r["values"], columns)) for r in rows]
+        t = Table(title=title, title_justify="left") if kind == "hardware" else \
+            Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=0, pad_edge=False, show_edge=False)
+        table = [[r["name"]] + _preset_cells(kind, r["values"]) for r in rows]
         # each column at least as wide as its widest cell: rich narrows a column to fit the
         # terminal, and would cut a number ("TFLOP…") or fold a name
-        widest = [max(len(row[i]) for row in table) for i in range(len(columns) + 1)]
+        widest = [max(len(row[i]) for row in table) for i in range(len(headers) + 1)]
         t.add_column("name", style="bold", no_wrap=True, min_width=widest[0])
-        for (header, _), width in zip(columns, widest[1:]):
+        for header, width in zip(headers, widest[1:]):
             t.add_column(header, justify="right", min_width=width)
         if kind == "models":
             t.add_column("options")
