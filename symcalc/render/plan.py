@@ -41,7 +41,8 @@ def _cells(r: PlanRow) -> dict[str, str]:
     return {
         "rank": str(r.rank), "layout": r.label(), "memory_GB": f"{r.memory / GB:.1f}",
         "largest_part": f"{part[0]} {part[1] / GB:.1f}" if part else "",
-        "step_time_s": f"{r.step_time:.4g}",
+        # the step time it is ranked by (the days and cost follow it); the model's own is in its verdict
+        "step_time_s": f"{(r.planned_time or r.step_time):.4g}",
         "largest_step_part": f"{step_part[0]} {100 * step_part[1] / r.step_time:.0f}%" if step_part else "",
         "mfu_%": f"{100 * m['mfu']:.1f}" if "mfu" in m else "",
         "tokens_per_s": f"{m['tokens_per_second']:,.0f}" if "tokens_per_second" in m else "",
