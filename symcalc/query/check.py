@@ -203,6 +203,8 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
             continue
         if r.looked_up:            # a preset's figure, not something the other values determine
             continue
+        if any(name in s.solves_for and name in f.asked_backwards for s in r.steps for f in s.formulas):
+            continue    # an inverse kept for when it is the question (the GPUs a job MTBF allows): no claim's check
         found.append(relation(r, name, float(gv.magnitude), rtol))
     relations = _one_per_relation(found, list(knowns))
     related = set().union(*(r.members for r in relations)) if relations else set()
