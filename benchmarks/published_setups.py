@@ -36,13 +36,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "calibration"))
 
 import regimes  # noqa: E402  (calibration/regimes.py: every scored published run, as its file reads them)
+from published_layouts import pareto_rows  # noqa: E402  (a layout among a plan's fitting ones)
 import runs as R  # noqa: E402
 
 import symcalc  # noqa: E402
@@ -197,18 +197,8 @@ def mfu_at(q: dict, layout: dict, opts: dict, step_time: float) -> float:
 
 def rank_of(p, layout: dict, opts: dict) -> int | None:
     """The published layout's place in the planner's order among the fitting layouts, or None."""
-    a = p.pareto
-    if not a or not len(a.get("tp", ())):
-        return None
-    hit = np.ones(len(a["tp"]), dtype=bool)
-    for k, v in layout.items():
-        if k in a:
-            hit &= a[k] == v
-    for k, v in opts.items():
-        if k in a and v in SEARCHED_OPTIONS[k]:
-            hit &= a[k] == SEARCHED_OPTIONS[k].index(v)
-    rows = np.flatnonzero(hit)
-    return int(a["rank"][rows].min()) if len(rows) else None
+    rows = pareto_rows(p, layout, opts)
+    return int(p.pareto["rank"][rows].min()) if len(rows) else None
 
 
 # -- one setup ---------------------------------------------------------------------------------------

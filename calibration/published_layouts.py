@@ -54,6 +54,24 @@ def _published(run: dict, lib) -> tuple[dict, dict, dict]:
     return layout, searched, options
 
 
+def pareto_rows(p, layout: dict, options: dict) -> np.ndarray:
+    """The rows of plan ``p``'s fitting layouts (its ``pareto`` columns) that hold ``layout``
+    and the searched ``options`` (their values; the columns hold indices into the searched
+    options' values). A key the columns lack, or an option value the planner does not search,
+    is not matched. O(fitting layouts)."""
+    a = p.pareto
+    if not a or not len(a.get("tp", ())):
+        return np.zeros(0, dtype=np.int64)
+    hit = np.ones(len(a["tp"]), dtype=bool)
+    for k, v in layout.items():
+        if k in a:
+            hit &= a[k] == v
+    for k, v in options.items():
+        if k in a and v in SEARCHED_OPTIONS[k]:
+            hit &= a[k] == SEARCHED_OPTIONS[k].index(v)
+    return np.flatnonzero(hit)
+
+
 def published_layouts(library=None) -> list[dict]:
     """One record per published run: its layout, whether it is valid and fits, its rank among
     the fitting layouts by step time, its step time, and the planner's best layout.
@@ -75,12 +93,7 @@ def published_layouts(library=None) -> list[dict]:
                          **{k: g[k] for k in SHAPES})
         took = time.perf_counter() - t0
         a = p.pareto
-        hit = np.ones(len(a["tp"]), dtype=bool)
-        for k, v in layout.items():
-            hit &= a[k] == v
-        for k, v in searched.items():
-            hit &= a[k] == SEARCHED_OPTIONS[k].index(v)
-        rows = np.flatnonzero(hit)
+        rows = pareto_rows(p, layout, searched)
         step = float(a["step_time"][rows[0]]) if len(rows) else float("nan")
         rank = int(np.count_nonzero(a["step_time"] < step)) + 1 if len(rows) else None
         out.append(dict(id=run["id"], hardware=run["hardware"], n_gpus=int(g["n_gpus"]), layout=layout,
@@ -153,12 +166,7 @@ def plan_setup(setup: dict, library=None) -> dict:
     rank = planned = None
     if setup["layout"]:
         a = p.pareto
-        hit = np.ones(len(a["tp"]), dtype=bool)
-        for k, v in setup["layout"].items():
-            hit &= a[k] == v
-        for k, v in setup["options"].items():
-            hit &= a[k] == SEARCHED_OPTIONS[k].index(v)
-        rows = np.flatnonzero(hit)
+        rows = pareto_rows(p, setup["layout"], setup["options"])
         if len(rows):
             rank, planned = int(a["rank"][rows[0]]), float(a["planned_time"][rows[0]])
     return dict(setup=setup, plan=p, rank=rank, planned=planned, seconds=took)
