@@ -16,7 +16,7 @@ from functools import lru_cache
 from symcalc import budget
 from symcalc.budget import DEFAULT_DIAGNOSIS_LIMIT, bounded
 from symcalc.engine.propagation import _index, propagate
-from symcalc.engine.route import Route, _extract
+from symcalc.engine.route import Route, _extract, asked_inverses
 from symcalc.errors import UnderdeterminedError
 from symcalc.library.records import FormulaSpec
 
@@ -108,8 +108,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
     for fs, soft in ((plain, defaults - hints.assumptions), (formulas, defaults)):
         settled = set(propagate(fs, given, soft).cost)
         systems.append((settled, [f for f in fs if any(q not in settled for q in f.quantities)]))
-    # what the question's own values settle (with the defaults, less what the defaults settle alone)
-    from_given = set(propagate(formulas, given, defaults).cost) - set(propagate(formulas, set(), defaults).cost)
+    settled_by_given = _settled_by(formulas, given, defaults)
     near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid]
     slack = [q for q in preferred if q not in systems[1][0] and q != target and q not in near]
     ranked = slack + near
@@ -135,7 +134,8 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
         plan = settles(combo)
         if plan is None or _divides_by_zero(plan, by_id, zero):
             return False
-        if given and _asked_only(plan, by_id) and not set(plan.given) & from_given:
+        if given and asked_inverses(((by_id[f] for f in st.formulas), st.solves_for) for st in plan.steps) \
+                and not set(plan.given) & settled_by_given():
             # answers another question (an inverse kept for when it is the question: the GPUs of
             # a job MTBF) from the extra alone, none of this one's values: offered only when
             # nothing else settles the target (like a restatement)
@@ -177,10 +177,17 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
                 return
 
 
-def _asked_only(plan: Route, by_id: Mapping[str, FormulaSpec]) -> bool:
-    """Whether ``plan`` solves a formula backwards for an input it gives only when that input is
-    the question (``asked_backwards``). O(steps)."""
-    return any(q in by_id[f].asked_backwards for step in plan.steps for f in step.formulas for q in step.solves_for)
+def _settled_by(formulas, given: set[str], defaults: set[str]) -> Callable[[], set[str]]:
+    """What the question's own values settle: with the defaults, less what the defaults settle
+    alone. Two propagations, run when first asked (only a route through an inverse kept for
+    its own question needs them), then kept."""
+    found: list[set[str]] = []
+
+    def settled() -> set[str]:
+        if not found:
+            found.append(set(propagate(formulas, given, defaults).cost) - set(propagate(formulas, set(), defaults).cost))
+        return found[0]
+    return settled
 
 
 def _restates(plan: Route, extra: str, target: str, settled: set[str], units: Mapping[str, str],

@@ -8,8 +8,9 @@ records: the records sit below every module that makes or reads them.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,15 @@ class Route:
     defaults: tuple[str, ...]    # coefficient defaults the steps use
     unused: tuple[str, ...]      # given quantities nothing here needed
     default_rules: tuple[str, ...] = ()  # default-rule formulas the steps use
+
+
+def asked_inverses(steps: Iterable[tuple[Iterable[Any], Iterable[str]]]) -> set[str]:
+    """The quantities ``steps`` (pairs of a step's formulas and what it solves for) solve for
+    through an inverse a formula keeps for when that quantity is the question
+    (``asked_backwards``: the GPUs a job MTBF allows). A route through one answers that question,
+    not another: a hint or a check does not offer it for another. O(steps)."""
+    steps = [(tuple(formulas), tuple(solves)) for formulas, solves in steps]
+    return {q for formulas, solves in steps for f in formulas for q in solves if q in f.asked_backwards}
 
 
 @dataclass

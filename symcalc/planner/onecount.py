@@ -77,12 +77,13 @@ TIE_BAND = 0.01
 
 
 def _judge_all(s: _Search, setup: _Setup) -> None:
-    """Mark the layouts no published regime covers (``s.unsure``) and plan every layout the model
-    puts beyond its frontier (the best MFU published in its regime: stack, silicon, precision,
-    dense or MoE, ZeRO class) no faster than it: no layout is planned faster than anyone has run
-    in its regime, a validated one included (its runs are no faster than the regime's best). The MFU is the model FLOPs of a step over n_gpus x peak x step time, so the
-    time at a frontier is one layout's MFU x its step time / the frontier (one solve); the cap
-    applies to the compute part of the step (:func:`_cap`). O(layouts x regimes)."""
+    """Mark the layouts no published regime covers (``s.unsure``) and hold every fitting layout,
+    a validated one included, to what was measured: its compute no faster than its frontier
+    allows (the best MFU published in its regime: stack, silicon, precision, dense or MoE, ZeRO
+    class; :func:`_cap`), and its step no faster than the model's error on the stack's runs
+    shows (:func:`_as_its_runs`). The MFU is the model FLOPs of a step over n_gpus x peak x step
+    time, so the time at a frontier is one layout's MFU x its step time / the frontier (one
+    solve). O(layouts x regimes)."""
     ev = setup.evidence
     idx = np.flatnonzero(s.fitting)
     if ev is None or len(idx) == 0 or setup.by == "memory":

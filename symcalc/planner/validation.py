@@ -20,8 +20,9 @@ the same model there when it has some (parameters within SAME_MODEL: what is kno
 model is the most specific evidence), else of models of its size class (parameters within
 SIZE_FACTOR), else of every size of the regime. A
 regime with no published run is said, and the nearest regime's best is used, named (the distance:
-the weights of the keys that differ). The planner ranks a hypothesis by no better than the frontier
-(a layout no one measured is not planned faster than anyone has run), and says so.
+the weights of the keys that differ). The planner slows the compute of a layout the model puts
+beyond the frontier by as much as its MFU is above it, and every layout by the model's mean
+error where the model is too fast on the stack's runs (:attr:`Evidence.bias`), and says so.
 """
 
 from __future__ import annotations

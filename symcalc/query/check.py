@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from symcalc.engine.method import Method
+from symcalc.engine.route import asked_inverses
 from symcalc.errors import (
     NoSolutionError,
     OutOfBoundsError,
@@ -203,7 +204,7 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
             continue
         if r.looked_up:            # a preset's figure, not something the other values determine
             continue
-        if any(name in s.solves_for and name in f.asked_backwards for s in r.steps for f in s.formulas):
+        if name in asked_inverses((s.formulas, s.solves_for) for s in r.steps):
             continue    # an inverse kept for when it is the question (the GPUs a job MTBF allows): no claim's check
         found.append(relation(r, name, float(gv.magnitude), rtol))
     relations = _one_per_relation(found, list(knowns))
