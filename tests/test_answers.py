@@ -38,37 +38,37 @@ FIT_OPTIONS = {"zero_stage": "3", "recompute": "full", "attention_kernel": "flas
 #   final RMSNorm: a layer's two norms are its own).
 PER_TOKEN_70B = 2 * 8192 * 80 + 274_688 + 128256 * 12
 GATHER_70B = 8 * (LLAMA3_70B - 2 * 128256 * 8192 - 8192) / 80
-TENSORS_LIMIT = 80e9
+TENSORS_LIMIT = 81559 * 2**20      # an H100's memory: nvidia-smi's 81559 MiB (hardware.toml)
 
 
 def test_fewest_data_parallel_ranks_that_fit_round_up_and_say_why():
-    # ZeRO-3 shards the 16 bytes/param over dp: dp = 16 N / (80e9 - 8192 x 3,124,480 - gather)
-    # = 23.74 -> 24
+    # ZeRO-3 shards the 16 bytes/param over dp: dp = 16 N / (85.52e9 - 8192 x 3,124,480 - gather)
+    # = 21.27 -> 22
     acts = 8192 * PER_TOKEN_70B + GATHER_70B
     exact = 16 * LLAMA3_70B / (TENSORS_LIMIT - acts)
     r = symcalc.solve("dp", FIT_70B, options=FIT_OPTIONS, model="llama3-70b", hardware="h100")
-    assert r.exact == pytest.approx(exact, rel=1e-9) and r.value == 24 and r.rounding == "up"
-    # at 23 ranks the GPU would need 16 N / 23 + acts = 81.52 GB: headroom -1.522 GB
+    assert r.exact == pytest.approx(exact, rel=1e-9) and r.value == 22 and r.rounding == "up"
+    # at 21 ranks the GPU would need 16 N / 21 + acts = 86.20 GB: headroom -0.675 GB
     why = r.rounding_reason
-    assert why["limit"] == "memory_headroom" and why["other"] == 23
-    there = 80e9 - (16 * LLAMA3_70B / 23 + acts)
+    assert why["limit"] == "memory_headroom" and why["other"] == 21
+    there = TENSORS_LIMIT - (16 * LLAMA3_70B / 21 + acts)
     assert why["value_there"] == pytest.approx(there / 1e9, rel=1e-9)
-    assert "23 would give memory_headroom = -1.522 GB, below the given 0 GB" in r.text()
+    assert "21 would give memory_headroom = -0.6754 GB, below the given 0 GB" in r.text()
     # the count dp was derived through is not noted apart: the rounding already says it
     assert not any(f.kind == "not_whole" for f in r.findings)
-    # and 24 really fits
-    at24 = symcalc.solve("memory_headroom", micro_batch_size=1, seq_len="8192 token", dp=24, options=FIT_OPTIONS,
+    # and 22 really fits
+    at24 = symcalc.solve("memory_headroom", micro_batch_size=1, seq_len="8192 token", dp=22, options=FIT_OPTIONS,
                          model="llama3-70b", hardware="h100")
     assert at24.value > 0
 
 
 def test_largest_sequence_that_fits_rounds_down():
-    # dp = 32: 80e9 - 16 N / 32 - gather leaves 37.88e9 bytes for 3,124,480 bytes a token:
-    # s = 12122.9 -> 12122
+    # dp = 32: 85.52e9 - 16 N / 32 - gather leaves 43.40e9 bytes for 3,124,480 bytes a token:
+    # s = 13889.9 -> 13889
     exact = (TENSORS_LIMIT - 16 * LLAMA3_70B / 32 - GATHER_70B) / PER_TOKEN_70B
     r = symcalc.solve("seq_len", memory_headroom="0 GB", micro_batch_size=1, dp=32, options=FIT_OPTIONS,
                       model="llama3-70b", hardware="h100")
-    assert r.exact == pytest.approx(exact, rel=1e-9) and r.value == 12122 and r.rounding == "down"
+    assert r.exact == pytest.approx(exact, rel=1e-9) and r.value == 13889 and r.rounding == "down"
 
 
 def test_gpus_a_budget_buys_round_down_and_a_deadline_rounds_up():
@@ -110,7 +110,7 @@ def test_sweeps_and_compare_round_the_same_way():
 
 def test_round_still_overrides():
     r = symcalc.solve("dp", FIT_70B, options=FIT_OPTIONS, model="llama3-70b", hardware="h100", rounding="nearest")
-    assert r.value == 24 and r.exact < 23.8 and r.rounding_reason is None     # 23.74 to the nearest
+    assert r.value == 21 and r.exact < 21.3 and r.rounding_reason is None     # 21.27 to the nearest
 
 
 # -- 2. given values win over defaults -------------------------------------------------------
@@ -312,7 +312,7 @@ def test_a_preset_answers_a_target_nothing_else_determines(cli):
     r = symcalc.solve("peak_flops", hardware="h100-sxm")
     assert r.value == pytest.approx(989.4) and r.looked_up.startswith("hardware h100_sxm")
     run = cli("solve", "gpu_memory", "--hardware", "a100-40gb", "--json")
-    assert run.json()["value"] == 40 and run.json()["looked_up"]
+    assert run.json()["value"] == pytest.approx(42.94967296) and run.json()["looked_up"]   # 40960 MiB in GB
     # a question the values do answer is still derived: 312 TFLOP/s x 0.5 x 8 = 1.248 PFLOP/s
     r = symcalc.solve("peak_flops", achieved_flops_cluster="1.248 PFLOP/s", mfu="50%", n_gpus=8, hardware="a100")
     assert r.value == pytest.approx(312) and r.looked_up is None
@@ -321,13 +321,13 @@ def test_a_preset_answers_a_target_nothing_else_determines(cli):
 # -- 8. infeasible is an answer -----------------------------------------------------------------
 
 def test_a_layout_that_does_not_fit_names_the_part(cli):
-    # Llama 3 70B without sharding: 16 x 70.55e9 = 1128.9 GB of model states on an 80 GB GPU; the
+    # Llama 3 70B without sharding: 16 x 70.55e9 = 1128.9 GB of model states on an 85.52 GB GPU; the
     # micro-batch sits in two parts at once (the activations and the logits), neither of which has
     # room left
     run = cli("solve", "micro_batch_size", "--model", "llama3-70b", "--hardware", "h100", "memory_headroom=0GB",
               "seq_len=4096 token", "--option", "memory_figure=allocated")
     assert run.code == 2
-    assert ("model_state_memory = 1129 GB alone already exceeds allocated_memory_per_gpu = 80 GB, with nothing "
+    assert ("model_state_memory = 1129 GB alone already exceeds allocated_memory_per_gpu = 85.52 GB, with nothing "
             "left for activation_memory or loss_memory_excess" in run.err)
 
 
@@ -370,7 +370,7 @@ def test_does_it_fit_under_check(cli):
     # keeps no score matrix, so the activations are smaller)
     bad = cli("check", "--model", "llama3-70b", "--hardware", "h100", "micro_batch_size=1", "seq_len=4096 token",
               "dp=8", "--option", "zero_stage=3")
-    assert bad.code == 1 and "DOES NOT FIT in gpu_memory = 80 GB" in bad.out
+    assert bad.code == 1 and "DOES NOT FIT in gpu_memory = 85.52 GB" in bad.out
     assert "the largest part is model_state_memory = 141.1 GB" in bad.out
 
 
@@ -414,15 +414,15 @@ INVERSE = [
     # (target, given, options, presets, exact by hand, expected whole answer or None)
     ("n_gpus", dict(n_tokens="15e12 token", train_time="90 day", mfu="40%"), {}, dict(model="llama3-70b", hardware="h100"),
      _llama3_70b_gpus_for_90_days(), 2064),
-    # largest micro-batch the tensors leave room for: (80e9 - 6.738e9 x (4 + 12/8)) / (2 x 4096 x 4096 x 32
+    # largest micro-batch the tensors leave room for: (85.52e9 - 6.738e9 x (4 + 12/8)) / (2 x 4096 x 4096 x 32
     # stored inputs + the recomputed layer's 4096 x (4 x 2 x 4096 + 2 x (4 x 4096 + 3 x 11008)) + the
-    # eager softmax output 2 x 32 x 4096^2 (no dropout) + the logits 4096 x 32000 x 12) = 10.08 -> 10
+    # eager softmax output 2 x 32 x 4096^2 (no dropout) + the logits 4096 x 32000 x 12) = 11.38 -> 11
     # (the textbook stack: eager attention, the loss as eager PyTorch keeps it)
     ("micro_batch_size", dict(dp=8, memory_headroom="0 GB"),
      {"zero_stage": "1", "recompute": "full", "memory_figure": "allocated", "stack": "textbook"},
      dict(model="llama2-7b", hardware="h100"),
-     (80e9 - LLAMA2_7B * 5.5) / (2 * 4096 * 4096 * 32 + 4096 * (4 * 2 * 4096 + 2 * (4 * 4096 + 3 * 11008))
-                                 + 2 * 32 * 4096 ** 2 + 4096 * 32000 * 12), 10),
+     (TENSORS_LIMIT - LLAMA2_7B * 5.5) / (2 * 4096 * 4096 * 32 + 4096 * (4 * 2 * 4096 + 2 * (4 * 4096 + 3 * 11008))
+                                 + 2 * 32 * 4096 ** 2 + 4096 * 32000 * 12), 11),
     # fewest tp for 70B model states in 75 GB: 16 x 70e9 / 75e9 = 14.93 -> 15 (memory, at most)
     ("tp", dict(n_params=70e9, model_state_memory="75 GB"), {}, {}, 16 * 70e9 / 75e9, 15),
     # fewest ZeRO-3 ranks for 70B in 64 GB: 16 x 70e9 / 64e9 = 17.5 -> 18

@@ -33,6 +33,7 @@ MEMORY_JOB = dict(model="llama2-7b", hardware="h100", dp=8,
                            "memory_figure": "allocated", "stack": "textbook"})   # the formulas' own count
 STATES, PER_SEQUENCE = 6_738_415_616 * 5.5, 32 * 2 * 4096 * 4096 + 4096 * 2 * (8 * 4096 + 3 * 11008) + 4 * 32 * 4096 \
     + 4096 * 32000 * 12
+H100_MEMORY = 81559 * 2**20 / 1e9      # GB: nvidia-smi's 81559 MiB (formulas/presets/hardware.toml)
 MFU_QUESTION = dict(n_params=7e9, tokens_per_second="150000 token/s", n_gpus=64, peak_flops="1979 TFLOP/s")
 
 
@@ -52,12 +53,12 @@ def test_an_answer_over_the_gpu_memory_is_an_over_capacity_record():
     assert (stage.kind, stage.quantity, stage.values["value"]) == ("reported", "busiest_pipeline_stage", 1)
     assert (f.kind, f.quantity, f.related, f.mask) == ("over_capacity", "total_memory_per_gpu", ("gpu_memory",), None)
     v = f.values
-    assert v["unit"] == "GB" and v["capacity"] == pytest.approx(80.0)
+    assert v["unit"] == "GB" and v["capacity"] == pytest.approx(H100_MEMORY)
     assert v["value"] == pytest.approx(total / 1e9, rel=1e-12)
-    assert v["excess"] == pytest.approx(total / 1e9 - 80, rel=1e-12)
+    assert v["excess"] == pytest.approx(total / 1e9 - H100_MEMORY, rel=1e-12)
     assert v["points"] is None and v["of"] is None
     assert v["largest"][0] == "loss_memory_excess" and v["largest"][1] == pytest.approx(64 * 1_572_864_000 / 1e9)
-    assert sentence(f) == ("total_memory_per_gpu = 241 GB exceeds gpu_memory = 80 GB by 161 GB: it does not "
+    assert sentence(f) == ("total_memory_per_gpu = 241 GB exceeds gpu_memory = 85.52 GB by 155.5 GB: it does not "
                            "fit; the largest part is loss_memory_excess = 100.7 GB")
     assert r.warnings == [sentence(f)] and r.violations == []
 
@@ -68,8 +69,8 @@ def test_over_capacity_on_an_array_carries_where_it_holds():
     [f] = r.findings
     assert f.kind == "over_capacity" and f.mask.tolist() == [False, True, True]
     assert (f.values["points"], f.values["of"], f.values["largest"]) == (2, 3, None)
-    assert sentence(f) == ("total_memory_per_gpu = 241 GB exceeds gpu_memory = 80 GB at 2 of 3 points by "
-                           "161 GB: it does not fit")
+    assert sentence(f) == ("total_memory_per_gpu = 241 GB exceeds gpu_memory = 85.52 GB at 2 of 3 points by "
+                           "155.5 GB: it does not fit")
 
 
 def test_a_value_nothing_needs_is_a_not_used_record():
@@ -152,23 +153,23 @@ def test_json_carries_the_sentences_and_the_records():
     [f] = d["findings"]
     assert f["kind"] == "over_capacity" and f["quantity"] == "total_memory_per_gpu"
     assert f["related"] == ["gpu_memory"] and f["mask"] == [False, True, True]
-    assert f["values"]["points"] == 2 and f["values"]["capacity"] == pytest.approx(80.0)
+    assert f["values"]["points"] == 2 and f["values"]["capacity"] == pytest.approx(H100_MEMORY)
     assert d["warnings"] == [sentence(Finding(f["kind"], f["quantity"], f["values"], tuple(f["related"])))]
     inf = finding_dict(Finding("out_of_bounds", "x", {"value": float("nan"), "bounds": {"hi": float("inf")}}))
     assert inf["values"] == {"value": None, "bounds": {"hi": None}}     # plain JSON: no NaN, no Infinity
 
 
 def test_a_sweep_drops_the_over_capacity_warning_by_its_kind():
-    # 37.06 + 3.186 b <= 80 GB  <=>  b <= 13.48: 51 of b = 1..64 do not fit, and the worst,
+    # 37.06 + 3.186 b <= 85.52 GB  <=>  b <= 15.21: 49 of b = 1..64 do not fit, and the worst,
     # b = 64, is the 240.97 GB above. The capacity (mask and reason) says so; the warning would repeat it.
     # (the sweep takes its first point's derivation over the grid: that point fits, and the
     # grid's capacity mask is the sweep's own, not a finding of an array solve)
     s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:64"}, **MEMORY_JOB)
-    over = np.arange(1, 65) > 13
-    assert s.values[-1] == pytest.approx(240.97, abs=0.01) and int(over.sum()) == 51
-    assert s.capacity == ("gpu_memory", 80.0) and s.feasible.tolist() == (~over).tolist()
+    over = np.arange(1, 65) > 15
+    assert s.values[-1] == pytest.approx(240.97, abs=0.01) and int(over.sum()) == 49
+    assert s.capacity == ("gpu_memory", pytest.approx(H100_MEMORY)) and s.feasible.tolist() == (~over).tolist()
     assert not any(f.kind == "over_capacity" for f in s.findings) and s.warnings == []
-    assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 80 GB at 51 points"]
+    assert s.reasons == ["total_memory_per_gpu exceeds gpu_memory = 85.52 GB at 49 points"]
     assert s.as_dict()["findings"] == []
 
 

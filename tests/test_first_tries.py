@@ -111,7 +111,7 @@ def test_show_explains_a_preset_too(cli):
     run = cli("show", "h100", "--json")
     info = run.json()
     assert info["kind"] == "hardware" and info["name"] == "h100_sxm"
-    assert info["values"]["gpu_memory"].startswith("80 GB") and "[measured]" in info["values"]["bf16_gemm_efficiency"]
+    assert info["values"]["gpu_memory"].startswith("81559 MiB [measured]") and "[measured]" in info["values"]["bf16_gemm_efficiency"]
     run = cli("show", "h10")
     assert run.code == 2 and "Did you mean: h100" in run.err
 

@@ -10,6 +10,7 @@ import symcalc
 # Llama 3 8B on one node of 8 H100s, the global batch plan takes by default (4M tokens: 512 x 8192)
 RUN = dict(model="llama3-8b", hardware="h100")
 RUN_7B = dict(model="llama2-7b", hardware="h100")
+H100 = 81559 * 2**20        # bytes: an H100's memory, nvidia-smi's total (formulas/presets/hardware.toml)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,8 @@ def test_check_gives_the_plans_verdict_on_the_plans_layout(planned):
 def test_sweep_marks_the_points_plan_would_reject_for_memory():
     # tp 8, no recompute, ZeRO-0 with sequence parallelism: plan's row 'tp8 mbs8 ... sp' counts
     # 72.1 GB at micro-batch 8 (rank 4 of its default plan); the sweep over micro-batches 4..12
-    # under the same default stack puts the same figure at 8 and marks the points above 80 GB
+    # under the same default stack puts the same figure at 8 and marks the points above the GPU's
+    # 85.52 GB (the sweep keeps no margin unless one is given)
     s = symcalc.sweep("total_memory_per_gpu", vary={"micro_batch_size": "4:12"}, tp=8, pp=1, cp=1, dp=1, n_gpus=8,
                       global_batch_size=512, seq_len="8192 token",
                       options={"zero_stage": "0", "recompute": "none", "sequence_parallel": "true"}, **RUN)
@@ -65,8 +67,8 @@ def test_sweep_marks_the_points_plan_would_reject_for_memory():
                                                      global_batch_size=512, seq_len="8192 token"),
                         options={"zero_stage": "0", "recompute": "none", "sequence_parallel": "true"}, **RUN)
     assert values[4] == pytest.approx(one.base_value / 1e9, rel=1e-9)
-    assert list(np.asarray(s.feasible).ravel()) == list(values <= 80)
-    assert 0 < int(np.sum(values <= 80)) < values.size        # the boundary lies inside the sweep
+    assert list(np.asarray(s.feasible).ravel()) == list(values <= H100 / 1e9)
+    assert 0 < int(np.sum(values <= H100 / 1e9)) < values.size        # the boundary lies inside the sweep
 
 
 def test_a_bare_formula_question_keeps_the_seeds_physics_and_names_no_stack():
@@ -96,17 +98,19 @@ def test_the_cli_says_the_stack_first(cli):
 
 
 def test_one_margin_decides_a_fit_in_plan_and_in_solve(planned):
-    # plan keeps 5 % of the GPU free when no headroom is given: 80 GB - 4 GB = 76 GB a GPU
-    assert planned.memory_limit == pytest.approx(80e9 * 0.95, rel=1e-12)
-    # Llama 2 7B, ZeRO-1 over 8, full recompute, flash attention, micro-batch 11: 77.48 GB under
-    # the default stack (the sweep in the README puts 11 last below 80 GB), so it fits the GPU
-    # but leaves 2.52 GB, under the 4 GB plan keeps: solve says so, with the same margin
-    r = symcalc.solve("total_memory_per_gpu", dict(dp=8, micro_batch_size=11),
+    # plan keeps 5 % of the GPU free when no headroom is given: an H100's 81559 MiB = 85.52 GB
+    # less 4.276 GB = 81.24 GB a GPU
+    assert planned.memory_limit == pytest.approx(H100 * 0.95, rel=1e-12)
+    # Llama 2 7B, ZeRO-1 over 8, full recompute, flash attention, micro-batch 13: 83.14 GB under
+    # the default stack (2.83 GB a micro-batch more than 12's 80.31), so it fits the GPU but
+    # leaves 2.38 GB, under the 4.276 GB plan keeps: solve says so, with the same margin
+    r = symcalc.solve("total_memory_per_gpu", dict(dp=8, micro_batch_size=13),
                       options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"}, **RUN_7B)
     [fit] = [f for f in r.findings if f.kind == "fit"]
     assert fit.values["fits"] and fit.values["tight"]
-    assert fit.values["advised"] == pytest.approx(4.0, rel=1e-12)          # GB, 5 % of 80 GB
-    assert fit.values["free"] == pytest.approx(80 - r.base_value / 1e9, rel=1e-9)
+    assert fit.values["advised"] == pytest.approx(H100 * 0.05 / 1e9, rel=1e-12)    # GB, 5 % of 85.52 GB
+    assert fit.values["free"] == pytest.approx(H100 / 1e9 - r.base_value / 1e9, rel=1e-9)
+    assert 2.3 < fit.values["free"] < 2.45
 
 
 def test_the_textbook_stack_answers_a_step_time_with_no_host_overhead():
@@ -123,13 +127,13 @@ def test_the_textbook_stack_answers_a_step_time_with_no_host_overhead():
 def test_a_margin_given_beside_a_step_time_is_the_fits_not_a_value_to_reproduce():
     # memory_headroom = 2 GB is the margin to keep: the step time does not go through it (no
     # memory_headroom_def in its derivation, no default replaced to reproduce it), and the fit
-    # verdict tests the layout's 77.48 GB against 80 - 2 = 78 GB: fits, 0.52 GB to spare
-    r = symcalc.solve("step_time", dict(dp=8, n_gpus=8, global_batch_size=512, micro_batch_size=11,
+    # verdict tests the layout's 83.14 GB against 85.52 - 2 = 83.52 GB: fits, 0.38 GB to spare
+    r = symcalc.solve("step_time", dict(dp=8, n_gpus=8, global_batch_size=512, micro_batch_size=13,
                                         memory_headroom="2 GB"),
                       options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"}, **RUN_7B)
     assert "memory_headroom_def" not in {f.id for s in r.steps for f in s.formulas}
     [fit] = [f for f in r.findings if f.kind == "fit"]
     assert fit.values["fits"] and not fit.values["tight"]
-    assert fit.values["limit"] == pytest.approx(78.0, rel=1e-12)
-    assert 0.5 < fit.values["free"] < 0.55                   # 78 - 77.48 GB (the README sweep's point 11)
+    assert fit.values["limit"] == pytest.approx(H100 / 1e9 - 2, rel=1e-12)
+    assert 0.35 < fit.values["free"] < 0.41                  # 83.52 - 83.14 GB
     assert "memory_headroom" not in r.unused and "gpu_memory" not in r.unused     # the verdict read them

@@ -38,30 +38,32 @@ def share_of_colour(img: np.ndarray, rgb: tuple[int, int, int], tol: float = 0.0
 
 
 def test_memory_line_plot_has_labels_limit_line_and_marked_points(tmp_path):
-    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:24"}, **MEMORY_JOB)
+    s = sweep("total_memory_per_gpu", vary={"micro_batch_size": "1:30"}, **MEMORY_JOB)
     svg = tmp_path / "memory.svg"
     s.plot(svg)
     texts = svg_texts(svg)
     assert any("micro_batch_size" in t for t in texts)                  # x label: symbol + name
     assert any("total_memory_per_gpu [GB]" in t for t in texts)         # y label with the unit
-    assert "gpu_memory = 80 GB" in texts                                 # the H100's memory line
+    assert "gpu_memory = 85.52 GB" in texts                              # the H100's 81559 MiB line
     assert any(t.startswith("infeasible: total_memory_per_gpu exceeds gpu_memory") for t in texts)
     image = tmp_path / "memory.png"
     s.plot(image)
     img = png(image)
     assert img.shape[:2] == (576, 900)                                  # 7.5 x 4.8 in at 120 dpi
-    # the limit line is drawn across the plot at the height of the y tick labelled 80: find that
-    # label in the SVG (points; 120 dpi / 72 = 5/3 pixels per point) and look for the grey dots
+    # the limit line is drawn across the plot at 85.52 GB (81559 MiB): its height from the y ticks
+    # in the SVG, two of them for the scale (points; 120 dpi / 72 = 5/3 pixels per point); look
+    # for the grey dots there
     ns = "{http://www.w3.org/2000/svg}text"
-    tick = next(t for t in ET.parse(svg).getroot().iter(ns)
-                if "".join(t.itertext()).strip() == "80" and "text-anchor: end" in t.get("style", ""))
-    row = round(float(tick.get("y")) * 5 / 3)
+    ticks = {float("".join(t.itertext()).strip()): float(t.get("y")) for t in ET.parse(svg).getroot().iter(ns)
+             if "text-anchor: end" in t.get("style", "") and "".join(t.itertext()).strip().isdigit()}
+    (v0, y0), (v1, y1) = sorted(ticks.items())[:2]
+    row = round((y0 + (81559 * 2**20 / 1e9 - v0) * (y1 - y0) / (v1 - v0)) * 5 / 3)
     def dotted(rows):
         grey = np.all(np.abs(img[rows, 120:850, :3] - 0x44 / 255) < 0.1, axis=-1)
         return grey.mean(axis=1).max()
     assert dotted(slice(row - 8, row + 4)) > 0.2                         # one row of dots across the plot
     assert dotted(slice(row + 30, row + 60)) < 0.2                       # and not elsewhere
-    # b = 1..13 fit and 14..24 do not (tests/test_sweep.py): a dozen points of each colour, or near
+    # b = 1..15 fit and 16..30 do not (tests/test_sweep.py): a dozen points of each colour, or near
     assert share_of_colour(img, (31, 119, 180)) > 0.001                  # the feasible line (blue)
     assert share_of_colour(img, (214, 39, 40)) > 0.001                   # the points that do not fit (red)
 
@@ -91,7 +93,7 @@ def test_heatmap_marks_the_region_that_does_not_fit(tmp_path):
     s.plot(svg)
     texts = svg_texts(svg)
     assert any(t.startswith("infeasible (hatched)") for t in texts)
-    assert any("gpu_memory 80" in t for t in texts)                     # the 80 GB contour is labelled
+    assert any("gpu_memory 85.52" in t for t in texts)                  # the 85.52 GB contour is labelled
     img = png(_png(s, tmp_path / "fit.png"))
     assert share_of_colour(img, (214, 39, 40)) > 0.002                   # red hatching
 

@@ -30,10 +30,10 @@ def test_a_fifth_of_the_points_out_of_bounds_are_marked_not_refused():
 
 
 def test_memory_points_say_where_the_answer_does_not_fit_its_capacity():
-    # Llama 2 7B, H100 (80 GB), ZeRO-1 over 8, full recomputation with flash attention:
+    # Llama 2 7B, H100 (81559 MiB = 85.52 GB), ZeRO-1 over 8, full recomputation with flash attention:
     # 37.06 GB of states + 2.924 GB per sequence (32 stored layer inputs of 2 x 4096^2 bytes, the
     # recomputed layer's 4096 x 2 x (8 x 4096 + 3 x 11008) + 4 x 32 x 4096 and the logits' 4096 x
-    # 32000 x 12), the tensors' peak (memory_figure = allocated): 37.06 + 3.186 b <= 80 for b <= 13
+    # 32000 x 12), the tensors' peak (memory_figure = allocated): 37.06 + 3.186 b <= 85.52 for b <= 15
     r = symcalc.solve("total_memory_per_gpu", micro_batch_size=1, dp=8, model="llama2-7b", hardware="h100",
                       options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash",
                                "memory_figure": "allocated", "stack": "textbook"})
@@ -44,7 +44,7 @@ def test_memory_points_say_where_the_answer_does_not_fit_its_capacity():
     # of the ZeRO-1 shard, 4 x 6,738,415,616 / 8 bytes, is more than one sequence's activations
     expected = (6_738_415_616 * 5.5 + np.maximum(b * per_sequence, 4 * 6_738_415_616 / 8)) / 1e9
     np.testing.assert_allclose(p.value, expected, rtol=1e-9)
-    assert p.inside.all() and (p.fits == (b <= 13)).all() and (p.ok == (b <= 13)).all()
+    assert p.inside.all() and (p.fits == (b <= 15)).all() and (p.ok == (b <= 15)).all()
 
 
 def test_a_whole_number_answer_and_a_known_outside_its_bounds():

@@ -177,12 +177,13 @@ def test_power_and_serving_fields_reach_energy_and_decoding(profile):
 
 def test_gpu_memory_reaches_the_memory_that_is_left(profile):
     # headroom = gpu_memory - what the run needs a GPU, which does not depend on the GPU's
-    # memory: 80 -> 60 GB takes exactly 20 GB (20e9 bytes) off the headroom
+    # memory: an H100's 81559 MiB -> 60 GB takes exactly 81559 x 2^20 - 60e9 bytes (25.52 GB) off
+    # the headroom
     smaller = profile('values.gpu_memory = { value = "60 GB", source = "smaller" }')
     given = dict(EIGHT, seq_len=1024, options={"zero_stage": "3"})
     assert value("total_memory_per_gpu", smaller, **given) == value("total_memory_per_gpu", "h100", **given)
     lost = value("memory_headroom", "h100", **given) - value("memory_headroom", smaller, **given)
-    assert lost == pytest.approx(20e9, rel=1e-9)
+    assert lost == pytest.approx(81559 * 2**20 - 60e9, rel=1e-9)
 
 
 # ---- one name per fact: the data and the profile reader keep it ----------------------------

@@ -3,7 +3,7 @@ workload fits, at its own values; a serving answer's workload is serving (servin
 against gpu_memory, memory_headroom its margin), sweeps mark the points that do not fit, and
 check tests only that fit. Every figure is a hand computation from Llama 3 70B's config.json
 (80 layers, d_model 8192, 64 heads, 8 KV heads of 128, d_ffn 28672; 70,553,706,496 parameters)
-on an 80 GB H100."""
+on an H100 (nvidia-smi's 81559 MiB = 85.52 GB)."""
 
 import pytest
 
@@ -13,7 +13,7 @@ from symcalc.errors import BadOptionValueError
 N = 70_553_706_496
 KV_TOKEN = 2 * 80 * 8 * 128 * 2             # 327,680 bytes a token in bf16 (320 KiB)
 CONTEXT = 8192                              # the preset's seq_len
-GPU = 80e9
+GPU = 81559 * 2**20          # bytes (formulas/presets/hardware.toml)
 
 
 def workspace(tp: int) -> float:
@@ -33,28 +33,28 @@ def fit_of(r):
 
 def test_a_decode_rate_on_one_gpu_says_it_does_not_fit():
     # the issue's question: batch 512 at tp = 1 (the default). Weights 141.1 GB + KV 512 x 8192 x
-    # 320 KiB = 1374.4 GB + workspace 8192 x 65536 x 2 = 1.07 GB: 1516.6 GB of 80
+    # 320 KiB = 1374.4 GB + workspace 8192 x 65536 x 2 = 1.07 GB: 1516.6 GB of 85.52
     r = symcalc.solve("decode_tokens_per_second", model="llama3-70b", hardware="h100", batch_size=512)
     f = fit_of(r)
     assert f.quantity == "serving_memory_per_gpu" and f.values["workload"] == "serving"
     assert not f.values["fits"]
     assert f.values["value"] == pytest.approx(serving_memory(512, 1) / 1e9, rel=1e-9)     # GB
     assert f.values["value"] == pytest.approx(1516.57, rel=1e-4)
-    assert f.values["excess"] == pytest.approx(serving_memory(512, 1) / 1e9 - 80, rel=1e-9)
+    assert f.values["excess"] == pytest.approx(serving_memory(512, 1) / 1e9 - GPU / 1e9, rel=1e-9)
     assert f.values["largest"][0] == "kv_cache_memory_per_gpu"
     assert f.values["defaults"]["tp"] == "1"              # the layout the answer used, said
-    assert r.fit and r.fit[0].startswith("DOES NOT FIT: serving_memory_per_gpu = 1517 GB exceeds gpu_memory = 80 GB")
+    assert r.fit and r.fit[0].startswith("DOES NOT FIT: serving_memory_per_gpu = 1517 GB exceeds gpu_memory = 85.52 GB")
     assert not any("serving_memory_per_gpu" in w for w in r.warnings)      # said once, as the fit
 
 
 def test_the_fit_is_at_the_answers_layout_and_fits_at_tp8():
-    # tp 8, batch 32: 17.64 + 32 x 8192 x 320 KiB / 8 = 10.74 + 0.25 = 28.63 GB, 51.37 GB free
+    # tp 8, batch 32: 17.64 + 32 x 8192 x 320 KiB / 8 = 10.74 + 0.25 = 28.63 GB, 56.89 GB free
     for target in ("decode_step_time", "decode_tokens_per_second", "cost_per_output_token", "prefill_time"):
         r = symcalc.solve(target, model="llama3-70b", hardware="h100", tp=8, batch_size=32, gpu_hour_price="2 USD/hour")
         f = fit_of(r)
         assert f.values["fits"], target
         assert f.values["value"] == pytest.approx(serving_memory(32, 8) / 1e9, rel=1e-9), target
-        assert f.values["free"] == pytest.approx(80 - serving_memory(32, 8) / 1e9, rel=1e-9), target
+        assert f.values["free"] == pytest.approx(GPU / 1e9 - serving_memory(32, 8) / 1e9, rel=1e-9), target
 
 
 def test_a_serving_answer_says_the_served_weights_not_the_training_recipe(cli):
@@ -82,10 +82,10 @@ def test_fp8_weights_halve_the_weights_and_need_fp8_hardware():
                       options={"weight_dtype": "fp8"})
 
 
-@pytest.mark.parametrize("headroom,expected", [("0GB", 185), ("5GB", 170)])
+@pytest.mark.parametrize("headroom,expected", [("0GB", 201), ("5GB", 186)])
 def test_the_largest_batch_that_fits_is_asked_with_memory_headroom(headroom, expected):
-    # (80 GB - headroom - 17.638 GB weights - 0.2517 GB workspace) / (8192 x 320 KiB / 8 = 335.5 MB a sequence):
-    # 185.10 with no headroom, 170.2 with 5 GB
+    # (85.52 GB - headroom - 17.638 GB weights - 0.2517 GB workspace) / (8192 x 320 KiB / 8 = 335.5 MB a
+    # sequence): 201.55 with no headroom, 186.6 with 5 GB
     per_seq = CONTEXT * KV_TOKEN / 8
     margin = float(headroom[:-2]) * 1e9
     exact = (GPU - margin - 2 * N / 8 - workspace(8)) / per_seq
@@ -94,7 +94,7 @@ def test_the_largest_batch_that_fits_is_asked_with_memory_headroom(headroom, exp
     assert r.value == expected and r.exact == pytest.approx(exact, rel=1e-9)
     assert [a["value"] for a in r.assumptions if a["name"] == "workload"] == ["serving"]     # said first
     f = fit_of(r)
-    assert f.values["fits"] and f.values["limit"] == pytest.approx(80 - margin / 1e9)
+    assert f.values["fits"] and f.values["limit"] == pytest.approx((GPU - margin) / 1e9)
     assert f.values["value"] == pytest.approx(serving_memory(expected, 8) / 1e9, rel=1e-9)
     named = symcalc.solve("batch_size", model="llama3-70b", hardware="h100", tp=8, memory_headroom=headroom,
                           options={"workload": "serving"})
@@ -106,14 +106,14 @@ def test_a_sweep_marks_the_batches_that_do_not_fit(cli):
     # kv_head_replication = 8 / max(1, 8 / 8) = 8 GPUs (one of the 8 KV heads each), so a sequence
     # of 8192 tokens takes 8192 x 320 KiB / 8 = 0.3355 GB a GPU; workspace 0.25 GB.
     # 17.64 + 0.25 + b x 0.3355 GB: 18.23 GB at 1, 39.36 at 64, 189.7 at 512; the boundary is
-    # (80 - 17.89) / 0.3355 = 185.1 sequences, so 512 does not fit and 64 does
+    # (85.52 - 17.89) / 0.3355 = 201.6 sequences, so 512 does not fit and 64 does
     assert [serving_memory(b, 8) / 1e9 for b in (1, 64, 512)] == pytest.approx([18.225, 39.364, 189.70], rel=1e-4)
     s = symcalc.sweep("decode_tokens_per_second", model="llama3-70b", hardware="h100", tp=8,
                       vary={"batch_size": "1,64,512"})
     assert s.feasible.tolist() == [True, True, False]
     [why] = s.infeasible
     assert (why.quantity, why.values["why"], why.values["points"]) == ("serving_memory_per_gpu", "over_capacity", 1)
-    assert s.reasons == ["serving_memory_per_gpu exceeds gpu_memory = 80 GB at 1 point"]
+    assert s.reasons == ["serving_memory_per_gpu exceeds gpu_memory = 85.52 GB at 1 point"]
     assert not [f for f in s.findings if f.kind == "fit"]
     d = cli("sweep", "decode_tokens_per_second", "--model", "llama3-70b", "--hardware", "h100", "tp=8",
             "--vary", "batch_size=1,64,512", "--json").json()

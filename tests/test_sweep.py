@@ -53,9 +53,9 @@ def test_memory_over_micro_batch_size_marks_what_does_not_fit():
     b = np.arange(1, 65)
     assert s.axes[0].values.tolist() == b.tolist()          # whole numbers, every one of them
     assert s.unit == "GB" and s.values == pytest.approx(memory_gb(b), rel=1e-12)
-    # 37.06 + 3.186 b <= 80 GB  <=>  b <= 13.48: 1..13 fit
-    assert s.capacity == ("gpu_memory", 80.0)
-    assert s.feasible.tolist() == (b <= 13).tolist()
+    # 37.06 + 3.186 b <= 85.52 GB (an H100's 81559 MiB)  <=>  b <= 15.21: 1..15 fit
+    assert s.capacity == ("gpu_memory", pytest.approx(81559 * 2**20 / 1e9))
+    assert s.feasible.tolist() == (b <= 15).tolist()
     assert any("exceeds gpu_memory" in r for r in s.reasons)
 
 
@@ -163,16 +163,16 @@ def test_cli_sweep_prints_a_table_and_writes_csv(cli, tmp_path):
     run = cli(*MEMORY_ARGS, "--csv", str(out))
     assert run.code == 0
     lines = run.out.splitlines()
-    assert lines[0] == "total_memory_per_gpu [GB] over micro_batch_size (64): 64 points, 13 feasible"
-    assert "must fit in gpu_memory = 80 GB" in run.out
-    # the rows where it stops fitting are shown: b = 13 (37.06 + 41.42 = 78.48 GB) fits, b = 14
-    # (81.67 GB) does not
-    assert any(line.split() == ["13", "78.48"] for line in lines)
-    assert any(line.split() == ["14", "81.67*"] for line in lines)
+    assert lines[0] == "total_memory_per_gpu [GB] over micro_batch_size (64): 64 points, 15 feasible"
+    assert "must fit in gpu_memory = 85.52 GB" in run.out
+    # the rows where it stops fitting are shown: b = 15 (37.06 + 15 x 3.186 = 84.85 GB) fits, b = 16
+    # (88.04 GB) does not
+    assert any(line.split() == ["15", "84.85"] for line in lines)
+    assert any(line.split() == ["16", "88.04*"] for line in lines)
     rows = list(csv.reader(out.open()))
     assert rows[0] == ["micro_batch_size", "total_memory_per_gpu [GB]", "feasible"]
     assert len(rows) == 65 and rows[1][0] == "1" and float(rows[1][1]) == pytest.approx(memory_gb(1), rel=1e-12)
-    assert rows[14] == ["14", rows[14][1], "0"] and rows[13][2] == "1"
+    assert rows[16] == ["16", rows[16][1], "0"] and rows[15][2] == "1"
 
 
 def test_cli_sweep_json_has_every_point(cli):

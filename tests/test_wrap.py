@@ -45,9 +45,9 @@ def test_list_hardware_fits_80_columns_with_every_figure_whole(cli, monkeypatch)
     out = cli("list", "hardware").out
     assert max(len(x) for x in out.splitlines()) <= 80 and "…" not in out
     (h100,) = [x for x in out.splitlines() if "h100_sxm" in x]
-    # NVIDIA's H100 SXM datasheet: 80 GB, 3.35 TB/s HBM3, 989.4 TFLOP/s dense BF16, 1979 FP8,
+    # nvidia-smi's 81559 MiB = 85.52 GB; NVIDIA's H100 SXM datasheet: 3.35 TB/s HBM3, 989.4 TFLOP/s dense BF16, 1979 FP8,
     # NVLink 900 GB/s both ways (450 a direction), 400 Gb/s NIC, 700 W
-    assert NUMBER.findall(h100.replace("h100", "")) == ["80", "3350", "989.4", "1979", "450", "400", "700"]
+    assert NUMBER.findall(h100.replace("h100", "")) == ["85.52", "3350", "989.4", "1979", "450", "400", "700"]
     assert "TFLOP/s" in out and "GB/s" in out                # the units, in the headers
 
 

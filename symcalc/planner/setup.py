@@ -340,6 +340,6 @@ def _headroom(values: dict, facts: _Facts, lib: Library) -> float:
         headroom = _read(lib, "memory_headroom", values["memory_headroom"])
         if headroom >= facts.gpu_memory:
             raise QueryError(f"memory_headroom = {values['memory_headroom']} leaves nothing of the GPU's "
-                             f"{facts.gpu_memory / 1e9:g} GB to plan with; give less than gpu_memory")
+                             f"{facts.gpu_memory / 1e9:.4g} GB to plan with; give less than gpu_memory")
         return headroom
     return default_margin(lib, facts.gpu_memory)     # the one margin: solve's fit verdict says it too

@@ -311,7 +311,7 @@ def _heatmap(fig: Figure, ax: Axes, sweep: Sweep) -> None:
     if sweep.capacity and min(z.shape) >= 2 and np.isfinite(z.filled(np.nan)).any():
         cs = ax.contour(x, y, z.filled(np.nan), levels=[sweep.capacity[1]], colors="black", linewidths=1.6,
                         linestyles="--")
-        ax.clabel(cs, fmt=f"{sweep.capacity[0]} %g", fontsize=7)
+        ax.clabel(cs, fmt=f"{sweep.capacity[0]} %.4g", fontsize=7)
     ax.set_xlabel(label(lib, ax1.name, ax1.unit))
     ax.set_ylabel(label(lib, ax0.name, ax0.unit))
     if ax1.log:
