@@ -246,7 +246,7 @@ def expert(q: dict, p, limit: float) -> dict:
                 verdict=row.verdict.get("text", ""),
                 rank=rank_of(p, q["layout"], opts),
                 vs_top=(row.planned_time or row.step_time) / top.planned_time - 1 if top else None,
-                limit_gb=p.memory_limit / 1e9)
+                limit_gb=p.memory_limit / 1e9, gpu_gb=p.gpu_memory / 1e9)
 
 
 # -- printing ----------------------------------------------------------------------------------------
@@ -277,7 +277,7 @@ def _cells(r: dict) -> list[str]:
         pub = [f"{e['label']} ({r['run']})",
                f"{_pct(e['mfu'])}{_model(e)}, {e['planned_time']:.3g} s (measured {_pct(r.get('measured_mfu'))}, "
                f"{r['measured_step']:.3g} s)",
-               "yes" if e["fits"] else f"no: {e['memory_gb']:.1f} GB > {e['limit_gb']:.1f}",
+               _fits(e),
                f"{rank}, {e['vs_top']:+.1%}" if e["vs_top"] is not None else rank]
     t = r.get("top")
     if t:
@@ -286,6 +286,16 @@ def _cells(r: dict) -> list[str]:
     else:
         pick = [f"error: {r['error']}".replace("|", "/"), "-", "-", "-"]
     return [str(r["number"]), r["name"], gpus, *pub, span, *pick, f"{r['seconds']:.1f}"]
+
+
+def _fits(e: dict) -> str:
+    """Fits; tight (it fits the GPU's memory, not the margin the planner keeps free: solve's verdict
+    says the same); or no, with the memory and the GPU's."""
+    if e["fits"]:
+        return "yes"
+    if e["memory_gb"] <= e["gpu_gb"]:
+        return f"tight: {e['memory_gb']:.1f} GB of {e['gpu_gb']:.1f} (margin to {e['limit_gb']:.1f})"
+    return f"no: {e['memory_gb']:.1f} GB > {e['gpu_gb']:.1f}"
 
 
 HEAD = ["#", "setup", "GPUs", "published layout (run)", "its planned MFU, step (measured)", "fits",

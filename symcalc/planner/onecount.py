@@ -360,9 +360,7 @@ def _base(s: _Search, rows: list[PlanRow], model: str | None, hardware: str, opt
     out_of_bounds = s.space.size - ok
     if out_of_bounds:
         rejected["the model's values leave their bounds (e.g. a negative time or memory)"] = out_of_bounds
-    too_big = ok - int(np.count_nonzero(s.fitting))
-    if too_big:
-        rejected["does not fit in gpu_memory - memory_headroom"] = too_big
+    rejected.update(_memory_reasons(s, facts.gpu_memory))
     searched = {k: list(v) for k, v in searched_options(common.q.library).items()}
     searched.update({k: list(v) for k, v in common.searched_opts.items()})
     return PlanResult(model=model, hardware=hardware, n_gpus=s.shape.n_gpus, by=common.by, rows=rows,
@@ -375,6 +373,21 @@ def _base(s: _Search, rows: list[PlanRow], model: str | None, hardware: str, opt
                              "extra": dict(common.q.values),
                              "fixed": {k: list(v) for k, v in common.fixed.items()}},
                       searched_options=searched, combos=s.ev.combos)
+
+
+def _memory_reasons(s: _Search, gpu_memory: float) -> dict[str, int]:
+    """The layouts memory rejects, in two kinds: those over the GPU's memory, and those that fit
+    it but not its margin (solve's fit verdict calls such a run tight: it fits, leaving less than
+    the margin), so that a plan and a solve of one layout read its memory alike. O(layouts)."""
+    within = s.ev.inside & ~s.fitting
+    over = int(np.count_nonzero(within & (s.ev.memory > gpu_memory)))
+    tight = int(np.count_nonzero(within)) - over
+    out = {}
+    if tight:
+        out["fits gpu_memory but not the memory_headroom kept free (tight: --headroom 0GB ranks them)"] = tight
+    if over:
+        out["does not fit in gpu_memory"] = over
+    return out
 
 
 def _pareto_arrays(s: _Search) -> dict:
@@ -415,6 +428,9 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
            f"the closest layout, {c0.label()}, needs {c0.memory / 1e9:.4g} GB ({(c0.memory - limit) / 1e9:.4g} GB over"
            + (f"; the largest part is {part[0]} = {part[1] / 1e9:.4g} GB" if part else "") + ")")
     hints = []
+    if c0.memory <= facts.gpu_memory:
+        hints.append(f"a smaller memory_headroom (it fits the GPU's {facts.gpu_memory / 1e9:.4g} GB, leaving "
+                     f"{(facts.gpu_memory - c0.memory) / 1e9:.3g} GB: --headroom 0GB plans it)")
     fixed_opts = common.searched_opts
     if "3" not in fixed_opts.get("zero_stage", ("3",)):
         hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
