@@ -203,7 +203,7 @@ def test_a_comparison_plot_splits_both_sides_by_part(tmp_path):
 
 
 def test_the_plan_figure_marks_where_a_hypothesis_is_planned(tmp_path):
-    """A row ranked at the published frontier shows the model's step-time parts as its bar and
+    """A row held to the published runs (their frontier, or the model's bias on them) shows the model's step-time parts as its bar and
     a black mark at the step time it is planned at (planned_time, beyond the bar's end)."""
     import symcalc
     p = symcalc.plan("llama2-7b", "h100", 8, global_batch_size=16, top=5)
@@ -211,7 +211,7 @@ def test_the_plan_figure_marks_where_a_hypothesis_is_planned(tmp_path):
     assert capped, "this plan has rows ranked at the frontier"
     fig = p.plot(str(tmp_path / "plan.png"))
     ax = fig.axes[2]
-    assert "planned (the published frontier)" in [t.get_text() for t in ax.get_legend().get_texts()]
-    marks = [c for c in ax.collections if c.get_label() == "planned (the published frontier)"][0]
+    assert "planned (held to the published runs)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    marks = [c for c in ax.collections if c.get_label() == "planned (held to the published runs)"][0]
     assert sorted(float(x) for x, _ in marks.get_offsets()) == sorted(r.planned_time for r in capped)
     assert all(r.planned_time > r.step_time for r in capped)

@@ -306,9 +306,9 @@ def plan_plot(p: PlanResult, path: str | PathLike[str] | None = None, dpi: int =
         if attr == "memory_parts":
             ax.axvline(p.memory_limit / GB, color="#444444", ls="--", lw=1, label="memory limit")
         capped = [i for i, r in enumerate(rows) if r.capped]
-        if attr == "step_parts" and capped:     # the step time a hypothesis is ranked by: the frontier's
+        if attr == "step_parts" and capped:     # the step time a row is ranked by: held to the frontier and the bias of the published runs
             ax.scatter([rows[i].planned_time for i in capped], y[capped], marker="|", s=260, color="black",
-                       zorder=3, label="planned (the published frontier)")
+                       zorder=3, label="planned (held to the published runs)")
         ax.set_yticks(y, labels if attr == "memory_parts" else [f"#{r.rank}" for r in rows], fontsize=7)
         ax.set_xlabel(unit)
         ax.set_title(f"{title} of the top layouts", fontsize=10)
