@@ -137,3 +137,23 @@ def test_a_margin_given_beside_a_step_time_is_the_fits_not_a_value_to_reproduce(
     assert fit.values["limit"] == pytest.approx(H100 / 1e9 - 2, rel=1e-12)
     assert 0.35 < fit.values["free"] < 0.41                  # 83.52 - 83.14 GB
     assert "memory_headroom" not in r.unused and "gpu_memory" not in r.unused     # the verdict read them
+
+
+def test_plan_calls_a_layout_tight_where_solve_does():
+    # the layout of test_one_margin_decides_a_fit_in_plan_and_in_solve (83.14 GB: fits the H100's
+    # 85.52 GB, not its 5 % margin, 81.24 GB) fixed in a plan: rejected as tight, not as over the
+    # GPU; the message says it fits the GPU with 85.52 - 83.14 = 2.38 GB left; with no headroom
+    # the same layout is planned, at solve's memory
+    fixed = dict(global_batch_size=104, tp=1, pp=1, cp=1, micro_batch_size=13,
+                 options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash",
+                          "sequence_parallel": "false"})
+    p = symcalc.plan("llama2-7b", "h100", 8, **fixed)
+    assert p.fitting == 0 and "does not fit in gpu_memory" not in p.rejected
+    assert p.rejected["fits gpu_memory but not the memory_headroom kept free (tight: --headroom 0GB ranks them)"] == 1
+    assert "it fits the GPU's 85.52 GB, leaving 2.38 GB" in p.message
+    r = symcalc.solve("total_memory_per_gpu", dict(dp=8, micro_batch_size=13),
+                      options={"zero_stage": "1", "recompute": "full", "attention_kernel": "flash"}, **RUN_7B)
+    [fit] = [f for f in r.findings if f.kind == "fit"]
+    assert fit.values["fits"] and fit.values["tight"]
+    planned = symcalc.plan("llama2-7b", "h100", 8, memory_headroom="0GB", **fixed)
+    assert planned.fitting == 1 and planned.rows[0].memory == pytest.approx(r.base_value, rel=1e-9)
