@@ -59,3 +59,30 @@ def test_list_models_fits_80_columns_with_every_figure_whole(cli, monkeypatch):
     # Llama 3 405B (Dubey et al. 2024, Table 3): 405.85e9 parameters, 126 layers, width 16,384, 128
     # heads with 8 KV heads, FFN 53,248, a vocabulary of 128,256 tokens: as people say them
     assert row.split()[1:8] == ["406B", "126", "16384", "128/8", "53248", "128k", "-"]
+
+
+PLAN = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--gpus", "8", "--top", "3", "--global-batch-size", "512"]
+
+
+def test_plan_fits_80_columns_and_its_recheck_still_pastes_as_one_command(cli, monkeypatch):
+    # the table drops columns (and names them), the sentences wrap, and the re-check command is
+    # cut at words with the shell's continuation: its lines joined are the command of the row
+    # --json gives (as a shell reads them: a backslash-newline is nothing)
+    import shlex
+    monkeypatch.setenv("COLUMNS", "80")
+    out = cli(*PLAN).out
+    assert max(len(x) for x in out.splitlines()) <= 80
+    assert "(left out to fit 80 columns:" in out
+    lines = out.splitlines()
+    first = next(i for i, x in enumerate(lines) if x.startswith("Re-check #1: "))
+    last = next(i for i in range(first, len(lines)) if not lines[i].endswith(" \\"))
+    assert last > first                                     # the command did not fit one line
+    pasted = "".join(x[:-1] if x.endswith("\\") else x for x in lines[first:last + 1])
+    command = cli(*PLAN, "--json").json()["rows"][0]["command"]
+    assert shlex.split(pasted.removeprefix("Re-check #1: ")) == shlex.split(command)
+    # compare's text wraps as well (unwrapped, its side-by-side line runs past 80 columns)
+    compare = ["compare", "step_time", "--model", "llama3-8b", "--hardware", "h100", "tp=8", "dp=1",
+               "global_batch_size=64", "micro_batch_size=1", "--vs", "tp=4"]
+    assert max(len(x) for x in cli(*compare).out.splitlines()) <= 80
+    monkeypatch.setenv("COLUMNS", "100000")
+    assert max(len(x) for x in cli(*compare).out.splitlines()) > 80

@@ -39,6 +39,6 @@ def check(values, options, rtol, as_json, brief, hardware, model, stack, formula
     else:
         from symcalc.render.common import run_sentence  # on use, as the check itself above
         said = run_sentence(result.run.as_dict()) if result.run else None
-        click.echo((f"{said}\n" if said else "") + result.text(derivations=not brief))
+        shared.echo_wrapped((f"{said}\n" if said else "") + result.text(derivations=not brief))
     if not result.ok:
         raise click.exceptions.Exit(1)

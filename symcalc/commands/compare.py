@@ -49,7 +49,7 @@ def compare(target, values, options, vs_items, to_unit, as_json, plot_file, hard
     if as_json:
         click.echo(result.json())
         return
-    click.echo(result.text())
+    shared.echo_wrapped(result.text())
     for f in written:
         click.echo(f"wrote {f}")
     for side, w in result.warnings:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 
 import click
@@ -121,8 +120,10 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     if as_json:
         click.echo(result.json())
     else:
-        # on a terminal the table fits its width (columns left out, and named); piped, all of it
-        click.echo(result.text(width=shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+        # on a terminal (or under COLUMNS) the table fits its width (columns left out, and named)
+        # and the sentences wrap; piped, all of it, each line whole
+        from symcalc.render.wrap import width  # on use: the command line starts without it
+        shared.echo_wrapped(result.text(width=width()))
         for f in (csv_file, plot_file):
             if f:
                 click.echo(f"wrote {f}")

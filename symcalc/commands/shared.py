@@ -71,6 +71,13 @@ def check_targets(**files: str | None) -> None:
             check_target(path, f"--{option}")
 
 
+def echo_wrapped(text: str, width: int | None = None) -> None:
+    """Print ``text`` with its long lines wrapped to the terminal (COLUMNS, else the terminal's
+    width; piped output stays whole: symcalc.render.wrap), as solve's answer is."""
+    from symcalc.render.wrap import wrap_text  # on use: the command line starts without it
+    click.echo(wrap_text(text, width))
+
+
 def write(path: str, content: str, what: str) -> None:
     if path == "-":
         click.echo(content)

@@ -45,7 +45,7 @@ def sweep(target, values, varies, options, to_unit, csv_file, plot_file, as_json
     from symcalc.render.sweep_text import (
         sweep_text,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
-    click.echo(sweep_text(result))
+    shared.echo_wrapped(sweep_text(result))
     for f in written:
         click.echo(f"wrote {f}")
     for w in result.warnings:

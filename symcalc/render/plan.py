@@ -123,7 +123,7 @@ def plan_text(p: PlanResult, width: int | None = None) -> str:
             out.append(f"Memory of #1 ({best.memory / GB:.4g} GB):  " + ", ".join(
                 f"{k} {v / GB:.3g} GB" for k, v in best.memory_parts.items()))
         out.append("")
-        out.append(f"Re-check #1: {best.command}")
+        out += _command_lines("Re-check #1: ", best.command, width)
     else:
         out.append(p.message)
         if p.closest:
@@ -139,6 +139,24 @@ def plan_text(p: PlanResult, width: int | None = None) -> str:
     for note in p.notes:
         out.append(f"note: {note}")
     return "\n".join(out)
+
+
+def _command_lines(head: str, command: str, width: int | None) -> list[str]:
+    """``head`` and a shell command, as one line, or, when that is wider than ``width``, over
+    lines joined by the shell's continuation (`` \\``) at word boundaries, so the lines still
+    paste into a shell as the one command (a quoted word, 'seq_len=8192 token', stays whole)."""
+    import shlex
+    line = head + command
+    if width is None or len(line) <= width:
+        return [line]
+    out, cur = [], head.rstrip()
+    for word in (shlex.quote(w) for w in shlex.split(command)):
+        if cur.strip() and len(cur) + 1 + len(word) + 2 > width:
+            out.append(cur + " \\")
+            cur = "    " + word
+        else:
+            cur = f"{cur} {word}" if cur.strip() else cur + word
+    return out + [cur]
 
 
 def _evidence_lines(p: PlanResult) -> list[str]:
