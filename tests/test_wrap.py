@@ -86,3 +86,14 @@ def test_plan_fits_80_columns_and_its_recheck_still_pastes_as_one_command(cli, m
     assert max(len(x) for x in cli(*compare).out.splitlines()) <= 80
     monkeypatch.setenv("COLUMNS", "100000")
     assert max(len(x) for x in cli(*compare).out.splitlines()) > 80
+
+
+def test_list_options_and_quantities_fold_long_words_instead_of_cutting_them(cli, monkeypatch):
+    # a description with an unbroken identifier longer than its column ("(PYTORCH_CUDA_ALLOC_CONF"
+    # in allocator_segments, "checkpoint_every_k_layers") was cut with an ellipsis at 80 columns;
+    # folded, every word is whole across lines
+    monkeypatch.setenv("COLUMNS", "80")
+    for what in ("options", "quantities", "formulas"):
+        out = cli("list", what).out
+        assert max(len(x) for x in out.splitlines()) <= 80 and "…" not in out, what
+    assert "PYTORCH_CUDA_ALLOC_CO" in cli("list", "options").out

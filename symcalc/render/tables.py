@@ -25,7 +25,7 @@ def print_catalog(entries: dict[str, list[dict]]) -> None:
         t = Table(title=f"Quantities ({len(entries['quantities'])})", title_justify="left")
         t.add_column("name", style="bold", no_wrap=True)
         t.add_column("unit")
-        t.add_column("description (aliases; default)", ratio=1)
+        t.add_column("description (aliases; default)", ratio=1, overflow="fold")
         for q in entries["quantities"]:
             extra = ", ".join(q["aliases"])
             if q["default"] is not None:
@@ -34,9 +34,9 @@ def print_catalog(entries: dict[str, list[dict]]) -> None:
         console.print(t)
     if entries.get("formulas"):
         t = Table(title=f"Formulas ({len(entries['formulas'])})", title_justify="left")
-        t.add_column("id", style="bold", no_wrap=True)
+        t.add_column("id", style="bold", overflow="fold", max_width=28)
         t.add_column("equation", overflow="fold", ratio=1)
-        t.add_column("when / kind")
+        t.add_column("when / kind", overflow="fold")
         for f in entries["formulas"]:
             when = ", ".join(f"{k}={'|'.join(v)}" for k, v in f["when"].items())
             kind = "" if f.get("kind", "law") == "law" else f["kind"]
@@ -46,7 +46,7 @@ def print_catalog(entries: dict[str, list[dict]]) -> None:
         t = Table(title=f"Options ({len(entries['options'])})", title_justify="left")
         t.add_column("option", style="bold", no_wrap=True)
         t.add_column("values (default first)")
-        t.add_column("description")
+        t.add_column("description", overflow="fold")
         for o in entries["options"]:
             values = [o["default"]] + [v for v in o["values"] if v != o["default"]]
             t.add_row(*_cells(o["name"], " | ".join(values), o["description"]))
@@ -59,7 +59,7 @@ def print_description(info: dict) -> None:
     title = info.get("name") or info.get("id")
     t = Table(title=f"{kind} {title}", title_justify="left", show_header=False)
     t.add_column("field", style="bold", no_wrap=True)
-    t.add_column("value")
+    t.add_column("value", overflow="fold")
     for key, value in info.items():
         if key in ("kind", "name", "id") or value in (None, "", [], {}, False):
             continue
