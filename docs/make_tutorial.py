@@ -36,7 +36,7 @@ md("""## 1. Will it fit?
 
 Llama 3 8B on 64 H100s with PyTorch FSDP (ZeRO-3), 8,192-token sequences, a micro-batch of 2 and
 selective recomputation. The answer is the memory per GPU as `nvidia-smi` would show it; it does
-**not** fit: **140.8 GB** against 80 GB, most of it activations (88.1 GB)."""),
+**not** fit: **140.8 GB** against 85.52 GB, most of it activations (88.1 GB)."""),
 code("""layout = dict(tp=1, pp=1, dp=64, n_gpus=64, micro_batch_size=2, global_batch_size=512, seq_len="8192 token")
 fsdp = {"stack": "fsdp", "zero_stage": "3"}
 selective = symcalc.solve("total_memory_per_gpu", layout, model="llama3-8b", hardware="h100",
