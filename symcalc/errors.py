@@ -103,11 +103,16 @@ class UnderdeterminedError(SymcalcError):
 
     def __init__(self, message: str, missing: list[list[str]] | None = None):
         self.missing = missing or []
+        # [given, instead]: a value given whose counterpart (a replica's rate, all replicas')
+        # would settle the target in its place (symcalc.query.rescope)
+        self.rescopings: list[list[str]] = []
         super().__init__(message)
 
     def to_dict(self) -> dict:
         d = super().to_dict()
         d["missing"] = self.missing
+        if self.rescopings:
+            d["instead"] = self.rescopings
         return d
 
 

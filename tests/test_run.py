@@ -10,6 +10,7 @@ import pytest
 import symcalc
 
 from symcalc import solve
+from symcalc.errors import UnderdeterminedError
 from symcalc.library.loading import default_library
 from symcalc.query.check import check
 from symcalc.query.layout_rules import space_data
@@ -138,6 +139,23 @@ def test_a_serving_throughput_target_takes_whole_replicas_of_the_given_tp():
     gpus = solve("n_gpus", target, model="llama3-70b", hardware="h100")
     assert replicas.value == want == 13 and gpus.value == 8 * want
     assert gpus.run.workload == "serving" and gpus.fit[0].startswith("fits: serving_memory_per_gpu")
+
+
+def test_a_replicas_rate_given_for_the_deployments_says_which_to_give(cli):
+    # the question as first asked: 50,000 token/s given as decode_tokens_per_second, one
+    # replica's rate (decode_tokens_per_second = batch / decode step), leaves n_gpus open; the
+    # refusal says that cluster_decode_tokens_per_second (the same figure summed over the
+    # replicas, data: decode_tokens_per_second's `total`) settles it, and it does: 104 GPUs above
+    run = {"tp": 8, "batch_size": 64, "seq_len": "4096 token", "decode_tokens_per_second": "50000 token/s"}
+    with pytest.raises(UnderdeterminedError) as e:
+        solve("n_gpus", run, model="llama3-70b", hardware="h100")
+    assert e.value.rescopings == [["decode_tokens_per_second", "cluster_decode_tokens_per_second"]]
+    assert ("decode_tokens_per_second = 50000 token/s is a per-replica or per-GPU figure; if you meant "
+            "cluster_decode_tokens_per_second (its sum over the deployment), give "
+            "cluster_decode_tokens_per_second=50000 token/s instead: that settles n_gpus") in str(e.value)
+    err = cli("solve", "n_gpus", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "batch_size=64",
+              "seq_len=4096 token", "decode_tokens_per_second=50000 token/s", "--json")
+    assert err.code == 2 and err.json()["error"]["instead"] == e.value.rescopings
 
 
 def test_the_collective_family_runs_over_the_data_parallel_groups_link():

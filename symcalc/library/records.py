@@ -99,6 +99,9 @@ class QuantitySpec(LazyFields):
     # the total this quantity is the exposed (not hidden) part of: a collective's exposed time
     # beside its whole time (step_tp_comm_time of step_tp_comm_total_time); breakdowns show both
     exposed_part_of: str | None = None
+    # the quantity that sums this one over a deployment's units (one replica's decode rate: all
+    # replicas'): a refusal says when the other of the pair would settle the question
+    total: str | None = None
     # a given value of this quantity is a limit the answer must keep: "at_most" (a budget, a
     # deadline, a bubble target, memory) or "at_least" (free memory, a throughput target).
     # A whole-number answer rounds the way that keeps it (see symcalc.query.limits).

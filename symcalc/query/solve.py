@@ -39,6 +39,7 @@ from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, space_data
 from symcalc.query.limits import round_to_limits
+from symcalc.query.rescope import refusal
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
 from symcalc.query.question import Posed, check_hardware_dtypes, option_mapping, output_unit, pose, read_given
 from symcalc.query.results import Result, StepView, later, sentences
@@ -305,10 +306,10 @@ def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str |
             raise posed.error
         derivation_for(lib, tq.name, frozenset(knowns), opts, diagnose=True)    # raises, with the diagnosis
         raise posed.error       # pragma: no cover - the same question fails the same way
-    except UnderdeterminedError:
+    except UnderdeterminedError as e:
         looked_up = preset_values(lib, presets, opts, None, knowns).get(tq.name)
         if looked_up is None:
-            raise
+            raise refusal(e, lib, tq.name, knowns, opts) from None
         result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, posed.options, to)
         result.run = posed.run
         result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
