@@ -25,6 +25,8 @@ from symcalc.library.records import FormulaSpec, OptionSpec, QuantitySpec
 # most recently used: a plan asks a few hundred questions, a server is sent shapes without end
 DERIVATIONS_KEPT = 2048
 STEPS_KEPT = 8192
+# formulas in force, by option values (Library.active_formulas): a plan's combinations, a few hundred
+ACTIVE_KEPT = 512
 
 
 class Library:
@@ -59,6 +61,8 @@ class Library:
         state["step_cache"] = Recent(STEPS_KEPT)
         state["route_cache"] = {}
         state.pop("_symbols", None)
+        state.pop("_active", None)
+        state.pop("_preset_read", None)
         return state
 
     @property
@@ -130,8 +134,21 @@ class Library:
         An option value that sets a quantity replaces its law: memory_figure = textbook counts
         no ZeRO-3 gather buffer (zero3_gather_memory = 0), so the law that sizes that buffer
         must neither give it a value nor, run backwards from the 0, a layer's parameters."""
-        overridden = set(self.set_by_option(options))
-        return [f for f in self.formulas.values() if f.active(options) and f.lhs_name not in overridden]
+        try:
+            key = tuple(sorted(options.items()))
+            hash(key)
+        except TypeError:         # an odd mapping (unhashable values): answered without the memo
+            key = None
+        memo = self.__dict__.setdefault("_active", Recent(ACTIVE_KEPT))
+        found = memo.get(key) if key is not None else None
+        if found is None:
+            # a plan asks ~100 questions over its 48 option combinations, each walking all ~560
+            # formulas' conditions: once per combination is enough (the formulas do not change)
+            overridden = set(self.set_by_option(options))
+            found = tuple(f for f in self.formulas.values() if f.active(options) and f.lhs_name not in overridden)
+            if key is not None:
+                memo[key] = found
+        return list(found)
 
     def coefficient_defaults(self, options: Mapping[str, str]) -> dict[str, tuple[str, str]]:
         """Default values in force under ``options``: quantity -> (value text, why/source).
