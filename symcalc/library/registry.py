@@ -27,6 +27,7 @@ DERIVATIONS_KEPT = 2048
 STEPS_KEPT = 8192
 # formulas in force, by option values (Library.active_formulas): a plan's combinations, a few hundred
 ACTIVE_KEPT = 512
+_MISSING = object()     # an option a mapping does not name (not the same as any value it could give)
 
 
 class Library:
@@ -62,6 +63,7 @@ class Library:
         state["route_cache"] = {}
         state.pop("_symbols", None)
         state.pop("_active", None)
+        state.pop("_conditions", None)
         state.pop("_preset_read", None)
         return state
 
@@ -134,8 +136,14 @@ class Library:
         An option value that sets a quantity replaces its law: memory_figure = textbook counts
         no ZeRO-3 gather buffer (zero3_gather_memory = 0), so the law that sizes that buffer
         must neither give it a value nor, run backwards from the 0, a layer's parameters."""
+        # the memo's key: the values of only the options a formula's condition or an option's
+        # defaults read (a question's options name many more, which change nothing here)
+        read = self.__dict__.get("_conditions")
+        if read is None:
+            read = self.__dict__["_conditions"] = tuple(sorted(
+                {k for f in self.formulas.values() for k in f.when} | {n for n, o in self.options.items() if o.sets}))
         try:
-            key = tuple(sorted(options.items()))
+            key: tuple | None = tuple(options.get(k, _MISSING) for k in read)
             hash(key)
         except TypeError:         # an odd mapping (unhashable values): answered without the memo
             key = None
