@@ -25,9 +25,6 @@ from symcalc.library.records import FormulaSpec, OptionSpec, QuantitySpec
 # most recently used: a plan asks a few hundred questions, a server is sent shapes without end
 DERIVATIONS_KEPT = 2048
 STEPS_KEPT = 8192
-# formulas in force, by option values (Library.active_formulas): a plan's combinations, a few hundred
-ACTIVE_KEPT = 512
-_MISSING = object()     # an option a mapping does not name (not the same as any value it could give)
 
 
 class Library:
@@ -62,9 +59,6 @@ class Library:
         state["step_cache"] = Recent(STEPS_KEPT)
         state["route_cache"] = {}
         state.pop("_symbols", None)
-        state.pop("_active", None)
-        state.pop("_conditions", None)
-        state.pop("_preset_read", None)
         return state
 
     @property
@@ -136,27 +130,8 @@ class Library:
         An option value that sets a quantity replaces its law: memory_figure = textbook counts
         no ZeRO-3 gather buffer (zero3_gather_memory = 0), so the law that sizes that buffer
         must neither give it a value nor, run backwards from the 0, a layer's parameters."""
-        # the memo's key: the values of only the options a formula's condition or an option's
-        # defaults read (a question's options name many more, which change nothing here)
-        read = self.__dict__.get("_conditions")
-        if read is None:
-            read = self.__dict__["_conditions"] = tuple(sorted(
-                {k for f in self.formulas.values() for k in f.when} | {n for n, o in self.options.items() if o.sets}))
-        try:
-            key: tuple | None = tuple(options.get(k, _MISSING) for k in read)
-            hash(key)
-        except TypeError:         # an odd mapping (unhashable values): answered without the memo
-            key = None
-        memo = self.__dict__.setdefault("_active", Recent(ACTIVE_KEPT))
-        found = memo.get(key) if key is not None else None
-        if found is None:
-            # a plan asks ~100 questions over its 48 option combinations, each walking all ~560
-            # formulas' conditions: once per combination is enough (the formulas do not change)
-            overridden = set(self.set_by_option(options))
-            found = tuple(f for f in self.formulas.values() if f.active(options) and f.lhs_name not in overridden)
-            if key is not None:
-                memo[key] = found
-        return list(found)
+        overridden = set(self.set_by_option(options))
+        return [f for f in self.formulas.values() if f.active(options) and f.lhs_name not in overridden]
 
     def coefficient_defaults(self, options: Mapping[str, str]) -> dict[str, tuple[str, str]]:
         """Default values in force under ``options``: quantity -> (value text, why/source).

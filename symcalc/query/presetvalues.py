@@ -27,12 +27,8 @@ from symcalc.errors import (
 from symcalc.findings import Finding
 from symcalc.library.builtin_presets import PEAK, peak_dtype
 from symcalc.library.presets import UNMEASURED, Preset, all_presets, find_preset
-from symcalc.library.recent import Recent
 from symcalc.library.registry import Library
 from symcalc.query.values import GivenValue, read_value
-
-# preset value texts read (name, text -> text, magnitude), per library: every preset's values many times over
-PRESET_READS_KEPT = 4096
 
 
 def presets_of(hardware: str | None, model: str | None) -> list[Preset]:
@@ -72,22 +68,10 @@ def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], 
                 gv = read_value(lib.quantities[name], given[same[name]].text)
                 gv.origin = f"as {same[name]} (given): the same fact as {name} under these options"
             else:
-                gv = _read_preset(lib, name, text)
+                gv = read_value(lib.quantities[name], text)
                 gv.origin = f"{preset.label}: {source}"
             out[name] = gv
     return out
-
-
-def _read_preset(lib: Library, name: str, text: str) -> GivenValue:
-    """A preset's value text read as ``name`` (a new GivenValue each time: the caller sets its
-    origin), each text parsed once per library: a plan's hundred questions read the same forty
-    preset values a hundred times, through pint."""
-    memo = lib.__dict__.setdefault("_preset_read", Recent(PRESET_READS_KEPT))
-    hit = memo.get((name, text))
-    if hit is None:
-        gv = read_value(lib.quantities[name], text)
-        hit = memo[(name, text)] = (gv.text, gv.magnitude)
-    return GivenValue(name, *hit)
 
 
 def yielded(lib: Library, presets: list[Preset], opts: Mapping[str, str], given: Mapping[str, GivenValue],
