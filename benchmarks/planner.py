@@ -135,6 +135,9 @@ def _cold_and_warm(pairs: int) -> tuple[list[float], list[float], dict]:
     with tempfile.TemporaryDirectory(prefix="symcalc-plan-bench-") as root:
         for k in range(pairs):
             env = {**os.environ, "SYMCALC_CACHE_DIR": os.path.join(root, f"cache{k}")}
+            # as installed, as benchmarks/startup.py runs it: symcalc's modules compiled once (pip
+            # does), not recompiled from source by every process (~0.2 s of 80-odd modules)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
             colds.append(_command(env)[0])
             warms.append(_command(env)[0])
         plan = json.loads(_command(env, ("--json",))[1])

@@ -133,11 +133,33 @@ def _gpu_rows(s: Shape, cand: dict, layout_dims: list[str]) -> tuple[list[str], 
     free = [d for d in gpus if "rest_of" not in dims[d]]
     rest = [d for d in gpus if "rest_of" in dims[d]]
     others = [d for d in layout_dims if d not in gpus]
-    rows = [(*f, *(s.n_gpus // math.prod(f) for _ in rest), *o)
-            for f in itertools.product(*(cand[d] for d in free)) if s.n_gpus % math.prod(f) == 0
-            for o in itertools.product(*(cand[d] for d in others))]
-    names = free + rest + others
-    return names, np.array(rows, dtype=np.int64).reshape(-1, len(names))
+    # the factorings in Python, crossed with the others by numpy, in the order itertools.product
+    # would give (each factoring, then the others' values): row by row in Python this was most
+    # of an inverse plan's search of which counts have layouts
+    found, products = _factorings(s.n_gpus, [cand[d] for d in free])
+    left = np.array([(*f, *(s.n_gpus // p for _ in rest)) for f, p in zip(found, products)],
+                    dtype=np.int64).reshape(-1, len(free) + len(rest))
+    right = np.array(list(itertools.product(*(cand[d] for d in others))), dtype=np.int64).reshape(-1, len(others))
+    rows = np.concatenate([np.repeat(left, len(right), axis=0), np.tile(right, (len(left), 1))], axis=1)
+    return free + rest + others, rows
+
+
+def _factorings(n: int, lists: list[list[int]]) -> tuple[list[tuple], list[int]]:
+    """Every tuple of one value from each list, in order, whose product divides ``n``, and those
+    products, in itertools.product's order. A prefix whose product does not divide ``n`` is not
+    extended (no extension of it could divide ``n``): O(factorings), where the whole product of
+    the lists is up to 64^3 tuples for a count with many divisors."""
+    found: list[tuple] = [()]
+    products = [1]
+    for values in lists:
+        longer, longer_products = [], []
+        for f, p in zip(found, products):
+            for v in values:
+                if n % (p * v) == 0:
+                    longer.append((*f, v))
+                    longer_products.append(p * v)
+        found, products = longer, longer_products
+    return found, products
 
 
 def enumerate_space(s: Shape, fixed: dict[str, list[int]] | None = None,
