@@ -110,7 +110,7 @@ async function updateLayout() {
   if (showError("layout", data)) { $("layout-out").innerHTML = ""; return; }
   const row = data.rows && data.rows[0];
   if (!row) {
-    $("layout-out").innerHTML = `<p class="nofit">${esc(data.message || "this layout does not fit")}</p>`;
+    $("layout-out").innerHTML = noFit(data, "this layout does not fit");
     return;
   }
   $("layout-out").innerHTML =
@@ -129,12 +129,27 @@ async function updateTop() {
   if (data === null) return;
   if (showError("top", data)) { $("top-out").innerHTML = ""; return; }
   if (!data.rows || !data.rows.length) {
-    $("top-out").innerHTML = `<p class="nofit">${esc(data.message || "nothing fits")}</p>`;
+    $("top-out").innerHTML = noFit(data, "nothing fits");
     return;
   }
-  $("top-out").innerHTML = table(["#", "layout", "step (s)", "GB/GPU", "MFU %"], data.rows.map((row) => [
-    String(row.rank), esc(row.label), num(row.planned_step_time_s ?? row.step_time_s), num(row.memory_per_gpu_bytes / GB),
-    num(100 * row.metrics.mfu, 3)]));
+  // ranked by the planned step (the model's own, held to the published runs where capped): both
+  // shown, so that rows the cap makes alike still differ where the model tells them apart
+  $("top-out").innerHTML = `<p class="key">ranked by planned step time (shortest first)</p>` +
+    table(["#", "layout", "planned step (s)", "model's step (s)", "GB/GPU", "MFU %"], data.rows.map((row) => [
+      String(row.rank), esc(row.label), num(row.planned_step_time_s ?? row.step_time_s),
+      row.capped_at_frontier ? num(row.step_time_s) : "same", num(row.memory_per_gpu_bytes / GB),
+      num(100 * row.metrics.mfu, 3)]));
+}
+
+// the server's sentence in the page's words (the command line's "--option NAME=VALUE" is the
+// page's NAME = VALUE), and the memory parts of the closest layout, the reason it does not fit
+function noFit(data, fallback) {
+  const said = (data.message || fallback).replace(/--option\s+([\w.]+)=(\S+)/g, "$1 = $2").replace(/--([a-z][\w-]*)/g, "$1");
+  const near = (data.closest || [])[0];
+  if (!near || !near.memory_parts_bytes) return `<p class="nofit">${esc(said)}</p>`;
+  return `<p class="nofit">${esc(said)}</p><h3 id="nofit-title">Memory per GPU of the closest layout, ${esc(near.label)}: ` +
+    `${num(near.memory_per_gpu_bytes / GB)} GB of ${num(data.gpu_memory_bytes / GB)} GB</h3>` +
+    `<div class="nofit-parts">${bars(near.memory_parts_bytes, GB, "GB")}</div>`;
 }
 
 // NAME=VALUE pairs: one a line, or several on a line separated by spaces (a value may hold spaces:
@@ -158,8 +173,29 @@ function pairs(text) {
   return out;
 }
 
+// MathJax typesets only when this server has it (the serve extra); without it the page says so
+// and shows each step as plain text, never as raw TeX
+function mathjax() {
+  return Boolean(window.MathJax && MathJax.typesetPromise);
+}
+
+// a step's numbers: what it solved for, with units ("n_active_params = 7e+9"), else its expression
+function stepValues(s) {
+  const vals = Object.entries(s.values || {});
+  if (vals.length) return vals.map(([k, v]) => `${k} = ${num(v.value, 6)}${v.unit ? " " + v.unit : ""}`).join(", ");
+  return Object.entries(s.expression || {}).map(([k, v]) => k + " = " + v).join(", ");
+}
+
+// an assumption or note as a sentence: "weight_dtype = bf16: the default of option ..."
+function sentence(n) {
+  if (typeof n === "string") return n;
+  if (n.name) return `assuming ${n.name} = ${n.value}` + (n.source ? `: ${n.source}` : "");
+  if (n.text || n.message) return n.text || n.message;
+  return Object.entries(n).filter(([, v]) => v !== null && typeof v !== "object").map(([k, v]) => `${k} ${v}`).join(", ");
+}
+
 function typeset(el) {
-  if (window.MathJax && MathJax.typesetPromise) {
+  if (mathjax()) {
     MathJax.typesetClear([el]);
     MathJax.typesetPromise([el]).catch(() => {});
   }
@@ -188,14 +224,12 @@ async function updateSolve() {
   $("answer").textContent = line;
   const steps = (data.steps || []).map((s, i) =>
     `<li><b>${esc(s.title)}</b> <span class="src">[${esc(s.formula)}]</span>` +
-    `<div class="math">\\(${esc(s.latex)}\\)</div>` +
-    `<div class="eq"><code>${esc(s.equation)}</code> → <code>${esc(Object.entries(s.expression || {})
-      .map(([k, v]) => k + " = " + v).join(", "))}</code></div></li>`).join("");
+    (mathjax() ? `<div class="math">\\(${esc(s.latex)}\\)</div>` : "") +
+    `<div class="eq"><code>${esc(s.equation)}</code> → <code class="value">${esc(stepValues(s))}</code></div></li>`).join("");
   const notes = [...(data.assumptions || []), ...(data.notes || []), ...(data.warnings || [])]
-    .map((n) => `<li>${esc(typeof n === "string" ? n : n.name ? `assuming ${n.name} = ${n.value} (${n.source})`
-                                                               : JSON.stringify(n))}</li>`).join("");
+    .map((n) => `<li>${esc(sentence(n))}</li>`).join("");
   $("derivation").innerHTML = runLine(data.run) + (data.fit || []).map(fitLine).join("") +
-    (data.latex ? `<div class="closed"><h3>Closed form</h3><div class="math">\\[${esc(data.latex)}\\]</div></div>` : "") +
+    (data.latex && mathjax() ? `<div class="closed"><h3>Closed form</h3><div class="math">\\[${esc(data.latex)}\\]</div></div>` : "") +
     `<h3>Derivation (${(data.steps || []).length} steps)</h3><ol>${steps}</ol>` +
     (notes ? `<h3>Notes</h3><ul>${notes}</ul>` : "");
   typeset($("derivation"));
@@ -243,20 +277,47 @@ async function loadPresets() {
                                       `${esc(p.name)}: ${esc(p.title)}</option>`).join("");
   };
   if (data.error) { showError("layout", data); return; }
-  const kinds = Object.keys(data);
-  fill("model", data[kinds[0]], "llama3_8b");
-  fill("hardware", data[kinds[1]], "h100_sxm");
+  const kinds = Object.keys(data), asked = new URLSearchParams(location.search);
+  fill("model", data[kinds[0]], asked.get("model") || "llama3_8b");
+  fill("hardware", data[kinds[1]], asked.get("hardware") || "h100_sxm");
+}
+
+// the permalink: every field of the question in the URL (?target=mfu&pairs=...), kept up to date
+// as it is typed; a page opened at such a URL asks that question (a pasted config.json is not kept)
+const KEPT = ["model", "hardware", "tp", "pp", "dp", "micro_batch_size", "seq_len", "global_batch_size",
+              "stack", "zero_stage", "recompute", "target", "pairs", "use-run"];
+
+function toUrl() {
+  const q = new URLSearchParams();
+  for (const id of KEPT) {
+    const el = $(id);
+    if (el.type === "checkbox") { if (el.checked) q.set(id, "1"); } else if (el.value !== "") q.set(id, el.value);
+  }
+  history.replaceState(null, "", "?" + q.toString());
+}
+
+function fromUrl() {
+  const q = new URLSearchParams(location.search);
+  for (const id of KEPT) {
+    if (!q.has(id) || id === "model" || id === "hardware") continue;   // those two once the presets are in
+    const el = $(id);
+    if (el.type === "checkbox") el.checked = q.get(id) === "1"; else el.value = q.get(id);
+  }
 }
 
 function start() {
   const layout = debounce(updateLayout), top = debounce(updateTop), solve = debounce(updateSolve);
   for (const id of ["model", "model_config", "hardware", "tp", "pp", "dp", "micro_batch_size", "seq_len",
                     "global_batch_size", "stack", "zero_stage", "recompute"]) {
-    $(id).addEventListener("input", () => { gpus(); layout(); top(); if ($("use-run").checked) solve(); });
+    $(id).addEventListener("input", () => { toUrl(); gpus(); layout(); top(); if ($("use-run").checked) solve(); });
   }
-  for (const id of ["target", "pairs", "use-run"]) $(id).addEventListener("input", solve);
-  loadPresets().then(() => { updateLayout(); updateTop(); });
-  updateSolve();
+  for (const id of ["target", "pairs", "use-run"]) $(id).addEventListener("input", () => { toUrl(); solve(); });
+  $("maths-note").textContent = mathjax() ? "Derivations typeset by MathJax served from this machine."
+    : "MathJax is not installed on this server (pip install 'symcalc[serve]'), so derivations show as plain text.";
+  fromUrl();
+  gpus();
+  loadPresets().then(() => { updateLayout(); updateTop(); if ($("use-run").checked) updateSolve(); });
+  if (!$("use-run").checked) updateSolve();
 }
 
 document.addEventListener("DOMContentLoaded", start);
