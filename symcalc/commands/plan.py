@@ -123,7 +123,8 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
         # on a terminal (or under COLUMNS) the table fits its width (columns left out, and named)
         # and the sentences wrap; piped, all of it, each line whole
         from symcalc.render.wrap import width  # on use: the command line starts without it
-        shared.echo_wrapped(result.text(width=width()))
+        columns = width()
+        shared.echo_wrapped(result.text(width=columns), columns)
         for f in (csv_file, plot_file):
             if f:
                 click.echo(f"wrote {f}")

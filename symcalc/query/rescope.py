@@ -55,11 +55,8 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
     the target instead (its sets of missing values kept; ``rescopings`` lists the pairs)."""
     from symcalc.query.derivations import derivation_for   # the routing, as solve asks it
 
-    def settles(names: frozenset) -> bool:
-        try:
-            derivation_for(lib, target, names, dict(options), diagnose=False)
-        except UnderdeterminedError:
-            return False
+    def settles(names: frozenset) -> bool:      # an UnderdeterminedError: rescopings reads it as no
+        derivation_for(lib, target, names, dict(options), diagnose=False)
         return True
 
     found = rescopings(lib, target, knowns, [n for n, gv in knowns.items() if not gv.origin], settles)
