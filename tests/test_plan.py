@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -226,7 +227,27 @@ def test_nothing_fits_says_what_is_closest_and_what_would_fit(cli):
               *itertools.chain.from_iterable(("--option", f"{k}={v}") for k, v in ONE.items()))
     assert run.code == 1
     assert "nothing fits on 8 GPUs" in run.out and "the closest layout" in run.out and "GB over" in run.out
-    assert "ZeRO-3" in run.out and "GPUs (best there:" in run.out
+    assert "GPUs (best there:" in run.out
+    # no "would fit with ZeRO-3" on 8 GPUs: its 16 B of states a parameter over 8 ranks are
+    # 70e9 x 16 / 8 = 140 GB, over the H100's 85.5 (a hint is a search, not a guess)
+    assert "zero_stage searched" not in run.out and "ZeRO-3" not in run.out
+
+
+def test_a_fixed_option_is_hinted_only_when_searching_it_fits(cli):
+    """Llama 3 8B on 8 H100s with ZeRO-0 fixed keeps 16 B a parameter on every GPU: 8.03e9 x 16 =
+    128.5 GB, nothing fits. Searched again over every ZeRO stage, a sharded stage fits, and the
+    hint's layout is the one a plan with that stage fixed puts first."""
+    base = ("plan", "tp=1", "pp=1", "--model", "llama3_8b", "--hardware", "h100_sxm", "--gpus", "8",
+            "--option", "recompute=none")
+    run = cli(*base, "--option", "zero_stage=0")
+    assert run.code == 1 and "model_state_memory = 128.5 GB" in run.out
+    hinted = re.search(r"zero_stage searched, not fixed \(best: (\S+ \S+ \S+ \S+ \S+ zero(\d)[^,]*), ([\d.]+) GB",
+                       run.out)
+    assert hinted is not None, run.out
+    fixed = cli(*base, "--option", f"zero_stage={hinted.group(2)}", "--json", "--top", "1")
+    row = json.loads(fixed.out)["rows"][0]
+    assert row["label"] == hinted.group(1)
+    assert row["memory_per_gpu_bytes"] / 1e9 == pytest.approx(float(hinted.group(3)), rel=1e-3)
 
 
 def test_deadline_picks_the_fewest_gpus(small_plan):

@@ -431,16 +431,18 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
     if c0.memory <= facts.gpu_memory:
         hints.append(f"a smaller memory_headroom (it fits the GPU's {facts.gpu_memory / 1e9:.4g} GB, leaving "
                      f"{(facts.gpu_memory - c0.memory) / 1e9:.3g} GB: --headroom 0GB plans it)")
-    fixed_opts = common.searched_opts
-    if "3" not in fixed_opts.get("zero_stage", ("3",)):
-        hints.append("ZeRO-3 (--option zero_stage=3 is excluded by the fixed zero_stage)")
-    if "full" not in fixed_opts.get("recompute", ("full",)):
-        hints.append("full recomputation (excluded by the fixed recompute)")
+    n = s.shape.n_gpus
+    for name in ("zero_stage", "recompute"):    # a fixed option searched again: a hint only if it fits
+        freed = common.freed(name) if common.freed is not None else None
+        more = _search(n, freed) if freed is not None else None
+        if more is not None and len(more.order):
+            r = _row(more, int(more.order[0]), 1, q, values, detail=False)
+            hints.append(f"{name} searched, not fixed (best: {r.label()}, {r.memory / 1e9:.4g} GB, "
+                         f"step {r.step_time:.4g} s)")
     mbs = dims.batch().name
     if common.fixed.get(mbs) and min(common.fixed[mbs]) > 1:
         hints.append(f"a micro-batch of 1 (excluded by the fixed {mbs})")
     # more GPUs: the same search at 2x, 4x, ... the count, until something fits
-    n = s.shape.n_gpus
     for factor in (2, 4, 8, 16, 32, 64):
         more = _search(n * factor, common)
         if len(more.order):

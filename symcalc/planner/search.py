@@ -12,6 +12,7 @@ metrics (days, GPU-hours, cost, MFU) solved from the step time.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from collections.abc import Callable
 
@@ -48,6 +49,21 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from symcalc.library.registry import Library
 
 __all__ = ["MAX_GPUS", "GpuCounts", "PlanError", "RawValue", "command_line", "parse_gpus", "plan", "whole_number"]
+
+
+def _freed(common: _Setup, name: str, lib: Library, options: dict, max_virtual_stages: int) -> _Setup | None:
+    """``common`` with the option ``name`` searched over every value the stack runs instead of
+    the values the question fixed, or None when it was not narrowed (or the stack runs no other).
+    O(1): the search itself is the caller's."""
+    every = searched_options(lib).get(name)
+    if every is None or set(common.searched_opts.get(name, every)) >= set(every):
+        return None
+    searched = {**common.searched_opts, name: every}
+    fixed = {k: list(v) for k, v in common.fixed.items()}
+    requires = narrow(lib, options, fixed, searched, max_virtual_stages)
+    if set(searched[name]) <= set(common.searched_opts[name]):
+        return None
+    return replace(common, fixed=fixed, searched_opts=searched, requires=requires, freed=None)
 
 
 def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts | None = None, /, *,
@@ -117,6 +133,7 @@ def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts 
                     tp_across_nodes=tp_across_nodes, uneven_pp=uneven_pp, max_micro_batch=max_micro_batch,
                     max_virtual_stages=max_virtual_stages, by=by, progress=progress,
                     evidence=_evidence(q, lib, options, hardware), frontier=bool(frontier), given_dims=given_dims)
+    common = replace(common, freed=lambda name: _freed(common, name, lib, options, max_virtual_stages))
     if goal:
         span = isinstance(gpus, str) and ":" in gpus
         res = _backwards(counts, goal, values, top, t0, model, hardware, options, common, span=span)

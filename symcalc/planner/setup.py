@@ -93,6 +93,9 @@ class _Setup:
     evidence: Evidence | None = None                 # the published runs layouts are judged by (planner.validation)
     frontier: bool = True                            # rank hypotheses no faster than the published frontier
     given_dims: tuple[str, ...] = ()                 # the layout dimensions the user fixed (tp=8, ...)
+    #: this setup with one fixed option searched over all its values again (None: it was not
+    #: narrowed), so that a "would fit with ..." hint is a search, never a guess
+    freed: Callable[[str], _Setup | None] | None = None
 
 
 
