@@ -9,6 +9,7 @@ speed. With SYMCALC_SCREENSHOTS=DIR the page is saved there as page.png and page
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -34,12 +35,14 @@ def _browser() -> tuple[str, str]:
     pytest.skip("chromium or chromedriver not installed (apt-get install chromium chromium-driver); CI requires them")
 
 
-@pytest.fixture(scope="module")
-def server():
+@contextlib.contextmanager
+def _serving(env: dict | None = None):
+    """``symcalc serve`` on a free port, in its own process (with ``env`` when given), until the
+    block ends; yields its URL once it answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "symcalc", "serve", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "symcalc", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + WAIT
@@ -62,6 +65,12 @@ def server():
             proc.wait()
         if proc.stdout:
             proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with _serving() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +115,7 @@ def test_the_page_answers_as_you_type_and_shows_errors(server, browser):
     first = text("answer")
     assert first.startswith("mfu = 9.9") and "%" in first
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#derivation .math svg"))     # MathJax typeset it
+    assert text("maths-note") == "Derivations typeset by MathJax served from this machine."
     # twice the GPUs for the same throughput: half the MFU, as soon as the typing pauses
     _type(browser, "pairs", "n_params=7e9 tokens_per_second=150000 token/s n_gpus=128 peak_flops=989 TFLOP/s")
     wait.until(lambda b: text("answer") != first and text("answer").startswith("mfu = "))
@@ -136,3 +146,58 @@ def test_the_page_answers_as_you_type_and_shows_errors(server, browser):
     # model and hardware, tp = 1 taken by default (nothing split the model)
     assert text("run").startswith("run: serving of llama3_8b on ") and "tp = 1 (default)" in text("run")
     _shot(browser, "page_fit.png")
+
+
+def test_the_url_keeps_the_question_and_a_layout_that_does_not_fit_shows_its_memory(server, browser):
+    """A question typed into the page is in its URL, and opening that URL asks it again. A layout
+    opened from a URL that does not fit (Llama 3 70B on tp 8 alone, no recomputation) shows the
+    closest layout's memory parts in the page's words, not the command line's flags: ZeRO-0 on
+    8 GPUs keeps 16 B a parameter over 8 ranks, 70.55e9 x 16 / 8 = 141.1 GB of model states."""
+    from urllib.parse import parse_qs, urlparse
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT)
+    text = lambda element_id: browser.find_element(By.ID, element_id).text   # noqa: E731
+    browser.get(server + "?model=llama3_70b&tp=8&pp=1&dp=1&zero_stage=0&recompute=none")
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#layout-out .nofit-parts tbody tr"))
+    parts = browser.find_element(By.CSS_SELECTOR, "#layout-out .nofit-parts").text
+    assert "model_state_memory 141.1" in parts
+    said = text("layout-out")
+    assert "does not fit" in said or "nothing fits" in said
+    assert "--" not in said and "tp8 pp1" in text("nofit-title")
+    # the permalink: the question asked, in the URL as typed; the same URL answers it again
+    _type(browser, "pairs", "n_params=7e9 tokens_per_second=150000 token/s n_gpus=32 peak_flops=989 TFLOP/s")
+    wait.until(lambda b: "n_gpus=32" in parse_qs(urlparse(b.current_url).query).get("pairs", [""])[0])
+    wait.until(lambda b: text("answer").startswith("mfu = 19.9"))      # 6 x 7e9 x 150000 / (32 x 989e12)
+    asked = parse_qs(urlparse(browser.current_url).query)
+    assert asked["model"] == ["llama3_70b"] and asked["tp"] == ["8"] and asked["target"] == ["mfu"]
+    answer = text("answer")
+    browser.get(browser.current_url)
+    wait.until(lambda b: text("answer").startswith("mfu = "))     # the URL's pairs are in before the first ask
+    assert text("answer") == answer and "n_gpus=32" in browser.find_element(By.ID, "pairs").get_attribute("value")
+    assert browser.find_element(By.ID, "model").get_attribute("value") == "llama3_70b"
+
+
+def test_without_mathjax_the_page_says_so_and_shows_no_raw_tex(browser, tmp_path):
+    """A server where MathJax is not installed (an empty ``mathjax`` package first on the path,
+    as after an install without the serve extra's wheel): the footer says the derivation is plain
+    text, no TeX source is shown, and every step still shows its numbers."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    (tmp_path / "mathjax").mkdir()
+    (tmp_path / "mathjax" / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    wait = WebDriverWait(browser, WAIT)
+    text = lambda element_id: browser.find_element(By.ID, element_id).text   # noqa: E731
+    with _serving(env) as url:
+        browser.get(url)
+        wait.until(lambda b: text("answer").startswith("mfu = 9.9"))
+        assert "MathJax is not installed" in text("maths-note")
+        derivation = text("derivation")
+        assert "\\(" not in derivation and "\\frac" not in derivation and "\\cdot" not in derivation
+        assert not browser.find_elements(By.CSS_SELECTOR, "#derivation .math")
+        steps = browser.find_elements(By.CSS_SELECTOR, "#derivation ol li")
+        assert steps and all("→" in li.text and "=" in li.text.split("→")[1] for li in steps)
