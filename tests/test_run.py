@@ -115,14 +115,16 @@ def test_when_nothing_fits_the_options_plan_searches_are_named_with_what_they_gi
     # Llama 3 8B keeps 16 bytes a parameter of model states (128.5 GB) on every GPU with no
     # optimizer sharding: no micro-batch fits in 80 GB. symcalc plan would shard them; solve says
     # which searched option makes the question answer, and the answer it gives is the one solve
-    # gives under that option (ZeRO-3 over dp = 8: 128.5 / 8 = 16 GB of states)
+    # gives under that option: the first stage that fits, ZeRO-2 over dp = 8, keeps the bf16
+    # weights whole and shards the other 14 B: 8.03e9 x (2 + 14 / 8) = 30.1 GB of states
     from symcalc.errors import NoFitError
     given = {"tp": 1, "dp": 8, "n_gpus": 8, "memory_headroom": "0 GB", "seq_len": "8192 token"}
     with pytest.raises(NoFitError) as e:
         solve("micro_batch_size", given, model="llama3-8b", hardware="h100")
-    sharded = solve("micro_batch_size", given, model="llama3-8b", hardware="h100", options={"zero_stage": "3"})
+    sharded = solve("micro_batch_size", given, model="llama3-8b", hardware="h100", options={"zero_stage": "2"})
+    assert sharded.values["model_state_memory"] / 1e9 == pytest.approx(8.03e9 * (2 + 14 / 8) / 1e9, rel=1e-3)
     assert "model_state_memory = 128.5 GB alone already exceeds" in e.value.message
-    assert f"it fits with --option zero_stage=3 (micro_batch_size = {sharded.value:g})" in e.value.message
+    assert f"it fits with --option zero_stage=2 (micro_batch_size = {sharded.value:g})" in e.value.message
 
 
 def test_a_serving_throughput_target_takes_whole_replicas_of_the_given_tp():
