@@ -192,7 +192,8 @@ def test_capped_costs_differ_by_gpu_count_as_step_times_do():
     43 % MFU, above the regime's 40.3 %). The cost of a count is n x planned step x
     steps x price, and the planned step is the model's with its compute part slowed by m / f (m
     the model's MFU, f the frontier's): n x (step + compute x (m / f - 1)), by hand from each
-    row's parts, so the two costs differ as the counts' step times and compute shares do (before,
+    row's parts, or the step over 1 + the model's mean error on the stack's runs where that is
+    slower, so the two costs differ as the counts' step times and compute shares do (before,
     the frontier's cap held the whole step at f, and both counts cost the same)."""
     one = {"zero_stage": "2", "recompute": "full", "sequence_parallel": "false", "pipeline_schedule": "1f1b"}
     plans = {n: symcalc.plan("llama2-7b", "h100", n, global_batch_size=64, options=one, tokens="2e12 token",
@@ -204,7 +205,11 @@ def test_capped_costs_differ_by_gpu_count_as_step_times_do():
     for n, b in best.items():
         f = plans[n].evidence["frontiers"]["2"]["mfu"]
         m = 6 * 6738415616 * 64 * 4096 / (n * 989e12) / b.step_time
-        planned = b.step_time + b.step_parts["step_compute_time"] * (m / f - 1)
+        capped = b.step_time + b.step_parts["step_compute_time"] * (m / f - 1)
+        # and no faster than the model's mean error on the stack's runs on H100 in bf16 shows
+        # (test_a_stack_the_model_is_too_fast_on_is_planned_as_its_runs_show): whichever is slower
+        bias = plans[n].evidence["bias"]
+        planned = max(capped, b.step_time / (1 + min(bias, 0.0)))
         assert b.planned_time == pytest.approx(planned, rel=2e-3)
         assert cost[n] == pytest.approx(n * b.planned_time * steps / 3600 * 2, rel=1e-9)
     # 16 GPUs' best spends a little more of its step off compute than 8's: it costs 0.04 % less
