@@ -151,3 +151,31 @@ def test_the_plan_json_gpu_hours_holds_hours():
     row = json.loads(p.json())["rows"][0]
     m = row["metrics"]
     assert m["gpu_hours"] == pytest.approx(m["train_time"] * row["layout"]["n_gpus"] / 3600, rel=1e-9)
+
+
+def test_plan_ranks_read_as_ranks_in_the_terminal_and_the_json(cli, monkeypatch):
+    """Llama 3 70B on 64 H100s (the issue's plan): the rows are ordered by one stated key, the
+    planned step time's band of 1 % counted from the fastest, shown as the step_band column once
+    per band; each row's band, recomputed here from its planned step time (floor(log(t / t_min) /
+    log 1.01)), is the one shown, the bands never go down, and no two rows are alike."""
+    import json
+    import math
+    run = cli("plan", "--model", "llama3-70b", "--hardware", "h100", "--gpus", "64", "--json")
+    assert run.code == 0, run.err
+    out = json.loads(run.out)
+    rows, width = out["rows"], out["tie_band"]
+    assert width == 0.01 and len(rows) == 10
+    fastest = min(r["planned_step_time_s"] for r in rows)
+    for r in rows:
+        assert r["step_band"] == math.floor(math.log(r["planned_step_time_s"] / fastest) / math.log1p(width) + 1e-9)
+    bands = [r["step_band"] for r in rows]
+    assert bands == sorted(bands) and bands[0] == 0
+    assert len({r["label"] for r in rows}) == len(rows)
+    monkeypatch.delenv("COLUMNS", raising=False)        # not a terminal: the table whole
+    text = cli("plan", "--model", "llama3-70b", "--hardware", "h100", "--gpus", "64")
+    lines = text.out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("rank  step_band"))
+    shown = [line[6:17].strip() for line in lines[head + 1:head + 11]]
+    said = [f"+{b}-{b + 1} %" if k == 0 or bands[k - 1] != b else "" for k, b in enumerate(bands)]
+    assert shown == said
+    assert "Ranked by the planned step time (step_time_s) in bands of 1 % from the fastest" in text.out

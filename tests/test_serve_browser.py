@@ -201,3 +201,22 @@ def test_without_mathjax_the_page_says_so_and_shows_no_raw_tex(browser, tmp_path
         assert not browser.find_elements(By.CSS_SELECTOR, "#derivation .math")
         steps = browser.find_elements(By.CSS_SELECTOR, "#derivation ol li")
         assert steps and all("→" in li.text and "=" in li.text.split("→")[1] for li in steps)
+
+
+def test_the_best_layouts_read_as_ranks(server, browser):
+    """Llama 3 70B on 64 H100s (tp 8 x dp 8 in the form): the page's best layouts state their
+    key (the planned step in 1 % bands from the fastest) and show each band once, on its first
+    row; the bands never go down the table and no two rows are the same layout."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT)
+    browser.get(server + "?model=llama3_70b&tp=8&pp=1&dp=8")
+    wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#top-out tbody tr")) == 5)
+    assert browser.find_element(By.ID, "top-key").text.startswith("ranked by planned step time in bands of 1 % from the fastest")
+    cells = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+             for tr in browser.find_elements(By.CSS_SELECTOR, "#top-out tbody tr")]
+    assert [c[0] for c in cells] == ["1", "2", "3", "4", "5"] and cells[0][1] == "+0-1 %"
+    shown = [int(c[1][1:].split("-")[0]) for c in cells if c[1]]          # "+2-3 %" -> 2
+    assert shown == sorted(shown) and len(shown) == len(set(shown))     # each band once, in order
+    assert len({c[2] for c in cells}) == 5

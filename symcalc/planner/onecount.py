@@ -145,10 +145,17 @@ def _order(s: _Search, by: str) -> np.ndarray:
     return idx[np.lexsort((mem, s.ev.step_time[idx], t, *reversed(simplest), band))]
 
 
-def _band(s: _Search, i: int) -> int:
+def _fastest(s: _Search) -> float:
+    """The shortest planned step time of the fitting layouts (s): where the bands start. O(n)."""
     t = s.planned if s.planned is not None else s.ev.step_time
-    best = float(t[s.order[0]])
-    return int(math.floor(math.log(float(t[i]) / best) / math.log1p(TIE_BAND) + 1e-9))
+    return float(t[s.order].min()) if len(s.order) else math.inf
+
+
+def _band(s: _Search, i: int, fastest: float) -> int:
+    """Layout ``i``'s band of TIE_BAND counted from ``fastest``, as :func:`_order` counts them
+    (0: within 1 % of the fastest). O(1)."""
+    t = s.planned if s.planned is not None else s.ev.step_time
+    return int(math.floor(math.log(float(t[i]) / fastest) / math.log1p(TIE_BAND) + 1e-9))
 
 
 def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:
@@ -232,6 +239,9 @@ def _result(s: _Search, values: dict, top: int, t0: float, model: str | None, ha
             common: _Setup) -> PlanResult:
     q = common.q
     rows = _top_rows(s, q, values, top, common.evidence)
+    if common.by == "memory":       # ranked by memory, not in step-time bands
+        for row in rows:
+            row.band = None
     _fill_metrics(rows, q, s.shape, values)
     res = _base(s, rows, model, hardware, options, common, values)
     if any("wall_clock_time" in r.metrics for r in rows):
@@ -263,8 +273,9 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
     for round_ in range(SETTLE_ROUNDS + 1):
         rows = []
         groups: dict[tuple, PlanRow] = {}
+        fastest = _fastest(s)
         for i in (int(x) for x in s.order):
-            key = (_band(s, i),) + tuple(int(s.space.columns[d][i]) for d in dims.grouped())
+            key = (_band(s, i, fastest),) + tuple(int(s.space.columns[d][i]) for d in dims.grouped())
             if key in groups:
                 groups[key].equivalents.append(_row(s, i, 0, q, values, detail=False).label())
                 continue
@@ -296,8 +307,10 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
         if not changed or round_ == SETTLE_ROUNDS:
             break
         s.order = _order(s, "time")
+    fastest = _fastest(s)
     for row in rows:
         row.planned_time = float(s.planned[row.index]) if s.planned is not None else row.step_time
+        row.band = _band(s, row.index, fastest)
         row.equivalents = [_difference(row.label(), e) for e in row.equivalents]
     return rows
 
@@ -372,7 +385,8 @@ def _base(s: _Search, rows: list[PlanRow], model: str | None, hardware: str, opt
                       given={"values": {k: str(v) for k, v in values.items()}, "options": dict(options),
                              "extra": dict(common.q.values),
                              "fixed": {k: list(v) for k, v in common.fixed.items()}},
-                      searched_options=searched, combos=s.ev.combos)
+                      searched_options=searched, combos=s.ev.combos,
+                      tie_band=0.0 if common.by == "memory" else TIE_BAND)
 
 
 def _memory_reasons(s: _Search, gpu_memory: float) -> dict[str, int]:

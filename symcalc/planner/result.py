@@ -32,6 +32,7 @@ class PlanRow:
     planned_time: float = 0.0                             # s: the step time it is ranked by (the model's, or the frontier's)
     verdict: dict = field(default_factory=dict)           # what validates it (planner.validation.Verdict.as_dict)
     equivalents: list = field(default_factory=list)       # layouts of the same band and degrees, grouped under it
+    band: int | None = None                               # its planned step's band of tie_band from the best (0: the best's); None by memory
     breakdown_parts: list = field(default_factory=list, repr=False)   # the step-time breakdown's parts (base units)
 
     @property
@@ -99,6 +100,7 @@ class PlanResult(Rendered):
     stack_given: bool = False                  # named by the question (else the library's default)
     evidence: dict = field(default_factory=dict)   # validated rows, the frontier (search._evidence_summary)
     run: Run | None = None                         # the run it plans (symcalc.query.run)
+    tie_band: float = 0.0                          # the rows' bands' width (relative): within one they tie (0: by memory)
 
     @property
     def best(self) -> PlanRow | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +30,18 @@ if TYPE_CHECKING:
 DAY, HOUR, GB = 86400.0, 3600.0, 1e9
 PLOT_WIDTH_PX = 1200       # the plan figure's width at its dpi: a design doc's page
 PLOT_ROWS = 10             # layouts in the breakdown panels
-COLUMNS = ("rank", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
+COLUMNS = ("rank", "step_band", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
            "tokens_per_s", "days", "days_wall", "gpu_hours", "cost_USD", "cost_wall_USD", "evidence")
 VERDICTS_SHOWN = 3         # rows whose verdict is spelled out under the table (JSON has every row's)
+
+
+def _band_cell(r: PlanRow, above: PlanRow | None, tie_band: float) -> str:
+    """The rank key's band, said once: "+0-1 %" on the first row of a band of the planned step
+    time (counted from the fastest), blank on the rows that tie with the row above."""
+    if r.band is None or (above is not None and above.band == r.band):
+        return ""
+    width = 100 * tie_band
+    return f"+{r.band * width:.0f}-{(r.band + 1) * width:.0f} %"
 
 
 def _cells(r: PlanRow) -> dict[str, str]:
@@ -63,10 +73,25 @@ DROP_FIRST = ("largest_step_part", "largest_part", "cost_wall_USD", "days_wall",
               "cost_USD", "days", "evidence")
 
 
-def _table(rows: Sequence[PlanRow], width: int | None = None) -> str:
-    """The rows as aligned columns; with ``width``, columns of DROP_FIRST are left out, in that
-    order, until the table fits, and a line under it names them."""
-    cells = [_cells(r) for r in rows]
+def _all_cells(rows: Sequence[PlanRow], tie_band: float) -> list[dict[str, str]]:
+    """Every row's cells, the rank key's band said once per band (:func:`_band_cell`)."""
+    return [{**_cells(r), "step_band": _band_cell(r, rows[k - 1] if k else None, tie_band)}
+            for k, r in enumerate(rows)]
+
+
+def _key_line(rows: Sequence[PlanRow], tie_band: float) -> str:
+    """The rank key in words, once under the table (empty when the rows are not in bands)."""
+    if not tie_band or not any(r.band is not None for r in rows):
+        return ""
+    return (f"Ranked by the planned step time (step_time_s) in bands of {100 * tie_band:.0f} % from the fastest "
+            "(step_band: the model's resolution), the simplest layout first within a band; a blank step_band "
+            "ties with the row above")
+
+
+def _table(rows: Sequence[PlanRow], width: int | None = None, tie_band: float = 0.0) -> str:
+    """The rows as aligned columns, the rank key said under them; with ``width``, columns of
+    DROP_FIRST are left out, in that order, until the table fits, and a line under it names them."""
+    cells = _all_cells(rows, tie_band)
     cols = [c for c in COLUMNS if any(x[c] for x in cells)]
     widths = {c: max(len(c), *(len(x[c]) for x in cells)) for c in cols}
     dropped = []
@@ -78,6 +103,9 @@ def _table(rows: Sequence[PlanRow], width: int | None = None) -> str:
             dropped.append(c)
     lines = ["  ".join(c.ljust(widths[c]) for c in cols).rstrip()]
     lines += ["  ".join(x[c].ljust(widths[c]) for c in cols).rstrip() for x in cells]
+    key = _key_line(rows, tie_band)
+    if key:
+        lines += textwrap.wrap(key, width) if width else [key]
     if dropped:
         lines.append(f"(left out to fit {width} columns: {', '.join(dropped)}; --json, --csv or a wider "
                      "terminal shows them)")
@@ -113,7 +141,7 @@ def plan_text(p: PlanResult, width: int | None = None) -> str:
                        f"{tps} {days} {cost}{mark}")
     out.append("")
     if p.rows:
-        out.append(_table(p.rows, width))
+        out.append(_table(p.rows, width, p.tie_band))
         out += _evidence_lines(p)
         best = p.rows[0]
         if best.step_parts:
@@ -210,14 +238,14 @@ def _row_dict(r: PlanRow) -> dict[str, Any]:
                         **({"train_days": r.metrics["train_time"] / DAY} if "train_time" in r.metrics else {}),
                         **({"wall_clock_days": r.metrics["wall_clock_time"] / DAY}
                            if "wall_clock_time" in r.metrics else {})},
-            "planned_step_time_s": r.planned_time, "capped_at_frontier": r.capped,
+            "planned_step_time_s": r.planned_time, "capped_at_frontier": r.capped, "step_band": r.band,
             "verdict": r.verdict or None, "equivalents": r.equivalents,
             "command": r.command}
 
 
 def plan_dict(p: PlanResult) -> dict[str, Any]:
     return {
-        "model": p.model, "hardware": p.hardware, "n_gpus": p.n_gpus, "by": p.by,
+        "model": p.model, "hardware": p.hardware, "n_gpus": p.n_gpus, "by": p.by, "tie_band": p.tie_band,
         "stack": p.stack, "stack_given": p.stack_given, "run": p.run.as_dict() if p.run else None,
         "global_batch_size": p.global_batch_size, "seq_len": p.seq_len,
         "counts": {"searched": p.searched, "valid": p.valid, "inside_bounds": p.evaluated_ok, "fitting": p.fitting},
@@ -264,13 +292,13 @@ def _g(v: float | None, scale: float = 1.0) -> str:
 
 
 def plan_html(p: PlanResult) -> str:
-    cells = [_cells(r) for r in (p.rows or p.closest)]
+    cells = _all_cells(p.rows or p.closest, p.tie_band)
     cols = [c for c in COLUMNS if any(x[c] for x in cells)]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(x[c])}</td>" for c in cols) + "</tr>" for x in cells)
     caption = html.escape(f"{p.model} on {p.n_gpus} x {p.hardware}: {p.searched:,} searched, {p.valid:,} valid, "
                           f"{p.fitting:,} fit")
-    msg = f"<p>{html.escape(p.message)}</p>" if p.message else ""
+    msg = "".join(f"<p>{html.escape(t)}</p>" for t in (_key_line(p.rows, p.tie_band), p.message) if t)
     return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{msg}"
 
 

@@ -134,9 +134,17 @@ async function updateTop() {
   }
   // ranked by the planned step (the model's own, held to the published runs where capped): both
   // shown, so that rows the cap makes alike still differ where the model tells them apart
-  $("top-out").innerHTML = `<p class="key">ranked by planned step time (shortest first)</p>` +
-    table(["#", "layout", "planned step (s)", "model's step (s)", "GB/GPU", "MFU %"], data.rows.map((row) => [
-      String(row.rank), esc(row.label), num(row.planned_step_time_s ?? row.step_time_s),
+  // the rank key is the planned step in bands of tie_band from the fastest, the simplest first
+  // within a band: the band said once, on its first row (a blank one ties with the row above)
+  const width = 100 * (data.tie_band || 0);
+  const band = (row, i) => row.step_band === null || row.step_band === undefined ||
+    (i > 0 && data.rows[i - 1].step_band === row.step_band) ? "" :
+    `+${(row.step_band * width).toFixed(0)}-${((row.step_band + 1) * width).toFixed(0)} %`;
+  $("top-out").innerHTML = `<p class="key" id="top-key">ranked by planned step time in bands of ${width.toFixed(0)} % ` +
+    `from the fastest (the model's resolution), the simplest layout first within a band; a blank band ties with ` +
+    `the row above</p>` +
+    table(["#", "step band", "layout", "planned step (s)", "model's step (s)", "GB/GPU", "MFU %"], data.rows.map((row, i) => [
+      String(row.rank), band(row, i), esc(row.label), num(row.planned_step_time_s ?? row.step_time_s),
       row.capped_at_frontier ? num(row.step_time_s) : "same", num(row.memory_per_gpu_bytes / GB),
       num(100 * row.metrics.mfu, 3)]));
 }
