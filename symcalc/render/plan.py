@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 DAY, HOUR, GB = 86400.0, 3600.0, 1e9
 PLOT_WIDTH_PX = 1200       # the plan figure's width at its dpi: a design doc's page
 PLOT_ROWS = 10             # layouts in the breakdown panels
-COLUMNS = ("rank", "step_band", "layout", "memory_GB", "largest_part", "step_time_s", "largest_step_part", "mfu_%",
+COLUMNS = ("rank", "step_band", "layout", "memory_GB", "largest_part", "step_time_s", "model_step_s", "largest_step_part", "mfu_%",
            "tokens_per_s", "days", "days_wall", "gpu_hours", "cost_USD", "cost_wall_USD", "evidence")
 VERDICTS_SHOWN = 3         # rows whose verdict is spelled out under the table (JSON has every row's)
 
@@ -53,6 +53,8 @@ def _cells(r: PlanRow) -> dict[str, str]:
         "largest_part": f"{part[0]} {part[1] / GB:.1f}" if part else "",
         # the step time it is ranked by (the days and cost follow it); the model's own is in its verdict
         "step_time_s": f"{(r.planned_time or r.step_time):.4g}",
+        # beside it, the model's own step where the published runs hold the row slower (capped, *)
+        "model_step_s": f"{r.step_time:.4g}" if r.capped else "",
         "largest_step_part": f"{step_part[0]} {100 * step_part[1] / r.step_time:.0f}%" if step_part else "",
         "mfu_%": f"{100 * m['mfu']:.1f}" if "mfu" in m else "",
         "tokens_per_s": f"{m['tokens_per_second']:,.0f}" if "tokens_per_second" in m else "",
@@ -69,7 +71,7 @@ def _cells(r: PlanRow) -> dict[str, str]:
 
 
 # the columns a narrow terminal loses first (rank, layout, memory, step time and MFU stay)
-DROP_FIRST = ("largest_step_part", "largest_part", "cost_wall_USD", "days_wall", "gpu_hours", "tokens_per_s",
+DROP_FIRST = ("largest_step_part", "largest_part", "model_step_s", "cost_wall_USD", "days_wall", "gpu_hours", "tokens_per_s",
               "cost_USD", "days", "evidence")
 
 
@@ -85,7 +87,8 @@ def _key_line(rows: Sequence[PlanRow], tie_band: float) -> str:
         return ""
     return (f"Ranked by the planned step time (step_time_s) in bands of {100 * tie_band:.0f} % from the fastest "
             "(step_band: the model's resolution), the simplest layout first within a band; a blank step_band "
-            "ties with the row above")
+            "ties with the row above" + ("; model_step_s: the model's own step where the published runs hold a "
+                                         "row slower (*)" if any(r.capped for r in rows) else ""))
 
 
 def _table(rows: Sequence[PlanRow], width: int | None = None, tie_band: float = 0.0) -> str:
