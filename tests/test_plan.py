@@ -577,7 +577,7 @@ def test_the_table_fits_a_narrow_terminal_and_says_what_it_left_out(small_plan):
     is left out."""
     text = small_plan.text(width=100)
     table = text.split("\n\n")[1].splitlines()
-    assert table[0].split()[:6] == ["rank", "step_band", "layout", "memory_GB", "step_time_s", "mfu_%"]
+    assert table[0].split()[:6] == ["rank", "step_band", "layout", "mem_GB", "step_time_s", "mfu_%"]
     assert all(len(line) <= 100 for line in table[:-1])
     assert table[-1].startswith("(left out to fit 100 columns: largest_step_part, largest_part")
     assert "left out to fit" not in small_plan.text() and "largest_part" in small_plan.text()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 DAY, HOUR, GB = 86400.0, 3600.0, 1e9
 PLOT_WIDTH_PX = 1200       # the plan figure's width at its dpi: a design doc's page
 PLOT_ROWS = 10             # layouts in the breakdown panels
-COLUMNS = ("rank", "step_band", "layout", "memory_GB", "largest_part", "step_time_s", "model_step_s", "largest_step_part", "mfu_%",
+COLUMNS = ("rank", "step_band", "layout", "mem_GB", "largest_part", "step_time_s", "model_step_s", "largest_step_part", "mfu_%",
            "tokens_per_s", "days", "days_wall", "gpu_hours", "cost_USD", "cost_wall_USD", "evidence")
 VERDICTS_SHOWN = 3         # rows whose verdict is spelled out under the table (JSON has every row's)
 
@@ -49,7 +49,7 @@ def _cells(r: PlanRow) -> dict[str, str]:
     step_part = max(r.step_parts.items(), key=lambda kv: kv[1]) if r.step_parts else None
     m = r.metrics
     return {
-        "rank": str(r.rank), "layout": r.label(), "memory_GB": f"{r.memory / GB:.1f}",
+        "rank": str(r.rank), "layout": r.label(), "mem_GB": f"{r.memory / GB:.1f}",
         "largest_part": f"{part[0]} {part[1] / GB:.1f}" if part else "",
         # the step time it is ranked by (the days and cost follow it); the model's own is in its verdict
         "step_time_s": f"{(r.planned_time or r.step_time):.4g}",
@@ -72,7 +72,7 @@ def _cells(r: PlanRow) -> dict[str, str]:
 
 # the columns a narrow terminal loses first (rank, layout, memory, step time and MFU stay)
 DROP_FIRST = ("largest_step_part", "largest_part", "model_step_s", "cost_wall_USD", "days_wall", "gpu_hours", "tokens_per_s",
-              "cost_USD", "days", "evidence")
+              "cost_USD", "days", "evidence", "step_band")
 
 
 def _all_cells(rows: Sequence[PlanRow], tie_band: float) -> list[dict[str, str]]:
