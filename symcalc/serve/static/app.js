@@ -98,7 +98,7 @@ function bars(parts, scale, unit) {
   const entries = Object.entries(parts).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   const total = entries.reduce((s, [, v]) => s + v, 0) || 1;
   return table(["part", unit, "share"], entries.map(([k, v]) => [
-    esc(k), num(v / scale), `<span class="bar" style="width:${(100 * v / total).toFixed(1)}%"></span>${(100 * v / total).toFixed(0)} %`]));
+    esc(k), num(v / scale), `<span class="bar" style="width:${(60 * v / total).toFixed(0)}px"></span>${(100 * v / total).toFixed(0)} %`]));
 }
 
 async function updateLayout() {
