@@ -11,10 +11,12 @@ metrics (days, GPU-hours, cost, MFU) solved from the step time.
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ParamSpec
 from collections.abc import Callable
 
+from symcalc import cache
 from symcalc.library.loading import default_library
 from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import Question
@@ -49,7 +51,29 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 
 __all__ = ["MAX_GPUS", "GpuCounts", "PlanError", "RawValue", "command_line", "parse_gpus", "plan", "whole_number"]
 
+_P = ParamSpec("_P")
 
+
+def _bundled(search: Callable[_P, PlanResult]) -> Callable[_P, PlanResult]:
+    """``search`` with the derivations it reads and makes kept as one cache entry
+    (symcalc.cache.bundled): a plan's ~120 derivations share most of their steps. The bundle
+    is the library's and the run's (model, hardware, options): plans of one run share it, and
+    each entry in it is keyed by its own question, whatever the bundle's key."""
+    @functools.wraps(search)
+    def bundled_search(*args: _P.args, **kwargs: _P.kwargs) -> PlanResult:
+        first = [*args, None, None]
+        lib: Any = kwargs.get("library") or default_library()
+        options: Any = kwargs.get("options") or {}
+        key = None if lib.fingerprint is None else cache.key_of(
+            lib.fingerprint, "plan", str(kwargs.get("model", first[0])), str(kwargs.get("hardware", first[1])),
+            *sorted(f"{k}={v}" for k, v in options.items()))
+        with cache.bundled(key):
+            return search(*args, **kwargs)
+    return bundled_search
+
+
+
+@_bundled
 def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts | None = None, /, *,
          tokens: RawValue | None = None, global_batch_size: RawValue | None = None, seq_len: RawValue | None = None,
          gpus_per_node: RawValue | None = None, options: dict | None = None,
