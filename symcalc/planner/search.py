@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from typing import TYPE_CHECKING, Any, ParamSpec
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from symcalc import cache
 from symcalc.library.loading import default_library
@@ -64,8 +64,10 @@ def _bundled(search: Callable[_P, PlanResult]) -> Callable[_P, PlanResult]:
         first = [*args, None, None]
         lib: Any = kwargs.get("library") or default_library()
         options: Any = kwargs.get("options") or {}
-        key = None if lib.fingerprint is None else cache.key_of(
-            lib.fingerprint, "plan", str(kwargs.get("model", first[0])), str(kwargs.get("hardware", first[1])),
+        fingerprint = getattr(lib, "fingerprint", None)
+        # (arguments of the wrong type are the search's to refuse: then no bundle)
+        key = None if fingerprint is None or not isinstance(options, Mapping) else cache.key_of(
+            fingerprint, "plan", str(kwargs.get("model", first[0])), str(kwargs.get("hardware", first[1])),
             *sorted(f"{k}={v}" for k, v in options.items()))
         with cache.bundled(key):
             return search(*args, **kwargs)
