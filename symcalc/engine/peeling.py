@@ -29,10 +29,16 @@ class _Peeling:
 
     def __init__(self, unsettled: dict[str, list[str]], members: Iterable[str]):
         self.unsettled = unsettled                  # the propagation's, kept by it
-        self.holders: dict[str, set[str]] = {}      # quantity -> the members it is unsettled in
-        for fid in members:
+        holders: dict[str, set[str]] = {}           # quantity -> the members it is unsettled in
+        self.members = set(members)                 # the members left (see core)
+        for fid in self.members:
             for q in unsettled[fid]:
-                self.holders.setdefault(q, set()).add(fid)
+                held = holders.get(q)
+                if held is None:
+                    holders[q] = {fid}
+                else:
+                    held.add(fid)
+        self.holders = holders
         self.order: list[tuple[str, str]] = []      # the last peeling: (formula, witness)
 
     def settled(self, q: str) -> None:
@@ -41,6 +47,7 @@ class _Peeling:
 
     def leave(self, fid: str) -> None:
         """Formula ``fid`` is no longer a member (call after its settled quantities left it)."""
+        self.members.discard(fid)
         for q in self.unsettled[fid]:
             held = self.holders.get(q)
             if held is not None:
@@ -49,13 +56,21 @@ class _Peeling:
     def core(self, formulas: list[FormulaSpec]) -> list[FormulaSpec]:
         """Of the members ``formulas``, those no peeling removes (in their order)."""
         unsettled, holders = self.unsettled, self.holders
-        alive = {f.id for f in formulas}
+        # every member asked about (the usual case, ``formulas`` are members): a holder is gone
+        # only when removed, and the members are the formulas alive
+        everyone = len(formulas) == len(self.members)
+        alive = self.members if everyone else {f.id for f in formulas}
         removed: set[str] = set()
         order: list[tuple[str, str]] = []
 
         def lonely(fid: str, q: str) -> bool:
             held = holders[q]
-            return len(held) == 1 or all(g == fid or g in removed or g not in alive for g in held)
+            if len(held) == 1:
+                return True
+            for g in held:      # (a loop, not all(): this is the routing's innermost test)
+                if g != fid and g not in removed and (everyone or g in alive):
+                    return False
+            return True
 
         left, tried = [], set()
         for fid, witness in self.order:
