@@ -6,6 +6,8 @@ pint (about 0.4 s), and the first answer to a question inverts and compiles its 
 library and each derivation (and each question found to have no route) are kept here, keyed by the content of what they were built from
 (see :func:`code_fingerprint`), and rebuilt whenever that changes; so are the unit
 definitions pint parsed (symcalc.units.pintcache: pint itself reads and writes no file).
+The questions of one plan are kept together, as one entry (:func:`bundled`): their
+derivations share most of their steps.
 
 Where: ``$SYMCALC_CACHE_DIR``, else the platform's user cache directory as platformdirs names it
 (``$XDG_CACHE_HOME/symcalc`` or ``~/.cache/symcalc`` on Linux, ``~/Library/Caches/symcalc`` on
