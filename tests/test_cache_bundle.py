@@ -126,3 +126,24 @@ def test_a_plan_keeps_its_derivations_in_one_bundle_and_reads_them_back_without_
     # a new library object: its in-memory caches are empty, as in a new process
     warm = symcalc.plan(*args, global_batch_size=64, top=3, library=load_library())
     assert _rows(warm) == _rows(cold) and warm.rows
+
+
+def test_bundles_are_counted_pruned_and_cleared_as_every_kind_is(cache_dir, monkeypatch):
+    import os
+    import time
+    monkeypatch.setitem(cache.MAX_ENTRIES, "bundle", 2)
+    old = time.time() - 100
+    for k in "abc":
+        with cache.bundled(k * 64):
+            cache.store("derivation", "1" * 64, k)
+        for path in entries(cache_dir, "bundle"):       # the earlier ones older (mtime order)
+            if path.name != f"bundle-{k * 64}.pickle":
+                os.utime(path, (old, old))
+        old += 10
+    # after the third, the oldest of three went (pruned to MAX_ENTRIES at the first store of a
+    # kind in a process, and again every 1 + 2 // 16 = 1 store)
+    assert [p.name for p in entries(cache_dir, "bundle")] == [f"bundle-{k * 64}.pickle" for k in "bc"]
+    cache.store("evidence", "e" * 64, ["runs"])
+    info = cache.info()["entries"]
+    assert info["bundle"]["count"] == 2 and info["evidence"]["count"] == 1
+    assert cache.clear() == 3 and not entries(cache_dir, "bundle") and not entries(cache_dir, "evidence")

@@ -77,7 +77,8 @@ from symcalc.cache.files import (_ENTRY, _SUPPORTED, _authentic, _clear_pint_fol
 # ("unrouted": a question no route answers, see symcalc.query.solve._store_failure;
 # "pint": the unit definitions pint parsed, see symcalc.units.pintcache)
 # ("bundle": the derivations and unrouted questions of plans, each bundle one file, see bundled)
-MAX_ENTRIES = {"library": 8, "derivation": 1000, "unrouted": 1000, "pint": 8, "bundle": 32}
+# ("evidence": the published runs parsed, see symcalc.planner.validation)
+MAX_ENTRIES = {"library": 8, "derivation": 1000, "unrouted": 1000, "pint": 8, "bundle": 32, "evidence": 8}
 #: A kind is pruned back to MAX_ENTRIES after every 1 + MAX_ENTRIES // TIDY_SLACK of its stores
 #: (and at a process's first store of it in a directory): pruning reads the whole directory, so pruning at every
 #: store made a cold plan's hundred stores read a full cache's 2,000 files a hundred times
