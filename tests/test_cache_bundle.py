@@ -147,3 +147,12 @@ def test_bundles_are_counted_pruned_and_cleared_as_every_kind_is(cache_dir, monk
     info = cache.info()["entries"]
     assert info["bundle"]["count"] == 2 and info["evidence"]["count"] == 1
     assert cache.clear() == 3 and not entries(cache_dir, "bundle") and not entries(cache_dir, "evidence")
+
+
+def test_an_entry_read_from_its_own_file_joins_the_bundle(cache_dir):
+    cache.store("derivation", "1" * 64, "a solve's")          # outside a block: a file of its own
+    with cache.bundled("b" * 64):
+        assert cache.load("derivation", "1" * 64) == "a solve's"
+    entries(cache_dir, "derivation")[0].unlink()
+    with cache.bundled("b" * 64):                             # now read from the bundle alone
+        assert cache.load("derivation", "1" * 64) == "a solve's"

@@ -172,6 +172,8 @@ def load(kind: str, key: str) -> object | None:
         stats["rejected"] += 1
         return None
     stats["hits"] += 1
+    if held is not None and kind in held.kinds:     # a file of its own (a solve's, an older cache's):
+        held.add(kind, key, value)                  # kept with the bundle from now on
     return value
 
 
