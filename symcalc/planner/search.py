@@ -69,7 +69,11 @@ def _bundled(search: Callable[_P, PlanResult]) -> Callable[_P, PlanResult]:
         key = None if fingerprint is None or not isinstance(options, Mapping) else cache.key_of(
             fingerprint, "plan", str(kwargs.get("model", first[0])), str(kwargs.get("hardware", first[1])),
             *sorted(f"{k}={v}" for k, v in options.items()))
-        with cache.bundled(key):
+        # the collector paused for the whole search (it was for the evaluation alone): the
+        # routing, derivations and answers it builds live until it ends, and the passes over
+        # them (0.25 s of a cold 405B plan, three full collections) freed nothing; after, one
+        # young collection looks at what it made (symcalc.cache.collector_paused)
+        with cache.collector_paused(), cache.bundled(key):
             return search(*args, **kwargs)
     return bundled_search
 
