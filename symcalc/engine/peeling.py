@@ -5,7 +5,9 @@ module of its own because its bookkeeping is independent of the search that call
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from itertools import chain
 
 from symcalc.library.records import FormulaSpec
 
@@ -29,16 +31,12 @@ class _Peeling:
 
     def __init__(self, unsettled: dict[str, list[str]], members: Iterable[str]):
         self.unsettled = unsettled                  # the propagation's, kept by it
-        holders: dict[str, set[str]] = {}           # quantity -> the members it is unsettled in
         self.members = set(members)                 # the members left (see core)
+        holders: defaultdict[str, set[str]] = defaultdict(set)
         for fid in self.members:
             for q in unsettled[fid]:
-                held = holders.get(q)
-                if held is None:
-                    holders[q] = {fid}
-                else:
-                    held.add(fid)
-        self.holders = holders
+                holders[q].add(fid)
+        self.holders = dict(holders)                # quantity -> the members it is unsettled in
         self.order: list[tuple[str, str]] = []      # the last peeling: (formula, witness)
 
     def settled(self, q: str) -> None:
@@ -94,24 +92,23 @@ class _Peeling:
     def _peel(self, left: list[str], removed: set[str], order: list[tuple[str, str]]) -> None:
         """Peel the formulas ``left`` (the members not removed) from scratch, with counts and
         a work list (O(their size)), adding to ``removed`` and ``order``."""
-        counts: dict[str, int] = {}
-        held: dict[str, list[str]] = {}
-        for fid in left:
-            for q in self.unsettled[fid]:
-                counts[q] = counts.get(q, 0) + 1
-                held.setdefault(q, []).append(fid)
+        unsettled, holders = self.unsettled, self.holders
+        # (counted in C; who else holds a quantity is the members' holders, those still left)
+        counts = Counter(chain.from_iterable(unsettled[fid] for fid in left))
+        here = set(left)
         work = []
         for fid in left:
-            witness = next((q for q in self.unsettled[fid] if counts[q] == 1), "")
-            if witness:
-                work.append((fid, witness))
+            for q in unsettled[fid]:
+                if counts[q] == 1:
+                    work.append((fid, q))
+                    break
         while work:
             fid, witness = work.pop()
             if fid in removed:
                 continue
             removed.add(fid)
             order.append((fid, witness))
-            for q in self.unsettled[fid]:
+            for q in unsettled[fid]:
                 counts[q] -= 1
-                if counts[q] == 1:
-                    work.extend((g, q) for g in held[q] if g not in removed)
+                if counts[q] == 1:     # one left holds it now: it may go (the others have)
+                    work.extend((g, q) for g in holders[q] if g in here and g not in removed)
