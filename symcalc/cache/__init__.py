@@ -6,6 +6,8 @@ pint (about 0.4 s), and the first answer to a question inverts and compiles its 
 library and each derivation (and each question found to have no route) are kept here, keyed by the content of what they were built from
 (see :func:`code_fingerprint`), and rebuilt whenever that changes; so are the unit
 definitions pint parsed (symcalc.units.pintcache: pint itself reads and writes no file).
+The questions of one plan are kept together, as one entry (:func:`bundled`): their
+derivations share most of their steps.
 
 Where: ``$SYMCALC_CACHE_DIR``, else the platform's user cache directory as platformdirs names it
 (``$XDG_CACHE_HOME/symcalc`` or ``~/.cache/symcalc`` on Linux, ``~/Library/Caches/symcalc`` on
@@ -47,6 +49,9 @@ import pickle
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 
@@ -71,7 +76,9 @@ from symcalc.cache.files import (_ENTRY, _SUPPORTED, _authentic, _clear_pint_fol
 # newest entries kept per kind; older ones are deleted when a new one is stored
 # ("unrouted": a question no route answers, see symcalc.query.solve._store_failure;
 # "pint": the unit definitions pint parsed, see symcalc.units.pintcache)
-MAX_ENTRIES = {"library": 8, "derivation": 1000, "unrouted": 1000, "pint": 8}
+# ("bundle": the derivations and unrouted questions of plans, each bundle one file, see bundled)
+# ("evidence": the published runs parsed, see symcalc.planner.validation)
+MAX_ENTRIES = {"library": 8, "derivation": 1000, "unrouted": 1000, "pint": 8, "bundle": 32, "evidence": 8}
 #: A kind is pruned back to MAX_ENTRIES after every 1 + MAX_ENTRIES // TIDY_SLACK of its stores
 #: (and at a process's first store of it in a directory): pruning reads the whole directory, so pruning at every
 #: store made a cold plan's hundred stores read a full cache's 2,000 files a hundred times
@@ -127,6 +134,12 @@ def load(kind: str, key: str) -> object | None:
     """The object stored under (kind, key), or None if there is none that can be trusted."""
     if not enabled():
         return None
+    held = _bundle.get()
+    if held is not None and kind in held.kinds:
+        hit = held.take(kind, key)
+        if hit is not None:
+            stats["hits"] += 1
+            return hit
     try:
         dfd = _open_dir(create=False)
     except (_Untrusted, OSError):
@@ -159,6 +172,8 @@ def load(kind: str, key: str) -> object | None:
         stats["rejected"] += 1
         return None
     stats["hits"] += 1
+    if held is not None and kind in held.kinds:     # a file of its own (a solve's, an older cache's):
+        held.add(kind, key, value)                  # kept with the bundle from now on
     return value
 
 
@@ -226,6 +241,10 @@ def store(kind: str, key: str, value: object) -> None:
     """Store ``value`` under (kind, key), replacing any entry atomically; never raises."""
     if not enabled():
         return
+    held = _bundle.get()
+    if held is not None and kind in held.kinds:
+        held.add(kind, key, value)
+        return
     try:
         payload = pickle.dumps((kind, key, value), protocol=pickle.HIGHEST_PROTOCOL)
         dfd = _open_dir(create=True)
@@ -260,6 +279,92 @@ def store(kind: str, key: str, value: object) -> None:
         stats["errors"] += 1
     finally:
         os.close(dfd)
+
+
+# -- bundles: the entries of many questions asked together, kept as one file ----------------------
+
+#: the kinds a bundle holds: what a plan asks a hundred of (derivations, questions with no route)
+BUNDLED = frozenset({"derivation", "unrouted"})
+#: entries a bundle keeps beyond those of the block that writes it (other plans' of the same key)
+MAX_BUNDLE_ENTRIES = 1000
+
+
+class _Bundle:
+    """The entries of one :func:`bundled` block: read from the stored bundle on first ask (each
+    given out once: a second ask is a miss, as two loads of one file give two objects), and
+    those asked for or stored in the block, written back as one entry when it ends."""
+
+    def __init__(self, key: str, kinds: frozenset[str]):
+        self.key, self.kinds = key, kinds
+        self.unread: dict | None = None       # the stored bundle's entries not asked for yet
+        self.kept: dict = {}                  # (kind, key) -> value, asked for or made in the block
+        self.new = False                      # whether the block made an entry (then it is written)
+
+    def take(self, kind: str, key: str) -> object | None:
+        if self.unread is None:
+            self.unread = _stored_bundle(self.key)
+        value = self.unread.pop((kind, key), None)
+        if value is not None:
+            self.kept[(kind, key)] = value
+        return value
+
+    def add(self, kind: str, key: str, value: object) -> None:
+        self.kept[(kind, key)] = value
+        self.new = True
+
+    def save(self) -> None:
+        """Write the bundle if the block made an entry: this block's entries, with the stored
+        bundle's others while they stay within MAX_BUNDLE_ENTRIES. An entry that cannot be
+        pickled (a derivation degraded for time is never kept) is left out, not the bundle."""
+        if not self.new:
+            return
+        others = self.unread if self.unread is not None else _stored_bundle(self.key)
+        entries = {**others, **self.kept} if len(others) + len(self.kept) <= MAX_BUNDLE_ENTRIES else dict(self.kept)
+        errors = stats["errors"]
+        store("bundle", self.key, entries)
+        if stats["errors"] > errors:        # (an unpicklable entry, or no disk: then this fails too)
+            store("bundle", self.key, {k: v for k, v in entries.items() if _picklable(v)})
+
+
+def _stored_bundle(key: str) -> dict:
+    stored = load("bundle", key)
+    return stored if isinstance(stored, dict) else {}
+
+
+def _picklable(value: object) -> bool:
+    try:
+        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return False
+    return True
+
+
+_bundle: ContextVar[_Bundle | None] = ContextVar("symcalc_cache_bundle", default=None)
+
+
+@contextmanager
+def bundled(key: str | None, kinds: frozenset[str] = BUNDLED) -> Iterator[None]:
+    """Within the block, entries of ``kinds`` are read from and written to one bundle stored
+    under ``key`` (None: no bundle, each entry its own file as outside a block).
+
+    Why: a plan asks ~120 derivations, each its own file of ~100 solved steps, though its
+    ~6,000 steps are ~250 distinct ones (the option combinations share them). One pickle of
+    them all keeps each shared step once: one file to read and authenticate instead of 120,
+    and a tenth of the bytes to unpickle (warm) or to pickle and write (cold). Each entry keeps
+    its own content key inside the bundle, so a bundle can never answer a question it was not
+    built for; the bundle's key only decides which questions are read together. Entries made
+    in the block are not written as files of their own. Nested blocks use the outermost; a
+    thread or a context outside the block sees none."""
+    if key is None or not enabled() or _bundle.get() is not None:
+        yield
+        return
+    held = _Bundle(key, kinds)
+    token = _bundle.set(held)
+    try:
+        yield
+    finally:
+        _bundle.reset(token)
+        held.save()
 
 
 def _tidy(dfd: int, kind: str, secret: bytes) -> None:

@@ -24,8 +24,10 @@ KEY_FILE = "cache-key"
 KEY_BYTES = 32
 MAX_ENTRY_BYTES = 64 << 20      # far above any entry written (a library is ~1 MB); more is not ours
 STALE_SECONDS = 3600            # a temporary file this old belongs to a run that was killed
-_ENTRY = re.compile(r"^(library|derivation|unrouted|pint)-([0-9a-f]{64})\.pickle$")
-_TEMPORARY = re.compile(r"^\.(library|derivation|unrouted|pint|key)-(\d+)-[0-9a-f]{16}\.tmp$")
+# every kind the cache writes (symcalc.cache.MAX_ENTRIES): an entry of a kind not named here would
+# be neither pruned, nor counted, nor cleared
+_ENTRY = re.compile(r"^(library|derivation|unrouted|pint|bundle|evidence)-([0-9a-f]{64})\.pickle$")
+_TEMPORARY = re.compile(r"^\.(library|derivation|unrouted|pint|bundle|evidence|key)-(\d+)-[0-9a-f]{16}\.tmp$")
 # pint's own cache folders as symcalc had pint keep them before issue 34 (pint-<version>/, files
 # named by a SHA-1): nothing reads them now; clear() removes them
 _PINT_FOLDER = re.compile(r"^pint-[A-Za-z0-9_.+-]{1,64}$")

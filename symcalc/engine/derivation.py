@@ -110,7 +110,8 @@ class Derivation:
             if shared is not None:
                 self.steps[i] = shared
                 continue
-            s.formulas = tuple(library.formulas[fid] for fid in s.formulas)
+            # (ids as pickled; records already when another derivation of one bundle bound it)
+            s.formulas = tuple(library.formulas[f] if isinstance(f, str) else f for f in s.formulas)
             if s.memo_key is not None:
                 library.step_cache[s.memo_key] = s
         # the route's steps are its solved steps' (equal, step for step): one copy of each

@@ -5,7 +5,9 @@ module of its own because its bookkeeping is independent of the search that call
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from itertools import chain
 
 from symcalc.library.records import FormulaSpec
 
@@ -29,10 +31,12 @@ class _Peeling:
 
     def __init__(self, unsettled: dict[str, list[str]], members: Iterable[str]):
         self.unsettled = unsettled                  # the propagation's, kept by it
-        self.holders: dict[str, set[str]] = {}      # quantity -> the members it is unsettled in
-        for fid in members:
+        self.members = set(members)                 # the members left (see core)
+        holders: defaultdict[str, set[str]] = defaultdict(set)
+        for fid in self.members:
             for q in unsettled[fid]:
-                self.holders.setdefault(q, set()).add(fid)
+                holders[q].add(fid)
+        self.holders = dict(holders)                # quantity -> the members it is unsettled in
         self.order: list[tuple[str, str]] = []      # the last peeling: (formula, witness)
 
     def settled(self, q: str) -> None:
@@ -41,6 +45,7 @@ class _Peeling:
 
     def leave(self, fid: str) -> None:
         """Formula ``fid`` is no longer a member (call after its settled quantities left it)."""
+        self.members.discard(fid)
         for q in self.unsettled[fid]:
             held = self.holders.get(q)
             if held is not None:
@@ -49,13 +54,21 @@ class _Peeling:
     def core(self, formulas: list[FormulaSpec]) -> list[FormulaSpec]:
         """Of the members ``formulas``, those no peeling removes (in their order)."""
         unsettled, holders = self.unsettled, self.holders
-        alive = {f.id for f in formulas}
+        # every member asked about (the usual case, ``formulas`` are members): a holder is gone
+        # only when removed, and the members are the formulas alive
+        everyone = len(formulas) == len(self.members)
+        alive = self.members if everyone else {f.id for f in formulas}
         removed: set[str] = set()
         order: list[tuple[str, str]] = []
 
         def lonely(fid: str, q: str) -> bool:
             held = holders[q]
-            return len(held) == 1 or all(g == fid or g in removed or g not in alive for g in held)
+            if len(held) == 1:
+                return True
+            for g in held:      # (a loop, not all(): this is the routing's innermost test)
+                if g != fid and g not in removed and (everyone or g in alive):
+                    return False
+            return True
 
         left, tried = [], set()
         for fid, witness in self.order:
@@ -79,24 +92,23 @@ class _Peeling:
     def _peel(self, left: list[str], removed: set[str], order: list[tuple[str, str]]) -> None:
         """Peel the formulas ``left`` (the members not removed) from scratch, with counts and
         a work list (O(their size)), adding to ``removed`` and ``order``."""
-        counts: dict[str, int] = {}
-        held: dict[str, list[str]] = {}
-        for fid in left:
-            for q in self.unsettled[fid]:
-                counts[q] = counts.get(q, 0) + 1
-                held.setdefault(q, []).append(fid)
+        unsettled, holders = self.unsettled, self.holders
+        # (counted in C; who else holds a quantity is the members' holders, those still left)
+        counts = Counter(chain.from_iterable(unsettled[fid] for fid in left))
+        here = set(left)
         work = []
         for fid in left:
-            witness = next((q for q in self.unsettled[fid] if counts[q] == 1), "")
-            if witness:
-                work.append((fid, witness))
+            for q in unsettled[fid]:
+                if counts[q] == 1:
+                    work.append((fid, q))
+                    break
         while work:
             fid, witness = work.pop()
             if fid in removed:
                 continue
             removed.add(fid)
             order.append((fid, witness))
-            for q in self.unsettled[fid]:
+            for q in unsettled[fid]:
                 counts[q] -= 1
-                if counts[q] == 1:
-                    work.extend((g, q) for g in held[q] if g not in removed)
+                if counts[q] == 1:     # one left holds it now: it may go (the others have)
+                    work.extend((g, q) for g in holders[q] if g in here and g not in removed)

@@ -197,19 +197,21 @@ class _Propagation:
         order[q] = len(order)
         self.peeling.settled(q)
         open_to_blocks = self.open_to_blocks
-        if self.estimated(q):        # no law joins a block backwards from it
-            for fid in self.by_lhs.get(q, ()):
+        # (estimated(q), of the step just taken: this runs for every quantity settled)
+        if step is not None and len(step.formulas) == 1 and step.formulas[0] in self.estimates:
+            for fid in self.by_lhs.get(q, ()):      # no law joins a block backwards from it
                 if fid in open_to_blocks:
                     self.leave(fid)
         remaining, unsettled = self.remaining, self.unsettled
         for f in self.by_quantity.get(q, ()):
-            remaining[f.id] -= 1
-            unsettled[f.id].remove(q)
-            if f.id in open_to_blocks:
+            fid = f.id
+            left = remaining[fid] = remaining[fid] - 1
+            unsettled[fid].remove(q)
+            if fid in open_to_blocks:
                 self.blocks_changed = True
-                if remaining[f.id] < 2:
-                    self.leave(f.id)
-            if remaining[f.id] == 1:
+                if left < 2:
+                    self.leave(fid)
+            if left == 1:
                 self.offer(f)
 
     def settle_blocks(self) -> bool:

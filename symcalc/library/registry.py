@@ -131,7 +131,9 @@ class Library:
         no ZeRO-3 gather buffer (zero3_gather_memory = 0), so the law that sizes that buffer
         must neither give it a value nor, run backwards from the 0, a layer's parameters."""
         overridden = set(self.set_by_option(options))
-        return [f for f in self.formulas.values() if f.active(options) and f.lhs_name not in overridden]
+        # (most formulas hold under every option: their empty ``when`` is decided without a call)
+        return [f for f in self.formulas.values()
+                if (not f.when or f.active(options)) and f.lhs_name not in overridden]
 
     def coefficient_defaults(self, options: Mapping[str, str]) -> dict[str, tuple[str, str]]:
         """Default values in force under ``options``: quantity -> (value text, why/source).

@@ -11,11 +11,13 @@ metrics (days, GPU-hours, cost, MFU) solved from the step time.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
-from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec
+from collections.abc import Callable, Mapping
 
+from symcalc import cache
 from symcalc.library.loading import default_library
 from symcalc.library.presets import find_preset
 from symcalc.planner.evaluate import Question
@@ -50,6 +52,7 @@ if TYPE_CHECKING:   # pragma: no cover - for type checkers
 
 __all__ = ["MAX_GPUS", "GpuCounts", "PlanError", "RawValue", "command_line", "parse_gpus", "plan", "whole_number"]
 
+_P = ParamSpec("_P")
 
 def _freed(common: _Setup, name: str, lib: Library, options: dict, max_virtual_stages: int) -> _Setup | None:
     """``common`` with the option ``name`` searched over every value the stack runs instead of
@@ -66,6 +69,31 @@ def _freed(common: _Setup, name: str, lib: Library, options: dict, max_virtual_s
     return replace(common, fixed=fixed, searched_opts=searched, requires=requires, freed=None)
 
 
+def _bundled(search: Callable[_P, PlanResult]) -> Callable[_P, PlanResult]:
+    """``search`` with the derivations it reads and makes kept as one cache entry
+    (symcalc.cache.bundled): a plan's ~120 derivations share most of their steps. The bundle
+    is the library's and the run's (model, hardware, options): plans of one run share it, and
+    each entry in it is keyed by its own question, whatever the bundle's key."""
+    @functools.wraps(search)
+    def bundled_search(*args: _P.args, **kwargs: _P.kwargs) -> PlanResult:
+        first = [*args, None, None]
+        lib: Any = kwargs.get("library") or default_library()
+        options: Any = kwargs.get("options") or {}
+        fingerprint = getattr(lib, "fingerprint", None)
+        # (arguments of the wrong type are the search's to refuse: then no bundle)
+        key = None if fingerprint is None or not isinstance(options, Mapping) else cache.key_of(
+            fingerprint, "plan", str(kwargs.get("model", first[0])), str(kwargs.get("hardware", first[1])),
+            *sorted(f"{k}={v}" for k, v in options.items()))
+        # the collector paused for the whole search (it was for the evaluation alone): the
+        # routing, derivations and answers it builds live until it ends, and the passes over
+        # them (0.25 s of a cold 405B plan, three full collections) freed nothing; after, one
+        # young collection looks at what it made (symcalc.cache.collector_paused)
+        with cache.collector_paused(), cache.bundled(key):
+            return search(*args, **kwargs)
+    return bundled_search
+
+
+@_bundled
 def plan(model: str | None = None, hardware: str | None = None, gpus: GpuCounts | None = None, /, *,
          tokens: RawValue | None = None, global_batch_size: RawValue | None = None, seq_len: RawValue | None = None,
          gpus_per_node: RawValue | None = None, options: dict | None = None,
