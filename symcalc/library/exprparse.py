@@ -207,6 +207,11 @@ class _Visitor:
             raise ParseError(f"{name}() takes {lo if lo == hi else f'{lo} to {hi}'} argument(s), "
                              f"got {len(node.args)}")
         args = [self.visit(a) for a in node.args]
+        if FUNCTIONS[name] in (sympy.Min, sympy.Max) and not all(a.is_number for a in args):
+            # symbolic arguments: kept as written, not compared pairwise for ones another makes
+            # redundant (sympy's _find_localzeros: a fifth of a cold library build); values put
+            # in later evaluate it as usual
+            return FUNCTIONS[name](*args, evaluate=False)
         return FUNCTIONS[name](*args)
 
     def _piecewise(self, node: ast.Call) -> sympy.Expr:

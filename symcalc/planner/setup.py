@@ -278,6 +278,17 @@ def _read(lib: Library, name: str, raw: RawValue) -> float:
     return float(read_value(lib.quantity(name), raw).magnitude)
 
 
+def _preset_value(q: Question, name: str) -> RawValue | None:
+    """``name``'s value as the question's model or hardware preset states it (its raw text), or
+    None when neither states it: a preset's value is what a question solving for it answers."""
+    for kind, key in (("model", q.model), ("hardware", q.hardware)):
+        if key:
+            stated = find_preset(kind, key).values.get(name)
+            if stated is not None:
+                return stated[0]
+    return None
+
+
 def _facts(q: Question, values: dict, lib: Library) -> _Facts:
     """The run's fixed facts in base units: from the given values, else the presets."""
     found: dict[str, float | None] = {}
@@ -288,6 +299,10 @@ def _facts(q: Question, values: dict, lib: Library) -> _Facts:
         for name in FACT_SOURCES.get(fact, (fact,)):
             if name in values:
                 found[fact] = _read(lib, name, values[name])
+                break
+            preset = _preset_value(q, name)
+            if preset is not None:          # what solving it would give, without a solve (~50 ms each)
+                found[fact] = _read(lib, name, preset)
                 break
             try:
                 r = q.solve(name, {}, {})
