@@ -390,3 +390,15 @@ def test_the_attention_kernel_an_answer_assumes_is_said_first_and_once():
     text = symcalc.solve("activation_memory_per_layer", layout, model="llama3-8b", hardware="h100",
                          options={"stack": "textbook"})
     assert text.values["attention_score_memory_per_layer"] == pytest.approx(2 * 32 * 8192 ** 2, rel=1e-12)
+
+
+def test_an_fp8_recipe_the_stack_lacks_is_one_line_naming_both(cli):
+    """torchtitan's FP8 is torchao's (tensorwise, rowwise) or MX (mxfp8): DeepSeek's blockwise
+    recipe is refused naming the stack and what it runs; Megatron-Core runs it (its --fp8-recipe
+    blockwise) and answers."""
+    args = ("solve", "step_time", "--model", "llama3-8b", "--hardware", "h100", "dp=8", "global_batch_size=64",
+            "micro_batch_size=1", "--option", "precision=fp8", "--option", "fp8_recipe=blockwise")
+    run = cli(*args, "--stack", "torchtitan")
+    assert run.code == 2 and run.err.strip() == (
+        "error: option fp8_recipe=blockwise is not supported by stack=torchtitan (it runs: tensorwise, rowwise, mxfp8)")
+    assert cli(*args, "--stack", "megatron-core", "--brief").code == 0
