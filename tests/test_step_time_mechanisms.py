@@ -96,8 +96,10 @@ def bf16_answer():
     return solve(FP8_CASE, "h100", stack="megatron-core", precision="bf16_main_grads")
 
 
-@pytest.mark.parametrize("recipe", ["delayed", "rowwise"])
-def test_fp8_only_where_the_recipe_puts_it(bf16_answer, recipe):
+# each recipe under a stack that runs it: Transformer Engine's delayed scaling under Megatron-Core,
+# torchao's row-wise scaling under torchtitan (Megatron-Core has no row-wise recipe)
+@pytest.mark.parametrize("recipe,stack", [("delayed", "megatron-core"), ("rowwise", "torchtitan")])
+def test_fp8_only_where_the_recipe_puts_it(bf16_answer, recipe, stack):
     """precision = fp8: the linear layers' GEMMs run at fp8_gemm_efficiency x fp8_gemm_factor x
     the FP8 peak x the clock (delayed scaling: 0.709 x 1 x 1978.9 x 0.96 = 1346.9 TFLOP/s; row-
     wise: x 0.75), their operands in 1 byte; attention and the LM head stay in 16 bits: the same
@@ -105,9 +107,10 @@ def test_fp8_only_where_the_recipe_puts_it(bf16_answer, recipe):
     of 12 d^2 parameters): the recipe's bytes per element x 3 passes x 8192 x (4 d + 12 d) + its
     weight casts x 3 bytes x 12 d^2, over the HBM bandwidth (delayed: (3 x 3 x 8192 x 65536 + 3 x
     201,326,592) / 2.97e12 = 1.830 ms). The step gains less than the peaks' 2x."""
-    c = coefficients("h100", "megatron-core", fp8_recipe=recipe)
-    fp8 = solve(FP8_CASE, "h100", stack="megatron-core", precision="fp8", fp8_recipe=recipe)
-    v, b = fp8.values, bf16_answer.values
+    c = coefficients("h100", stack, fp8_recipe=recipe)
+    fp8 = solve(FP8_CASE, "h100", stack=stack, precision="fp8", fp8_recipe=recipe)
+    base = bf16_answer if stack == "megatron-core" else solve(FP8_CASE, "h100", stack=stack, precision="bf16_main_grads")
+    v, b = fp8.values, base.values
     rate = c["fp8_gemm_efficiency"] * c["fp8_gemm_factor"] * c["peak_flops_fp8"] * c["sustained_clock_fraction"]
     assert v["linear_gemm_rate"] == pytest.approx(rate, rel=1e-12)
     d, n, tokens, hbm = 4096, 12 * 4096 ** 2, 8192, c["achievable_hbm_bandwidth"]
