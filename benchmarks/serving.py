@@ -41,6 +41,37 @@ ROWS = [
     ("NIM Llama-3.3-70B, 2 H100 tp 2, fp8, 1 request, 5000-token prompt: first token 406.8 ms", NIM,
      "prefill_time", "llama3-70b", "h100", {"precision": "fp8", "weight_dtype": "fp8"}, dict(tp=2, batch_size=1, prompt_len="5000 token"),
      406.77e-3),
+    # More rows from the same lmdeploy table (static batch, v0.1.0a1, 8x A100-80G): step = batch / out tok/s
+    # (a 128-token prompt is under 1 % of a 2048-token run); seq_len is the mean context, prompt + half the output.
+    ("lmdeploy Llama-2-7B, 1 A100, fp16, batch 1, 2048/2048: 93.78 token/s", LMD,
+     "decode_step_time", "llama2-7b", "a100", {}, dict(tp=1, batch_size=1, seq_len="3072 token"), 1 / 93.78),
+    ("lmdeploy Llama-2-7B, 1 A100, fp16, batch 16, 128/2048: 1010.62 token/s", LMD,
+     "decode_step_time", "llama2-7b", "a100", {}, dict(tp=1, batch_size=16, seq_len="1152 token"), 16 / 1010.62),
+    ("lmdeploy Llama-2-7B, 1 A100, fp16, batch 32, 128/2048: 1462.12 token/s", LMD,
+     "decode_step_time", "llama2-7b", "a100", {}, dict(tp=1, batch_size=32, seq_len="1152 token"), 32 / 1462.12),
+    ("lmdeploy Llama-2-7B, 1 A100, fp16, batch 64, 128/2048: 1852.06 token/s", LMD,
+     "decode_step_time", "llama2-7b", "a100", {}, dict(tp=1, batch_size=64, seq_len="1152 token"), 64 / 1852.06),
+    ("lmdeploy Llama-2-13B, 1 A100, fp16, batch 1, 128/2048: 55.29 token/s", LMD,
+     "decode_step_time", "llama2-13b", "a100", {}, dict(tp=1, batch_size=1, seq_len="1152 token"), 1 / 55.29),
+    ("lmdeploy Llama-2-13B, 1 A100, fp16, batch 16, 128/2048: 605.88 token/s", LMD,
+     "decode_step_time", "llama2-13b", "a100", {}, dict(tp=1, batch_size=16, seq_len="1152 token"), 16 / 605.88),
+    ("lmdeploy Llama-2-13B, 1 A100, fp16, batch 32, 128/2048: 860.14 token/s", LMD,
+     "decode_step_time", "llama2-13b", "a100", {}, dict(tp=1, batch_size=32, seq_len="1152 token"), 32 / 860.14),
+    ("lmdeploy Llama-2-70B, 4 A100 tp 4, fp16, batch 16, 128/2048: 482.99 token/s", LMD,
+     "decode_step_time", "llama2-70b", "a100", {}, dict(tp=4, batch_size=16, seq_len="1152 token"), 16 / 482.99),
+    ("lmdeploy Llama-2-70B, 4 A100 tp 4, fp16, batch 32, 128/2048: 853.56 token/s", LMD,
+     "decode_step_time", "llama2-70b", "a100", {}, dict(tp=4, batch_size=32, seq_len="1152 token"), 32 / 853.56),
+    # Same table, batch 1: the mean first-token latency (FTL(ave)) of a 2048- or 128-token prompt.
+    ("lmdeploy Llama-2-7B, 1 A100, fp16, batch 1, 2048-token prompt: first token 0.139 s", LMD,
+     "prefill_time", "llama2-7b", "a100", {}, dict(tp=1, batch_size=1, prompt_len="2048 token"), 0.139),
+    ("lmdeploy Llama-2-13B, 1 A100, fp16, batch 1, 2048-token prompt: first token 0.242 s", LMD,
+     "prefill_time", "llama2-13b", "a100", {}, dict(tp=1, batch_size=1, prompt_len="2048 token"), 0.242),
+    ("lmdeploy Llama-2-70B, 4 A100 tp 4, fp16, batch 1, 2048-token prompt: first token 0.402 s", LMD,
+     "prefill_time", "llama2-70b", "a100", {}, dict(tp=4, batch_size=1, prompt_len="2048 token"), 0.402),
+    ("lmdeploy Llama-2-13B, 1 A100, fp16, batch 1, 128-token prompt: first token 0.040 s", LMD,
+     "prefill_time", "llama2-13b", "a100", {}, dict(tp=1, batch_size=1, prompt_len="128 token"), 0.040),
+    ("lmdeploy Llama-2-70B, 4 A100 tp 4, fp16, batch 1, 128-token prompt: first token 0.074 s", LMD,
+     "prefill_time", "llama2-70b", "a100", {}, dict(tp=4, batch_size=1, prompt_len="128 token"), 0.074),
 ]
 
 
