@@ -72,6 +72,24 @@ ROWS = [
      "prefill_time", "llama2-13b", "a100", {}, dict(tp=1, batch_size=1, prompt_len="128 token"), 0.040),
     ("lmdeploy Llama-2-70B, 4 A100 tp 4, fp16, batch 1, 128-token prompt: first token 0.074 s", LMD,
      "prefill_time", "llama2-70b", "a100", {}, dict(tp=4, batch_size=1, prompt_len="128 token"), 0.074),
+    # TensorRT-LLM's batch-1 first-token latency table (its note: data from v0.5; "LLaMA 7B/70B" are the
+    # Llama2-7b/-70b engines its build commands name; H100 engines built with --enable_fp8 --fp8_kv_cache).
+    ("TensorRT-LLM Llama-2-7B, 1 A100, fp16, batch 1, 128-token prompt: 16 ms", TRT061,
+     "prefill_time", "llama2-7b", "a100", {}, dict(tp=1, batch_size=1, prompt_len="128 token"), 16e-3),
+    ("TensorRT-LLM Llama-2-70B, 4 A100 tp 4, fp16, batch 1, 128-token prompt: 47 ms", TRT061,
+     "prefill_time", "llama2-70b", "a100", {}, dict(tp=4, batch_size=1, prompt_len="128 token"), 47e-3),
+    ("TensorRT-LLM Llama-2-7B, 1 H100, fp8, batch 1, 128-token prompt: 7 ms", TRT061,
+     "prefill_time", "llama2-7b", "h100", {"precision": "fp8", "weight_dtype": "fp8"}, dict(tp=1, batch_size=1, prompt_len="128 token"),
+     7e-3),
+    ("TensorRT-LLM Llama-2-7B, 1 H100, fp8, batch 1, 2048-token prompt: 36 ms", TRT061,
+     "prefill_time", "llama2-7b", "h100", {"precision": "fp8", "weight_dtype": "fp8"}, dict(tp=1, batch_size=1, prompt_len="2048 token"),
+     36e-3),
+    ("TensorRT-LLM Llama-2-70B, 4 H100 tp 4, fp8, batch 1, 128-token prompt: 26 ms", TRT061,
+     "prefill_time", "llama2-70b", "h100", {"precision": "fp8", "weight_dtype": "fp8"}, dict(tp=4, batch_size=1, prompt_len="128 token"),
+     26e-3),
+    ("TensorRT-LLM Llama-2-70B, 4 H100 tp 4, fp8, batch 1, 2048-token prompt: 109 ms", TRT061,
+     "prefill_time", "llama2-70b", "h100", {"precision": "fp8", "weight_dtype": "fp8"}, dict(tp=4, batch_size=1, prompt_len="2048 token"),
+     109e-3),
 ]
 
 
