@@ -135,3 +135,23 @@ def library_with(tmp_path_factory):
         path.write_text(textwrap.dedent(text))
         return load_library(extra=[path])
     return load
+
+
+@pytest.fixture
+def unit_registry_built():
+    """The process's unit registry built before a test points the cache elsewhere: it is built
+    once a process (its parsed definitions read from or written to the cache, kind pint), so
+    a test that counts what the cache did would otherwise count it when it runs first."""
+    from symcalc import units
+    units.registry()
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh cache directory of this test's own, with the cache on."""
+    from symcalc import cache
+    path = tmp_path / "cache"
+    monkeypatch.setenv(cache.ENV_DIR, str(path))
+    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "key"))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    return path

@@ -19,6 +19,9 @@ from symcalc.library import build as library_module
 from symcalc.engine import derive
 from symcalc.library.loading import formula_dir, load_library
 
+# the unit registry built before a test points the cache elsewhere (conftest.unit_registry_built)
+pytestmark = pytest.mark.usefixtures("unit_registry_built")
+
 EXTRA = """
 [quantities.gpu_power_draw]
 unit = "W"
@@ -48,25 +51,6 @@ QUESTIONS = [
     ("train_time", dict(n_params=70e9, n_tokens="2e12 token", n_gpus=np.array([64.0, 128.0]),
                         mfu=np.array([0.3, 0.4]), peak_flops="989 TFLOP/s"), {}),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _unit_registry_built():
-    """The process's unit registry built before a test points the cache elsewhere: it is built
-    once a process (its parsed definitions read from or written to the cache, kind pint), so
-    a test that counts what the cache did would otherwise count it when it runs first."""
-    from symcalc import units
-    units.registry()
-
-
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    """A fresh cache directory of this test's own, with the cache on."""
-    path = tmp_path / "cache"
-    monkeypatch.setenv(cache.ENV_DIR, str(path))
-    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "key"))
-    monkeypatch.delenv(cache.ENV_OFF, raising=False)
-    return path
 
 
 @pytest.fixture
@@ -483,6 +467,7 @@ def test_processes_racing_on_a_cold_cache_share_one_key_and_agree(tmp_path, monk
 SYMPY_PROBE = """
 import sys
 from symcalc import cli
+
 sys.argv = ["symcalc", *sys.argv[1:]]
 try:
     cli.main()

@@ -13,23 +13,8 @@ from symcalc import cache
 from symcalc.engine import derive
 from symcalc.library.loading import load_library
 
-
-@pytest.fixture(autouse=True)
-def _unit_registry_built():
-    """The unit registry built before the cache is pointed elsewhere (it reads and writes the
-    cache once a process, which would count in a test that counts what the cache did)."""
-    from symcalc import units
-    units.registry()
-
-
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    """A fresh cache directory of this test's own, with the cache on."""
-    path = tmp_path / "cache"
-    monkeypatch.setenv(cache.ENV_DIR, str(path))
-    monkeypatch.setenv(cache.ENV_KEY_DIR, str(tmp_path / "key"))
-    monkeypatch.delenv(cache.ENV_OFF, raising=False)
-    return path
+# the unit registry built before a test points the cache elsewhere (conftest.unit_registry_built)
+pytestmark = pytest.mark.usefixtures("unit_registry_built")
 
 
 def entries(directory: Path, kind: str) -> list[Path]:
