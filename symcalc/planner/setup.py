@@ -279,13 +279,15 @@ def _read(lib: Library, name: str, raw: RawValue) -> float:
 
 
 def _preset_value(q: Question, name: str) -> RawValue | None:
-    """``name``'s value as the question's model or hardware preset states it (its raw text), or
-    None when neither states it: a preset's value is what a question solving for it answers."""
-    for kind, key in (("model", q.model), ("hardware", q.hardware)):
-        if key:
-            stated = find_preset(kind, key).values.get(name)
-            if stated is not None:
-                return stated[0]
+    """``name``'s value as the question's presets state it under its options (their raw text;
+    the hardware's first, as a question reads them: query.presetvalues), or None when none
+    states it: a preset's value is what a question solving for it answers."""
+    opts = dict(q.options)
+    dtype = q.library.compute_dtype(opts)
+    for preset in presets_of(q.hardware, q.model):
+        stated = preset.resolve(opts, dtype).get(name)
+        if stated is not None:
+            return stated[0]
     return None
 
 
