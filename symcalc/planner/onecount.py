@@ -139,7 +139,7 @@ def _order(s: _Search, by: str) -> np.ndarray:
         return idx[np.lexsort((s.ev.step_time[idx], mem))]
     c = s.space.columns
     t = (s.planned if s.planned is not None else s.ev.step_time)[idx]
-    band = np.floor(np.log(t / t.min()) / np.log1p(TIE_BAND) + 1e-9).astype(np.int64)
+    band = _bands(t, float(t.min()))
     # the simplest first, as space.toml's [layout] declares it (np.lexsort: the last key the most significant)
     simplest = dims.simplest_order({k: v[idx] for k, v in c.items()}, s.shape.option_values())
     return idx[np.lexsort((mem, s.ev.step_time[idx], t, *reversed(simplest), band))]
@@ -151,11 +151,16 @@ def _fastest(s: _Search) -> float:
     return float(t[s.order].min()) if len(s.order) else math.inf
 
 
+def _bands(t: np.ndarray, fastest: float) -> np.ndarray:
+    """The band of TIE_BAND each planned step time ``t`` lies in, counted from ``fastest``
+    (0: within 1 % of it): the rank key, for :func:`_order` and the rows alike. O(len(t))."""
+    return np.floor(np.log(t / fastest) / np.log1p(TIE_BAND) + 1e-9).astype(np.int64)
+
+
 def _band(s: _Search, i: int, fastest: float) -> int:
-    """Layout ``i``'s band of TIE_BAND counted from ``fastest``, as :func:`_order` counts them
-    (0: within 1 % of the fastest). O(1)."""
+    """Layout ``i``'s band (:func:`_bands`). O(1)."""
     t = s.planned if s.planned is not None else s.ev.step_time
-    return int(math.floor(math.log(float(t[i]) / fastest) / math.log1p(TIE_BAND) + 1e-9))
+    return int(_bands(np.asarray(t[i]), fastest))
 
 
 def _row(s: _Search, i: int, rank: int, q: Question, extra_metrics: dict, detail: bool) -> PlanRow:

@@ -54,6 +54,7 @@ __all__ = ["MAX_GPUS", "GpuCounts", "PlanError", "RawValue", "command_line", "pa
 
 _P = ParamSpec("_P")
 
+
 def _freed(common: _Setup, name: str, lib: Library, options: dict, max_virtual_stages: int) -> _Setup | None:
     """``common`` with the option ``name`` searched over every value the stack runs instead of
     the values the question fixed, or None when it was not narrowed (or the stack runs no other).
