@@ -278,12 +278,12 @@ def _read(lib: Library, name: str, raw: RawValue) -> float:
     return float(read_value(lib.quantity(name), raw).magnitude)
 
 
-def _preset_value(q: Question, name: str) -> RawValue | None:
+def _preset_value(q: Question, name: str, lib: Library) -> RawValue | None:
     """``name``'s value as the question's presets state it under its options (their raw text;
     the hardware's first, as a question reads them: query.presetvalues), or None when none
     states it: a preset's value is what a question solving for it answers."""
     opts = dict(q.options)
-    dtype = q.library.compute_dtype(opts)
+    dtype = lib.compute_dtype(opts)
     for preset in presets_of(q.hardware, q.model):
         stated = preset.resolve(opts, dtype).get(name)
         if stated is not None:
@@ -302,7 +302,7 @@ def _facts(q: Question, values: dict, lib: Library) -> _Facts:
             if name in values:
                 found[fact] = _read(lib, name, values[name])
                 break
-            preset = _preset_value(q, name)
+            preset = _preset_value(q, name, lib)
             if preset is not None:          # what solving it would give, without a solve (~50 ms each)
                 found[fact] = _read(lib, name, preset)
                 break
