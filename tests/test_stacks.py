@@ -321,6 +321,16 @@ def test_show_stack_lists_what_each_value_sets_supports_and_requires(toy_cli):
      'requires = [{ when = "tpp == 1", why = "x" }]', "unknown quantity 'tpp'. Did you mean: tp?"),
     ('requires = [{ when = "tp == 1", why = "PyTorch FSDP alone is data parallel only" }]',
      'requires = [{ when = "tp == seq_len", why = "x" }]', "the two sides of 'tp == seq_len' differ in dimension"),
+    # a requirement scoped to other options' values names real ones
+    ('requires = [{ when = "tp == 1", why = "PyTorch FSDP alone is data parallel only" }]',
+     'requires = [{ when = "tp == 1", with = { zero_stag = ["3"] }, why = "x" }]',
+     "requires with names unknown option 'zero_stag'. Did you mean: zero_stage?"),
+    ('requires = [{ when = "tp == 1", why = "PyTorch FSDP alone is data parallel only" }]',
+     'requires = [{ when = "tp == 1", with = { zero_stage = ["4"] }, why = "x" }]',
+     "requires with: option zero_stage has no value '4'"),
+    ('requires = [{ when = "tp == 1", why = "PyTorch FSDP alone is data parallel only" }]',
+     'requires = [{ when = "tp == 1", with = { zero_stage = "3" }, why = "x" }]',
+     "requires with.zero_stage is a list of its values"),
 ])
 def test_malformed_stack_data_fails_the_load_with_where_and_why(tmp_path, old, new, message):
     with pytest.raises(LibraryError) as e:

@@ -161,14 +161,34 @@ def test_zero3_adds_data_parallel_traffic():
     in backward and a reduce-scatter, against one reduce-scatter and one all-gather); it does so
     in each of the 96 micro-batches, ZeRO-1 once a step: its collectives take 3 x 96 / 2 = 144
     times ZeRO-1's (all in 2-byte parameters and gradients, each the same ring time a layer).
-    Megatron-DeepSpeed runs both (Megatron-LM 2021 has no ZeRO)."""
+    Megatron-DeepSpeed runs both, without a pipeline (Megatron-LM 2021 has no ZeRO; DeepSpeed's
+    pipeline engine refuses ZeRO-2 and ZeRO-3): GPT-3's layout with pp folded into dp."""
+    given = {**GIVEN, "pp": 1, "dp": 128}
+
     def solve(target, zero):
-        return symcalc.solve(target, GIVEN, hardware="a100-80gb",
+        return symcalc.solve(target, given, hardware="a100-80gb",
                              options={**OPTIONS, "stack": "deepspeed", "zero_stage": zero})
     z1, z3 = solve("dp_comm_time", "1"), solve("dp_comm_time", "3")
-    assert z3.value == pytest.approx(144 * z1.value, rel=1e-12)
+    assert z3.value == pytest.approx(3 * 12 / 2 * z1.value, rel=1e-12)     # 1536 / 128 = 12 micro-batches
     assert solve("step_time", "3").values["exposed_dp_comm_time"] > \
         solve("step_time", "1").values["exposed_dp_comm_time"]
+
+
+def test_deepspeed_refuses_zero3_with_a_pipeline_in_one_line(cli):
+    """DeepSpeed's PipelineEngine asserts a ZeRO stage below 2 (deepspeed/runtime/pipe/engine.py):
+    GPT-3 at pp8 under ZeRO-3 is refused naming the rule and the value given; ZeRO-1 at pp8 and
+    ZeRO-3 at pp1 are answered; a plan never ranks a ZeRO-2 or -3 layout with pp > 1 there."""
+    args = [f"{k}={v}" for k, v in GIVEN.items()]
+    bad = cli("solve", "step_time", *args, "--hardware", "a100-80gb", "--option", "stack=deepspeed",
+              "--option", "recompute=full", "--option", "zero_stage=3")
+    assert bad.code == 2 and bad.err.count("\n") == 1
+    assert "stack=deepspeed requires pp == 1 with zero_stage = 2 or 3" in bad.err and "pp = 8 was given" in bad.err
+    ok = cli("solve", "step_time", *args, "--hardware", "a100-80gb", "--option", "stack=deepspeed",
+             "--option", "recompute=full", "--option", "zero_stage=1")
+    assert ok.code == 0
+    p = symcalc.plan("gpt3-175b", "a100-80gb", 384, global_batch_size=2048, top=20, options={"stack": "deepspeed"})
+    assert all(r.layout["pp"] == 1 for r in p.rows if int(r.options["zero_stage"]) >= 2)
+    assert any("requires pp == 1 with zero_stage = 2 or 3" in why for why in p.rejected)
 
 
 def test_selective_recompute_with_sequence_parallel_is_faster_than_full():

@@ -6,6 +6,7 @@ a value requires (``requires``), and the check of those links once every option 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import sympy
 
@@ -141,8 +142,10 @@ def _check_option_links(options: dict[str, OptionSpec]) -> None:
     for opt in options.values():
         for value in opt.values:
             where = f"{opt.file}: option '{opt.name}' value '{value}'"
-            for key, links in (("options", opt.option_defaults.get(value, {})),
-                               ("supports", opt.supports.get(value, {}))):
+            linked: list[tuple[str, Mapping[str, str | tuple[str, ...]]]] = [
+                ("options", opt.option_defaults.get(value, {})), ("supports", opt.supports.get(value, {})),
+                *(("requires with", r.under) for r in opt.requires.get(value, ()))]
+            for key, links in linked:
                 for name, vals in links.items():
                     if name == opt.name:
                         raise LibraryError(f"{where}: {key} names its own option '{name}'")
@@ -197,11 +200,18 @@ def _requirements(entries, where: str, quantities: dict[str, QuantitySpec]) -> t
         raise LibraryError(f"{where}: requires is a list of {{ when = \"tp == 1\", why = \"...\" }} tables")
     out = []
     for entry in entries:
-        if not (isinstance(entry, dict) and set(entry) == {"when", "why"} and isinstance(entry["why"], str)
-                and entry["why"].strip()):
-            raise LibraryError(f"{where}: each requires entry is {{ when = \"tp == 1\", why = \"the reason\" }}")
+        if not (isinstance(entry, dict) and {"when", "why"} <= set(entry) <= {"when", "why", "with"}
+                and isinstance(entry["why"], str) and entry["why"].strip()):
+            raise LibraryError(f"{where}: each requires entry is {{ when = \"tp == 1\", why = \"the reason\" }}, "
+                               "optionally with = { zero_stage = [\"2\", \"3\"] } (the other options' values it holds under)")
         _check_texts(entry, ("why",), f"{where}: requires")
-        out.append(Requirement(_condition(entry["when"], f"{where}: requires", quantities), entry["why"].strip()))
+        under: dict[str, tuple[str, ...]] = {}
+        for name, vals in _require_table(entry.get("with", {}), f"{where}: requires with").items():
+            if not (isinstance(vals, list) and vals and all(isinstance(v, (str, int, bool)) for v in vals)):
+                raise LibraryError(f"{where}: requires with.{name} is a list of its values, like [\"2\", \"3\"]")
+            under[name] = tuple(map(_option_text, vals))
+        out.append(Requirement(_condition(entry["when"], f"{where}: requires", quantities), entry["why"].strip(),
+                               under))
     return tuple(out)
 
 

@@ -231,10 +231,23 @@ class Condition(LazyFields):
 @dataclass(frozen=True)
 class Requirement:
     """A condition an option value puts on given values, and why (``requires`` in the data):
-    ``stack = fsdp`` requires ``tp == 1`` because PyTorch FSDP alone is data parallel only."""
+    ``stack = fsdp`` requires ``tp == 1`` because PyTorch FSDP alone is data parallel only.
+    ``under`` scopes it to other options' values: ``stack = deepspeed`` requires ``pp == 1``
+    under ``zero_stage`` 2 or 3 (its pipeline engine refuses ZeRO-2 and ZeRO-3); empty, always."""
 
     condition: Condition
     why: str
+    under: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def applies(self, options: Mapping[str, str]) -> bool:
+        """Whether the options' values (every option's effective value) put it in force."""
+        return all(options.get(name) in values for name, values in self.under.items())
+
+    @property
+    def text(self) -> str:
+        """The condition as said: ``pp == 1 with zero_stage = 2 or 3``."""
+        scope = "; ".join(f"{name} = {' or '.join(values)}" for name, values in self.under.items())
+        return self.condition.text + (f" with {scope}" if scope else "")
 
 
 @dataclass

@@ -32,6 +32,7 @@ class _Search:
     planned: np.ndarray | None = None    # step time a layout is ranked by (s): the model's, or the frontier's
     frontier_time: np.ndarray | None = None   # per layout: compute time at its regime's frontier MFU (s)
     unsure: np.ndarray | None = None     # mask: no published regime covers the layout (judged per shown row too)
+    biased: np.ndarray | None = None     # per layout: the model's step over 1 + its error on the nearest runs (s)
 
 
 #: the largest GPU count a plan reads: beyond any cluster built (a typo of exponent, or inf)
@@ -102,25 +103,28 @@ def _judge_all(s: _Search, setup: _Setup) -> None:
     for z, f in ev.frontiers.items():
         front[np.where(zero <= 1, 1, zero) == z] = work / f.mfu
     s.frontier_time = front
-    _cap(s, idx)
     _as_its_runs(s, idx, ev.bias)
+    _cap(s, idx)
 
 
 def _cap(s: _Search, rows: np.ndarray) -> None:
-    """Plan ``rows`` no faster than their frontier: a layout the model puts at an MFU m above the
-    frontier's f has the compute part of its step slowed by m / f (the model's kernels are as much
-    too fast as its MFU is too high), the rest (exposed communication, the bubble, the optimizer)
-    as the model has it, so planned times (and costs) still differ as the model's do across
+    """Plan ``rows`` no faster than their frontier: a layout planned (the model's step, already
+    corrected by the model's error on the nearest runs: :func:`_as_its_runs`) at an MFU m above
+    the frontier's f has the compute part of its step slowed by m / f (the model's kernels are as
+    much too fast as its MFU is too high), the rest (exposed communication, the bubble, the
+    optimizer) as planned, so planned times (and costs) still differ as the model's do across
     layouts and GPU counts, and a layout at the frontier is planned as the model has it. m / f is
-    the frontier's time for the whole step (``frontier_time``) over the model's. A layout whose
-    compute part is not derived is planned at the frontier's time."""
+    the frontier's time for the whole step (``frontier_time``) over the planned one. A layout
+    whose compute part is not derived is planned at the frontier's time."""
     if s.frontier_time is None or s.planned is None or not len(rows):
         return
-    step, front = s.ev.step_time[rows], s.frontier_time[rows]
-    compute = s.ev.compute[rows] if s.ev.compute is not None else np.full(len(rows), np.nan)
-    over = np.maximum(front / step, 1.0)            # m / f, at least 1
-    floor = np.where(np.isfinite(compute), step + compute * (over - 1), front)
-    s.planned[rows] = np.where(np.isfinite(front), np.maximum(step, floor), step)
+    base = s.biased[rows] if s.biased is not None else s.ev.step_time[rows]
+    front = s.frontier_time[rows]
+    compute = (s.ev.compute[rows] * base / s.ev.step_time[rows] if s.ev.compute is not None
+               else np.full(len(rows), np.nan))
+    over = np.maximum(front / base, 1.0)            # m / f, at least 1
+    floor = np.where(np.isfinite(compute), base + compute * (over - 1), front)
+    s.planned[rows] = np.where(np.isfinite(front), np.maximum(base, floor), base)
 
 
 def _order(s: _Search, by: str) -> np.ndarray:
@@ -305,8 +309,8 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
             elif row.verdict["validated"] and s.planned is not None:
                 # its own runs, not the whole stack's, say how far off the model is for it
                 s.planned[i] = s.ev.step_time[i]
-                _cap(s, np.array([i]))
                 _as_its_runs(s, np.array([i]), row.verdict.get("bias"))
+                _cap(s, np.array([i]))
         _cap(s, np.array(flipped, dtype=np.int64))
         changed = before is not None and s.planned is not None and np.any(s.planned[shown] != before)
         if not changed or round_ == SETTLE_ROUNDS:
@@ -323,12 +327,18 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
 def _as_its_runs(s: _Search, rows: np.ndarray, bias: float | None) -> None:
     """Plan ``rows`` no faster than published runs show the model to be: where the model is too
     fast on them (mean error ``bias`` < 0, predicted / published - 1), the step time over
-    1 + bias. The runs are the stack's on this hardware and precision for every layout, and a
-    validated layout's own runs for it (:func:`_top_rows`). Only ever slower: a model too slow
-    there keeps its own time. O(rows)."""
-    if s.planned is None or bias is None or not np.isfinite(bias) or bias >= 0 or bias <= -1 or not len(rows):
+    1 + bias (kept in ``biased``: the frontier's cap starts from it, :func:`_cap`). The runs are
+    the stack's on this hardware and precision for every layout, and a validated layout's own
+    runs for it (:func:`_top_rows`), the planned model's own first (validation.nearest_runs).
+    Only ever slower: a model too slow there keeps its own time. O(rows)."""
+    if s.planned is None or not len(rows):
         return
-    s.planned[rows] = np.maximum(s.planned[rows], s.ev.step_time[rows] / (1 + bias))
+    step = s.ev.step_time[rows]
+    if s.biased is None:
+        s.biased = s.ev.step_time.copy()
+    fast = bias is not None and bool(np.isfinite(bias)) and -1 < bias < 0
+    s.biased[rows] = step / (1 + float(bias)) if fast and bias is not None else step
+    s.planned[rows] = np.maximum(s.planned[rows], s.biased[rows])
 
 
 def _choices(row: PlanRow) -> dict[str, str]:
@@ -353,7 +363,7 @@ def _evidence_summary(s: _Search, rows: list[PlanRow], ev: Evidence | None) -> d
     return {"validated": sum(1 for r in rows if r.verdict.get("validated")), "shown": len(rows),
             "published_runs": len(ev.runs), "stack": ev.stack, "hardware": ev.hardware, "precision": ev.precision,
             "frontier_mfu": ev.frontier, "frontier_run": ev.frontier_run, "frontier_class": ev.frontier_class,
-            "bias": ev.bias,
+            "bias": ev.bias, "bias_runs": [r.id for r in ev.bias_runs], "bias_class": ev.bias_class,
             **_shown_frontier(ev, rows),
             "frontiers": {str(z): f.as_dict() for z, f in ev.frontiers.items()},
             "capped": sum(1 for r in rows if r.capped),

@@ -82,7 +82,7 @@ class _Setup:
     facts: _Facts
     fixed: dict[str, list[int]]
     searched_opts: dict[str, tuple[str, ...]]
-    requires: tuple          # a stack's conditions on the layout: (reason, Condition) (planner.stacks)
+    requires: tuple          # a stack's conditions on the layout: (reason, Condition, scope) (planner.stacks)
     headroom: float          # bytes
     tp_across_nodes: bool
     uneven_pp: bool

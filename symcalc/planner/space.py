@@ -189,17 +189,23 @@ def enumerate_space(s: Shape, fixed: dict[str, list[int]] | None = None,
 
 def _apply_requires(cols: dict, s: Shape, rejected: dict) -> dict:
     """Keep the layouts that satisfy the stack's conditions (``Shape.requires``), each counted
-    under its reason; a condition over a quantity the layout does not hold is left to the
-    solver, which checks given values."""
+    under its reason; a condition scoped to searched options' values (DeepSpeed's pp == 1 under
+    ZeRO-2 and ZeRO-3) binds only the layouts with those values; a condition over a quantity the
+    layout does not hold is left to the solver, which checks given values."""
     facts = {"seq_len": s.seq_len, "global_batch_size": s.global_batch_size, "n_heads": s.n_heads,
              "n_kv_heads": s.n_kv_heads, "n_layers": s.n_layers, "gpus_per_node": s.gpus_per_node,
              **({"n_experts": s.n_experts} if s.n_experts else {})}
     layout = [*space_data()["dimensions"], "n_gpus"]
-    for reason, condition in s.requires:
+    values = s.option_values()
+    for reason, condition, scope in s.requires:
         holds = condition.holds_where({**facts, **{k: cols[k] for k in layout}})
         if holds is None:
             continue
         keep = np.broadcast_to(np.asarray(holds, dtype=bool), (_rows(cols),))
+        for option, allowed in scope:     # it binds only the layouts with these values
+            if option in cols:
+                inside = [i for i, v in enumerate(values.get(option, ())) if v in allowed]
+                keep = keep | ~np.isin(cols[option], inside)
         rejected[reason] = rejected.get(reason, 0) + int(np.count_nonzero(~keep))
         cols = {c: v[keep] for c, v in cols.items()}
     return cols

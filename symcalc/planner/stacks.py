@@ -20,14 +20,16 @@ from symcalc.planner import dims
 from symcalc.planner.space import searched_options
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
-    from symcalc.library.records import Condition
+    from symcalc.library.records import Condition, Requirement
     from symcalc.library.registry import Library
 
 
 def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]],
-           searched: dict[str, tuple[str, ...]], max_virtual_stages: int) -> tuple[tuple[str, Condition], ...]:
+           searched: dict[str, tuple[str, ...]], max_virtual_stages: int
+           ) -> tuple[tuple[str, Condition, tuple[tuple[str, tuple[str, ...]], ...]], ...]:
     """Narrow ``searched`` (option -> values) and the schedule dimension's fixed values (virtual_stages) in place to what the
-    stacks allow; return their conditions as (reason, Condition) pairs for ``Shape.requires``.
+    stacks allow; return their conditions as (reason, Condition, scope) for ``Shape.requires``
+    (scope: (option, values) pairs of the searched options under which a condition binds, :func:`_scope`).
 
     Raises
     ------
@@ -55,9 +57,26 @@ def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]
                 if not kept:
                     _refuse(other, "interleaved" if stages[0] > 1 else single, name, value, allowed)
                 fixed[sched] = kept
-        requires += [(f"{name}={value} requires {r.condition.text} ({r.why})", r.condition)
-                     for r in spec.requires.get(value, ())]
+        for r in spec.requires.get(value, ()):
+            scope = _scope(library, r, options, spec.option_defaults.get(value, {}), all_searched)
+            if scope is not None:
+                requires.append((f"{name}={value} requires {r.text} ({r.why})", r.condition, scope))
     return tuple(requires)
+
+
+def _scope(library: Library, req: Requirement, options: dict[str, str], stack_defaults: dict[str, str],
+           all_searched: dict[str, tuple[str, ...]]) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """Where a requirement holds in the space: its ``under`` options that are searched (columns of
+    the space: the layouts with those values must satisfy it), the others read from the question
+    (given, else the stack's default, else the option's); None when the question's own values put
+    it out of force."""
+    scope = []
+    for option, values in req.under.items():
+        if option in all_searched:
+            scope.append((option, values))
+        elif options.get(option, stack_defaults.get(option, library.options[option].default)) not in values:
+            return None
+    return tuple(scope)
 
 
 def _refuse(option: str, value: str, stack: str, stack_value: str, allowed: tuple[str, ...]) -> None:

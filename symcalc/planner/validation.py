@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -176,12 +176,32 @@ class Evidence:
     frontier_run: str = ""
     frontier_class: str = ""
     frontiers: Mapping[int, Frontier] = field(default_factory=dict)     # ZeRO class (1, 2, 3) -> its frontier
+    params_b: float | None = None   # the planned model's parameters (billions): which runs are nearest
+    moe: bool = False               # the planned model is a mixture of experts (its nearest runs are too)
 
     @property
     def bias(self) -> float | None:
         """The model's mean signed error (predicted / published step time - 1) on the runs of
-        this stack, hardware and precision; None without any."""
-        return float(np.mean([r.error for r in self.runs])) if self.runs else None
+        this stack, hardware and precision nearest the planned model (:func:`nearest_runs`: this
+        model's, else its size class's, else all); None without any."""
+        near = self.bias_runs
+        return float(np.mean([r.error for r in near])) if near else None
+
+    @property
+    def bias_runs(self) -> Sequence[PublishedRun]:
+        """The runs :attr:`bias` is read from: the dense or MoE runs as the model is (all of them
+        when there are none), the nearest of those (:func:`nearest_runs`)."""
+        return nearest_runs(self._kind, self.params_b)
+
+    @property
+    def bias_class(self) -> str:
+        """Which runs those are, in words ("dense, this model's runs (70.6B parameters)")."""
+        kind = ("MoE" if self.moe else "dense") if any(r.moe == self.moe for r in self.runs) else "dense and MoE"
+        return kind + _which(self._kind, self.params_b)
+
+    @property
+    def _kind(self) -> Sequence[PublishedRun]:
+        return [r for r in self.runs if r.moe == self.moe] or self.runs
 
     def groups(self) -> dict[tuple, list[PublishedRun]]:
         out: dict[tuple, list[PublishedRun]] = {}
@@ -200,7 +220,21 @@ def evidence(stack: str, hardware_key: str, precision: str, params_b: float | No
     low = min(fronts.values(), key=lambda f: f.mfu, default=None)
     return Evidence(stack=stack, hardware=hardware_key, precision=precision, runs=mine,
                     frontier=low.mfu if low else None, frontier_run=low.run if low else "",
-                    frontier_class=low.regime if low else "", frontiers=fronts)
+                    frontier_class=low.regime if low else "", frontiers=fronts, params_b=params_b, moe=bool(moe))
+
+
+def nearest_runs(runs: Sequence[PublishedRun], params_b: float | None) -> Sequence[PublishedRun]:
+    """The runs that say most about a model of ``params_b`` billion parameters: those of that very
+    model (parameters within SAME_MODEL), else of its size class (within SIZE_FACTOR either way),
+    else all of them. What is known of the model itself is the most specific evidence: the
+    frontier and the model's error (the bias a plan corrects by) are read from the same runs.
+    O(runs)."""
+    if not params_b:
+        return runs
+    ratio = [r.params_b / params_b if r.params_b else 0.0 for r in runs]
+    same = [r for r, x in zip(runs, ratio) if abs(x - 1) <= SAME_MODEL]
+    sized = [r for r, x in zip(runs, ratio) if 1 / SIZE_FACTOR <= x <= SIZE_FACTOR]
+    return same or sized or runs
 
 
 @functools.lru_cache(maxsize=1)
@@ -245,19 +279,23 @@ def frontier_of(key: Mapping, params_b: float | None) -> Frontier | None:
                 max(r.mfu for r in groups[g]))
     near = mine if mine in groups else min(groups, key=distance)
     pool = groups[near]
-    ratio = {r.id: r.params_b / params_b if params_b and r.params_b else 0.0 for r in pool}
-    same = [r for r in pool if abs(ratio[r.id] - 1) <= SAME_MODEL]
-    sized = [r for r in pool if 1 / SIZE_FACTOR <= ratio[r.id] <= SIZE_FACTOR]
-    best = max(same or sized or pool, key=lambda r: r.mfu)
+    chosen = nearest_runs(pool, params_b)
+    best = max(chosen, key=lambda r: r.mfu)
     where = dict(zip(keys, near))
-    words = describe_regime(where) + (
-        f", this model's runs ({params_b:.3g}B parameters)" if same and params_b else
-        f", {params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters" if sized and params_b
-        else ", every size")
+    words = describe_regime(where) + _which(pool, params_b)
     note = "" if near == mine else (
         f"no published run of {describe_regime(key)}: capped at the nearest regime's best, {words} "
         f"(differs in {', '.join(k for k, a, b in zip(keys, near, mine) if a != b)})")
     return Frontier(mfu=best.mfu, run=best.id, regime=words, own=near == mine, note=note)
+
+
+def _which(pool: Sequence[PublishedRun], params_b: float | None) -> str:
+    """Which runs of ``pool`` :func:`nearest_runs` takes, in words (", this model's runs (6.74B parameters)")."""
+    if params_b and any(abs(r.params_b / params_b - 1) <= SAME_MODEL for r in pool if r.params_b):
+        return f", this model's runs ({params_b:.3g}B parameters)"
+    if params_b and any(1 / SIZE_FACTOR <= r.params_b / params_b <= SIZE_FACTOR for r in pool if r.params_b):
+        return f", {params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters"
+    return ", every size"
 
 
 def choice(run: PublishedRun, name: str) -> str:
@@ -338,7 +376,9 @@ def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float, choices: Map
         runs, what = same, f"{what}, {c}={mine}"
     ids, sources = tuple(r.id for r in runs), tuple(sorted({r.source for r in runs}))
     errors = np.array([r.error for r in runs])
-    err, bias = float(np.mean(np.abs(errors))), float(np.mean(errors))
+    near = nearest_runs(runs, ev.params_b)      # the bias is read where the model is nearest: its own runs first
+    err, bias = float(np.mean(np.abs(errors))), float(np.mean([r.error for r in near]))
+    on = "" if len(near) == len(runs) else f" on {_which(runs, ev.params_b).lstrip(', ')}: {len(near)}"
     in_sample = all(r.fitted for r in runs)
 
     def verdict(validated: bool, text: str) -> Verdict:
@@ -357,4 +397,4 @@ def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float, choices: Map
                               f"by {err:.0%} on average")
     sample = " (in-sample: they shaped the model)" if in_sample else ""
     return verdict(True, f"validated: {len(runs)} published {where} run{'s' if len(runs) > 1 else ''} with {what} "
-                         f"({', '.join(sources)}){sample}; model error there {err:.0%} (bias {bias:+.0%})")
+                         f"({', '.join(sources)}){sample}; model error there {err:.0%} (bias {bias:+.0%}{on})")

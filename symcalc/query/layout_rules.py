@@ -108,8 +108,9 @@ class Shape:
     max_micro_batch: int = MAX_MICRO_BATCH
     max_virtual_stages: int = MAX_VIRTUAL_STAGES
     # conditions a training stack puts on the layout: (the reason in words, a
-    # symcalc.library.records.Condition over layout quantities), e.g. FSDP's tp == 1
-    requires: tuple[tuple[str, Condition], ...] = ()
+    # symcalc.library.records.Condition over layout quantities, the searched options' values it binds
+    # under: (option, values) pairs, empty for always), e.g. FSDP's tp == 1
+    requires: tuple[tuple[str, Condition, tuple[tuple[str, tuple[str, ...]], ...]], ...] = ()   # (reason, condition, scope)
     # the searched options with all their values, ((name, values), ...); empty: the default library's
     searched: tuple[tuple[str, tuple[str, ...]], ...] = ()
 

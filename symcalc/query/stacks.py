@@ -114,6 +114,8 @@ def check_requires(library, options: Mapping[str, str], in_force: Iterable[str],
     for name in in_force:
         value = options[name]
         for req in library.options[name].requires.get(value, ()):
+            if not req.applies(options):
+                continue
             holds = req.condition.holds_where(values)
             if holds is None or bool(np.all(holds)):
                 continue
@@ -127,7 +129,7 @@ def check_requires(library, options: Mapping[str, str], in_force: Iterable[str],
                              + (f" (from {knowns[n].origin.split(':', 1)[0]})" if knowns[n].origin else ""))
             where = f" at {int(bad.sum())} of {bad.size} points" if bad.ndim else ""
             who = f"{name}={value}" + ("" if name in given else f" (the default of option {name})")
-            raise BadOptionValueError(f"{who} requires {req.condition.text} ({req.why}): {', '.join(shown)}"
+            raise BadOptionValueError(f"{who} requires {req.text} ({req.why}): {', '.join(shown)}"
                                       f"{where} {'was' if len(shown) == 1 else 'were'} given")
 
 

@@ -147,7 +147,9 @@ def _option_value(o: OptionSpec, value: str, description: str) -> dict[str, Any]
     if o.supports.get(value):
         out["supports"] = {k: list(v) for k, v in o.supports[value].items()}
     if o.requires.get(value):
-        out["requires"] = [{"when": r.condition.text, "why": r.why} for r in o.requires[value]]
+        out["requires"] = [{"when": r.condition.text, "why": r.why, **({"with": {k: list(v) for k, v in r.under.items()}}
+                                                                     if r.under else {})}
+                           for r in o.requires[value]]
     return out
 
 

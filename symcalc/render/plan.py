@@ -226,8 +226,10 @@ def _bias_words(e: dict) -> str:
     bias = e.get("bias")
     if bias is None or bias >= 0:
         return ""
-    return (f", and no faster than the model's error on those runs shows (it is {-100 * bias:.1f} % fast on them; "
-            "a validated layout: on its own runs)")
+    runs = len(e.get("bias_runs") or ())
+    return (f", after the model's error on the {runs} published {e['stack']} runs on {e['hardware']} "
+            f"{e['precision']} nearest this model ({e.get('bias_class') or 'every size'}) is taken out "
+            f"(it is {-100 * bias:.1f} % fast on them; a validated layout: on its own runs)")
 
 
 def _row_dict(r: PlanRow) -> dict[str, Any]:

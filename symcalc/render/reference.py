@@ -88,7 +88,7 @@ def _option_links(o: OptionSpec, value: str) -> str:
         out += " Supports " + "; ".join(f"{tex_escape(k)} {tex_escape(', '.join(v))}"
                                         for k, v in o.supports[value].items()) + "."
     for r in o.requires.get(value, ()):
-        out += f" Requires {tex_escape(r.condition.text)} ({tex_escape(r.why)})."
+        out += f" Requires {tex_escape(r.text)} ({tex_escape(r.why)})."
     return out
 
 
