@@ -233,6 +233,19 @@ def test_nothing_fits_says_what_is_closest_and_what_would_fit(cli):
     assert "zero_stage searched" not in run.out and "ZeRO-3" not in run.out
 
 
+def test_nothing_fits_anywhere_names_a_larger_gpu_not_a_smaller_headroom(cli):
+    """Llama 3 405B on one 40 GB A100: 405.8e9 parameters x 16 B of mixed-precision Adam state
+    is 6.5 TB before any activation, and 64 such GPUs (2.7 TB together) hold no layout either.
+    A smaller memory_headroom cannot help when the closest layout is over the GPU itself: the
+    message proposes a GPU with more memory, naming what the closest layout needs."""
+    run = cli("plan", "--model", "llama3-405b", "--hardware", "a100-40gb", "--gpus", "1", "--global-batch-size", "1")
+    assert run.code == 1
+    line = next(x for x in run.out.splitlines() if x.startswith("nothing fits"))
+    assert line.startswith("nothing fits on 1 GPU: ") and "Nothing fits up to 64x the GPUs either" in line
+    need = float(line.split("a GPU with more memory (--hardware; the closest layout needs ")[1].split(" GB")[0])
+    assert need > 405.8e9 * 16 / 1e9 and "smaller memory_headroom" not in line
+
+
 def test_a_fixed_option_is_hinted_only_when_searching_it_fits(cli):
     """Llama 3 8B on 8 H100s with ZeRO-0 fixed keeps 16 B a parameter on every GPU: 8.03e9 x 16 =
     128.5 GB, nothing fits. Searched again over every ZeRO stage, a sharded stage fits, and the

@@ -452,7 +452,7 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
     closest = [_row(s, int(i), k + 1, q, values, detail=True) for k, i in enumerate(best)]
     c0 = closest[0]
     part = c0.largest_memory_part
-    msg = (f"nothing fits on {s.shape.n_gpus} GPUs: memory limit {limit / 1e9:.4g} GB a GPU "
+    msg = (f"nothing fits on {s.shape.n_gpus} GPU{'s' if s.shape.n_gpus != 1 else ''}: memory limit {limit / 1e9:.4g} GB a GPU "
            f"(gpu_memory {facts.gpu_memory / 1e9:.4g} GB - memory_headroom {common.headroom / 1e9:.4g} GB); "
            f"the closest layout, {c0.label()}, needs {c0.memory / 1e9:.4g} GB ({(c0.memory - limit) / 1e9:.4g} GB over"
            + (f"; the largest part is {part[0]} = {part[1] / 1e9:.4g} GB" if part else "") + ")")
@@ -481,5 +481,6 @@ def _nothing_fits(s: _Search, common: _Setup, values: dict) -> tuple[list[PlanRo
     if hints:
         msg += ". It would fit with " + "; or ".join(hints)
     else:
-        msg += ". Nothing fits up to 64x the GPUs either: a larger GPU (--hardware) or a smaller memory_headroom"
+        msg += (". Nothing fits up to 64x the GPUs either: a GPU with more memory (--hardware; the closest "
+                f"layout needs {c0.memory / 1e9:.4g} GB), a shorter sequence or a smaller model")
     return closest, msg
