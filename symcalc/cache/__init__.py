@@ -342,6 +342,16 @@ def _picklable(value: object) -> bool:
 _bundle: ContextVar[_Bundle | None] = ContextVar("symcalc_cache_bundle", default=None)
 
 
+def bundle_stored() -> bool:
+    """Whether the bundle of the block in force holds stored entries (a plan asked before: warm)."""
+    held = _bundle.get()
+    if held is None:
+        return False
+    if held.unread is None:
+        held.unread = _stored_bundle(held.key)
+    return bool(held.unread)
+
+
 @contextmanager
 def bundled(key: str | None, kinds: frozenset[str] = BUNDLED) -> Iterator[None]:
     """Within the block, entries of ``kinds`` are read from and written to one bundle stored

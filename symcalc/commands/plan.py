@@ -69,9 +69,11 @@ def plan(values, gpus, tokens, global_batch_size, seq_len, gpus_per_node, option
     symcalc plan --model llama3-70b --hardware h100 --gpus 1024:16384 --tokens 15e12 --deadline 90day \\
         --global-batch-size 2048 --price "2 USD/hour" --option attention_kernel=flash
     """
+    from symcalc.planner import prewarm  # on use, as the planner below
     from symcalc.planner.search import (
         plan as api_plan,  # on use: the command line starts without it (start-up, Ctrl-C)
     )
+    prewarm.allow()     # one plan a process, no thread of its own: a cold plan may use a second core
     if latex_file is not None and explain is None:
         raise shared.CliError("--latex needs --explain RANK (the layout whose derivation to write)")
     if sum(x is not None for x in (latex_file if latex_file == "-" else None,)) and as_json:

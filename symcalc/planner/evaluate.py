@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from symcalc import cache
-from symcalc.planner import dims
+from symcalc import budget, cache
+from symcalc.planner import dims, prewarm
 from symcalc.planner.space import Space, searched_options, space_data
 from symcalc.planner.stacks import one_chunk_schedule
+from symcalc.query.derivations import store_derivation
 from symcalc.query.reuse import together
 from symcalc.query.solve import solve_unshown
 
@@ -148,8 +149,17 @@ def evaluate(space: Space, q: Question, global_batch_size: int, seq_len: int,
     key = option_key(c, searched_options(q.library))
     templates = {}
     combos = np.unique(key)
+    firsts = {int(k): int(np.flatnonzero(key == k)[0]) for k in combos}
+    # a cold plan: the second half of the combinations derived on a second core meanwhile
+    later = [int(k) for k in combos[len(combos) // 2:]]
+    lib = q.library
+    child = None if lib is None else prewarm.start(
+        lib, [partial(_templates, c, firsts[k], q, global_batch_size, seq_len) for k in later], budget.remaining())
     with cache.collector_paused():      # ~100 answers that live until the plan ends
         for done, k in enumerate(combos, 1):
+            if child is not None and lib is not None and int(k) == later[0]:
+                child.join(lib, lambda key_, value: store_derivation(lib, key_, *value))
+                child = None
             if progress is not None:
                 progress(f"solving option combination {done}/{len(combos)} on {space.total:,} layouts")
             rows = np.flatnonzero(key == k)

@@ -88,7 +88,7 @@ def derivation_for(library: Library, target: str, known: frozenset, options: dic
         raise NoSolutionError(f"the equations for {target} are not independent")
     derivation.cache_key = key
     library.derivation_cache[key] = (derivation, used)
-    _store_derivation(library, key, derivation, used)
+    store_derivation(library, key, derivation, used)
     return derivation, used
 
 
@@ -201,7 +201,7 @@ def _cached_failure(library: Library, key: tuple) -> UnderdeterminedError | None
     return UnderdeterminedError(message) if isinstance(message, str) else None
 
 
-def _store_derivation(library: Library, key: tuple, derivation: Derivation, used: dict) -> None:
+def store_derivation(library: Library, key: tuple, derivation: Derivation, used: dict) -> None:
     """Keep a new derivation on disk (never an error: the answer does not depend on it)."""
     disk_key = _disk_key(library, key)
     if not disk_key:
@@ -324,7 +324,7 @@ def _store_again(derivation: Derivation) -> None:
         return
     entry = lib.derivation_cache.get(key)
     if entry is not None and entry[0] is derivation:
-        _store_derivation(lib, key, derivation, entry[1])
+        store_derivation(lib, key, derivation, entry[1])
 
 
 class Display:
