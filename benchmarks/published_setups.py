@@ -23,7 +23,8 @@ convention, as the plan reports MFU). A pick is inside when its planned MFU lies
 Each setup runs under its own time limit (each plan ``time_limit=``); one that errors prints
 its error in its row and the others still run. ``--json`` prints the records instead of the
 table; ``--only 4,5`` runs some of them; ``--time-limit S`` sets each plan's limit (default 120).
-Prints the Markdown table, then "top pick inside the published range: k of N".
+Prints the Markdown table, then "top pick inside the published range: k of N", and how many
+of the published layouts fit the GPU and plan within 10 % of the top pick (or faster).
 """
 
 from __future__ import annotations
@@ -309,9 +310,19 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: an expert's layout ranks close to the top pick when its planned step is at most this much slower
+EXPERT_SLACK = 0.10
+
+
 def summary(records: list[dict]) -> str:
+    """The two counts issue 36 asks for: top picks inside the published range, and published
+    layouts that fit and plan within EXPERT_SLACK of the top pick (or faster)."""
     k = sum(1 for r in records if r.get("inside"))
-    return f"top pick inside the published range: {k} of {len(records)}"
+    experts = [r["expert"] for r in records if r.get("expert")]
+    close = sum(1 for e in experts if e.get("memory_gb", math.inf) <= e.get("gpu_gb", 0)
+                and e.get("vs_top") is not None and e["vs_top"] <= EXPERT_SLACK)
+    return (f"top pick inside the published range: {k} of {len(records)}; published layouts that fit the GPU and "
+            f"plan within {EXPERT_SLACK:.0%} of the top pick: {close} of {len(experts)}")
 
 
 def main(argv: list[str] | None = None) -> int:
