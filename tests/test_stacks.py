@@ -412,3 +412,15 @@ def test_an_fp8_recipe_the_stack_lacks_is_one_line_naming_both(cli):
     assert run.code == 2 and run.err.strip() == (
         "error: option fp8_recipe=blockwise is not supported by stack=torchtitan (it runs: tensorwise, rowwise, mxfp8)")
     assert cli(*args, "--stack", "megatron-core", "--brief").code == 0
+
+
+def test_show_stack_says_a_scoped_requirement_with_its_scope(cli):
+    """DeepSpeed's pp == 1 binds only under ZeRO-2 and ZeRO-3 (its PipelineEngine asserts a
+    stage below 2): `show stack` says the scope in text and JSON, so a reader does not take it
+    for a rule of every DeepSpeed layout."""
+    d = cli("show", "stack", "--json").json()
+    req = d["values"]["deepspeed"]["requires"]
+    assert req == [{"when": "pp == 1", "why": req[0]["why"], "with": {"zero_stage": ["2", "3"]}}]
+    assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in req[0]["why"]
+    text = " ".join(cli("show", "stack").out.split())
+    assert "requires: pp == 1 with zero_stage = 2 or 3 (DeepSpeed's" in text.replace("│ ", "").replace(" │", "")

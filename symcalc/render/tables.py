@@ -81,7 +81,8 @@ def _flat(v: object) -> str:
         if v.get("supports"):
             text += "\n    supports: " + "; ".join(f"{k} {' | '.join(x)}" for k, x in v["supports"].items())
         for r in v.get("requires", ()):
-            text += f"\n    requires: {r['when']} ({r['why']})"
+            scope = "; ".join(f"{k} = {' or '.join(v)}" for k, v in r.get("with", {}).items())
+            text += f"\n    requires: {r['when']}{f' with {scope}' if scope else ''} ({r['why']})"
         return text
     if isinstance(v, dict):
         parts = [f"{k}={_flat(x)}" for k, x in v.items() if x not in (None, "", {}, [])]
