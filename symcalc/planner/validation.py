@@ -20,9 +20,12 @@ the same model there when it has some (parameters within SAME_MODEL: what is kno
 model is the most specific evidence), else of models of its size class (parameters within
 SIZE_FACTOR), else of every size of the regime. A
 regime with no published run is said, and the nearest regime's best is used, named (the distance:
-the weights of the keys that differ). The planner slows the compute of a layout the model puts
-beyond the frontier by as much as its MFU is above it, and every layout by the model's mean
-error where the model is too fast on the stack's runs (:attr:`Evidence.bias`), and says so.
+the weights of the keys that differ). The planner first takes the model's error out of every
+layout's step where the model is too fast on the runs nearest the planned model
+(:attr:`Evidence.bias`: the stack's runs on this hardware and precision, dense or MoE as the
+model is, of this very model, else of its size class, else all; a validated layout's own runs
+read the same way), then slows the compute of a layout still beyond the frontier by as much as
+its MFU is above it, and says so.
 """
 
 from __future__ import annotations
