@@ -384,3 +384,27 @@ def test_interleaved_pipeline_sends_hide_behind_the_stage_compute_under_megatron
     one_chunk = symcalc.solve("step_p2p_time", {**given, "virtual_stages": 1}, hardware="h100",
                               options={**opts, "pipeline_schedule": "1f1b"})
     assert one_chunk.value == pytest.approx(128 * send / 5, rel=1e-9)
+
+
+def test_a_lighter_last_stage_moves_the_pace_to_the_fullest_other_stage():
+    """Megatron-Core can leave the last stage lighter to make room for the LM head
+    (num_layers_in_last_pipeline_stage; NVIDIA's Llama 3 70B FP8 H100 recipe's layout puts 9 of
+    80 layers on the last of 8 ranks, 11 on another). By hand from the answer's own values: the
+    last stage computes 9 layers and the head a micro-batch; the other 71 layers over 7 stages
+    leave ceil(71 / 7) = 11 on the fullest, so each micro-batch waits 11 x t_layer - t_last more.
+    Unless given, the split is even (10 layers each) and the last stage, with the head, sets the
+    pace: no imbalance."""
+    given = dict(n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, vocab_size=128256, seq_len="8192 token",
+                 d_ffn=28672, tp=4, pp=8, cp=1, dp=2, n_gpus=64, global_batch_size=256, micro_batch_size=1,
+                 virtual_stages=5)
+    opts = {"stack": "megatron-core", "attention": "gqa", "ffn": "swiglu", "pipeline_schedule": "interleaved",
+            "zero_stage": "1", "recompute": "none", "sequence_parallel": "true"}
+    even = symcalc.solve("step_time", given, hardware="h100", options=opts)
+    assert even.values["step_imbalance_time"] == 0 and even.values["last_stage_layers"] == 10
+    light = symcalc.solve("step_time", {**given, "last_stage_layers": 9}, hardware="h100", options=opts)
+    v = light.values
+    assert v["other_stage_layers_max"] == 11
+    assert v["stage_imbalance_time"] == pytest.approx(11 * v["layer_compute_time"] - v["stage_compute_time"], rel=1e-9)
+    assert v["step_imbalance_time"] == pytest.approx(128 * v["stage_imbalance_time"], rel=1e-9)
+    # the head (128256 x 8192 in BF16) weighs more than a layer here: 11 layers take less than 10 and the head
+    assert even.value > light.value > even.value * 0.95
