@@ -7,8 +7,9 @@ counter the source printed (reserved; allocated, or active, which PyTorch counts
 at the peak; a row that does not say is scored as reserved, what runs out). The error is
 predicted / measured - 1: positive when the model counts too much.
 
-A row the model cannot express (its model states or activations live on the CPU: ZeRO-Offload,
-FSDP CPU offload, activation offloading) is listed with the reason, not scored.
+A row the model cannot express (paged optimizer states outside PyTorch's counters, or a row the
+data marks unscored) is listed with the reason, not scored. CPU offload of states or activations,
+the optimizer step in the backward and LoRA / QLoRA are options (formulas/finetune.toml).
 
 ``--fit`` fits the one coefficient these rows can speak to, allocator_reserve_fraction (what
 PyTorch's caching allocator holds beyond the tensors' peak), on the reserved rows, and reports
@@ -70,6 +71,25 @@ def _has(text: str, *words: str) -> bool:
     return any(w in t for w in words)
 
 
+def _finetune_options(row: dict, other: str, o: dict, g: dict) -> None:
+    """The fine-tuning settings a row records (formulas/finetune.toml): the optimizer step in
+    the backward, states or weights offloaded to the CPU, checkpointed inputs offloaded, and a
+    LoRA / QLoRA adapter (the row's ``adapter`` table: method, rank, targets)."""
+    text = other.lower().replace(" ", "")
+    if "optimizer_in_bwd=true" in text:
+        o["optimizer_step"] = "in_backward"
+    if "fsdp_cpu_offload=true" in text or "offload_param" in text:
+        o["offload"] = "all"
+    elif "offload_optimizer" in text or "zero-offload" in text:
+        o["offload"] = "optimizer"
+    if "enable_activation_offloading=true" in text:
+        o["activation_offload"] = "cpu"
+    adapter = row.get("adapter")
+    if adapter:
+        o["finetune"], o["lora_targets"] = adapter["method"], adapter["targets"]
+        g["lora_rank"] = adapter["rank"]
+
+
 def translate(source: str, row: dict) -> MemoryRun:
     """One row as a symcalc question, from what the row records (architecture, layout,
     precision, recompute, loss, optimizer, counter)."""
@@ -77,11 +97,6 @@ def translate(source: str, row: dict) -> MemoryRun:
     other = " ".join(str(row.get(k, "")) for k in ("other", "optimizer", "precision", "layout"))
     run = MemoryRun(row["id"], source, row["measured_gib"] * GiB,
                     "allocated" if row["measure"] in ("allocated", "active") else "reserved")
-    stated = other.lower().replace("no cpu offload", "").replace("without cpu offload", "")
-    if _has(stated, "cpu offload", "offload to cpu", "fsdp_cpu_offload=true", "enable_activation_offloading=true",
-            "zero-offload", "optimizer offload"):
-        run.why_not = "model states or activations offloaded to the CPU: not expressed (symcalc counts GPU memory of states kept on the GPU)"
-        return run
     if not row.get("scored", True):
         run.why_not = row.get("why_not_scored", "marked unscored in the data")
         return run
@@ -99,7 +114,7 @@ def translate(source: str, row: dict) -> MemoryRun:
     o["ffn"] = "swiglu" if "swiglu" in a.get("ffn", "") else "gelu"
     o["tied_embeddings"] = "true" if a.get("tied_embeddings") else "false"
     megatron = row["stack"].startswith("megatron")
-    o["stack"] = {"torchtitan": "torchtitan", "megatron-core": "megatron-core"}.get(row["stack"], "fsdp")
+    o["stack"] = {"torchtitan": "torchtitan", "megatron-core": "megatron-core", "deepspeed": "deepspeed"}.get(row["stack"], "fsdp")
     o["dropout"] = "true" if megatron else "false"
     o["position_encoding"] = "learned" if megatron else "rotary"
     # sharding: FSDP full shard is ZeRO-3; Megatron's distributed optimizer ZeRO-1; one GPU none
@@ -120,9 +135,7 @@ def translate(source: str, row: dict) -> MemoryRun:
         g["master_weight_bytes_per_param"] = "0 byte"
         g["optimizer_state_bytes_per_param"] = "4 byte"       # AdamW's m and v in bf16
     opt = row.get("optimizer", "").lower()
-    if "optimizer_in_bwd=true" in opt.replace(" ", ""):
-        run.why_not = "optimizer in backward (each gradient stepped and freed as it is produced): not expressed"
-        return run
+    _finetune_options(row, other, o, g)
     if "paged" in opt:
         run.why_not = "paged 8-bit optimizer states live in CUDA unified memory, outside PyTorch's counters"
         return run
