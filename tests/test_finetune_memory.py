@@ -138,3 +138,14 @@ def test_fine_tuning_peaks_within_their_recorded_error(finetune_rows, rid, bound
     rows, _ = finetune_rows
     r, p = rows[rid]
     assert abs(p / r.measured - 1) < bound, (rid, p / 2**30)
+
+
+@pytest.mark.parametrize("optimizer,state_bytes", [
+    ("adamw_8bit_torchao", 2 * (1 + 4 / 256)),     # two moments: a byte each + an fp32 scale per 256
+    ("adamw_4bit_torchao", 2 * (0.5 + 4 / 128)),   # two moments: half a byte each + an fp32 scale per 128
+])
+def test_low_bit_optimizer_states_count_their_block_scales(optimizer, state_bytes):
+    # pure bf16 (no master copy), 7e9 parameters, no ZeRO
+    got = symcalc.solve("optimizer_memory", {"n_params": 7e9, "master_weight_bytes_per_param": "0 byte"},
+                        options={"stack": "textbook", "optimizer": optimizer})
+    assert got.to("byte").magnitude == pytest.approx(state_bytes * 7e9, rel=1e-9)
