@@ -48,6 +48,7 @@ class MemoryRun:
     given: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     why_not: str | None = None  # set when the row cannot be expressed
+    measure: str = ""           # the counter as the row records it ("unknown" where not printed)
 
     def command(self) -> str:
         values = " ".join(f"'{k}={v}'" if " " in str(v) else f"{k}={v}" for k, v in self.given.items())
@@ -96,7 +97,7 @@ def translate(source: str, row: dict) -> MemoryRun:
     a, lay = row["arch"], row["layout"]
     other = " ".join(str(row.get(k, "")) for k in ("other", "optimizer", "precision", "layout"))
     run = MemoryRun(row["id"], source, row["measured_gib"] * GiB,
-                    "allocated" if row["measure"] in ("allocated", "active") else "reserved")
+                    "allocated" if row["measure"] in ("allocated", "active") else "reserved", measure=row["measure"])
     if not row.get("scored", True):
         run.why_not = row.get("why_not_scored", "marked unscored in the data")
         return run
@@ -212,10 +213,12 @@ def predict(runs: list[MemoryRun], reserve: float | None = None) -> tuple[np.nda
 
 def fit_reserve(runs: list[MemoryRun], pred_alloc: np.ndarray) -> float:
     """The allocator_reserve_fraction f minimising the error of the reserved rows, predicted =
-    allocated x (1 + f): the mean over publications of each one's mean |error|, so that one
+    allocated x (1 + f), on the rows that print the reserved counter (not those whose counter
+    is unknown and only scored as reserved): the mean over publications of each one's mean |error|, so that one
     publication's many rows (one machine, one software version) do not outvote the others.
     A 1-D search over [0, 0.5] (convex in f). O(n x 501)."""
-    idx = [i for i, r in enumerate(runs) if r.figure == "reserved" and np.isfinite(pred_alloc[i])]
+    idx = [i for i, r in enumerate(runs)
+           if r.figure == "reserved" and r.measure != "unknown" and np.isfinite(pred_alloc[i])]
     if not idx:
         return float("nan")
     alloc = pred_alloc[idx]
@@ -247,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         # the tensors' peak of every row (allocated), then the reserve fitted per left-out source
         alloc_runs = [MemoryRun(r.id, r.source, r.measured, r.figure, r.given,
-                                {**r.options, "memory_figure": "allocated"}, r.why_not) for r in runs]
+                                {**r.options, "memory_figure": "allocated"}, r.why_not, r.measure) for r in runs]
         alloc, _ = predict(alloc_runs)
         f_all = fit_reserve(runs, alloc)
         loso = {}
