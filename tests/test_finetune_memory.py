@@ -149,3 +149,12 @@ def test_low_bit_optimizer_states_count_their_block_scales(optimizer, state_byte
     got = symcalc.solve("optimizer_memory", {"n_params": 7e9, "master_weight_bytes_per_param": "0 byte"},
                         options={"stack": "textbook", "optimizer": optimizer})
     assert got.to("byte").magnitude == pytest.approx(state_bytes * 7e9, rel=1e-9)
+
+
+def test_the_step_in_the_backward_refuses_gradient_accumulation_in_one_line():
+    # torchtune full_finetune_single_device raises RuntimeError for optimizer_in_bwd with
+    # gradient_accumulation_steps > 1: 8 sequences of 2 a step on one GPU accumulate 4 micro-batches
+    with pytest.raises(symcalc.SymcalcError) as e:
+        solve("gradient_memory", {"optimizer_step": "in_backward"}, global_batch_size=8)
+    text = str(e.value)
+    assert "optimizer_step=in_backward" in text and "global_batch_size" in text and len(text.splitlines()) == 1
