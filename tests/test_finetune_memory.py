@@ -126,7 +126,7 @@ def finetune_rows():
 
 def test_every_fine_tuning_row_is_answered(finetune_rows):
     rows, failures = finetune_rows
-    assert not failures and len(rows) == 10
+    assert not failures and len(rows) == 13
 
 
 @pytest.mark.parametrize("rid,bound", [
@@ -158,3 +158,12 @@ def test_the_step_in_the_backward_refuses_gradient_accumulation_in_one_line():
         solve("gradient_memory", {"optimizer_step": "in_backward"}, global_batch_size=8)
     text = str(e.value)
     assert "optimizer_step=in_backward" in text and "global_batch_size" in text and len(text.splitlines()) == 1
+
+
+def test_lora_on_q_k_and_v_of_llama_3_1_70b_at_rank_16():
+    # torchtune 70B_lora.yaml: q (8192 -> 8192), k and v (8192 -> 1024): 4 x 8192 + 2 x 1024 = 34,816
+    # a layer; x 16 x 80 layers = 44,564,480 adapter parameters
+    got = symcalc.solve("lora_adapter_params_per_gpu", {"n_layers": 80, "d_model": 8192, "n_heads": 64, "n_kv_heads": 8,
+                                                        "lora_rank": 16},
+                        options={"stack": "textbook", "finetune": "lora", "lora_targets": "qkv"})
+    assert got.value == 44_564_480
