@@ -7,9 +7,9 @@ counter the source printed (reserved; allocated, or active, which PyTorch counts
 at the peak; a row that does not say is scored as reserved, what runs out). The error is
 predicted / measured - 1: positive when the model counts too much.
 
-A row the model cannot express (paged optimizer states outside PyTorch's counters, or a row the
-data marks unscored) is listed with the reason, not scored. CPU offload of states or activations,
-the optimizer step in the backward and LoRA / QLoRA are options (formulas/finetune.toml).
+A row the data marks unscored is listed with the reason, not scored. CPU offload of states or
+activations, the optimizer step in the backward, paged optimizer states (outside PyTorch's
+counters) and LoRA / QLoRA are options (formulas/finetune.toml).
 
 ``--fit`` fits the one coefficient these rows can speak to, allocator_reserve_fraction (what
 PyTorch's caching allocator holds beyond the tensors' peak), on the reserved rows, and reports
@@ -134,12 +134,14 @@ def translate(source: str, row: dict) -> MemoryRun:
         o["precision"] = "bf16_main_grads"
     elif "pure bf16" in prec:
         g["master_weight_bytes_per_param"] = "0 byte"
-        g["optimizer_state_bytes_per_param"] = "4 byte"       # AdamW's m and v in bf16
+        if "8bit" not in row.get("optimizer", "").lower():
+            g["optimizer_state_bytes_per_param"] = "4 byte"   # AdamW's m and v in bf16
     opt = row.get("optimizer", "").lower()
     _finetune_options(row, other, o, g)
-    if "paged" in opt:
-        run.why_not = "paged 8-bit optimizer states live in CUDA unified memory, outside PyTorch's counters"
-        return run
+    if "paged" in opt:      # bitsandbytes' paged states: outside PyTorch's counters
+        o["optimizer_paging"] = "unified"
+    if "8bit" in opt:
+        o["optimizer"] = "adamw_8bit_torchao" if "torchao" in opt else "adam_8bit"
     # the optimizer step's kernels: as the row records them, else PyTorch's default (foreach)
     if "fused" in opt:
         o["optimizer_impl"] = "fused"

@@ -111,7 +111,7 @@ def test_an_unknown_offload_value_is_one_line_naming_the_values():
 
 # ---- published fine-tuning peaks -------------------------------------------------------------------
 
-FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune")
+FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune", "optimizer_paging")
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ def finetune_rows():
 
 def test_every_fine_tuning_row_is_answered(finetune_rows):
     rows, failures = finetune_rows
-    assert not failures and len(rows) == 13
+    assert not failures and len(rows) == 14
 
 
 @pytest.mark.parametrize("rid,bound", [
@@ -167,3 +167,13 @@ def test_lora_on_q_k_and_v_of_llama_3_1_70b_at_rank_16():
                                                         "lora_rank": 16},
                         options={"stack": "textbook", "finetune": "lora", "lora_targets": "qkv"})
     assert got.value == 44_564_480
+
+
+def test_paged_optimizer_states_leave_pytorchs_counters_and_are_reported_apart():
+    # bitsandbytes PagedAdamW8bit: 7e9 parameters x 2 bytes (two 1-byte moments) = 14 GB in unified
+    # memory; PyTorch's counters see only the fp32 master copy of mixed precision, 4 bytes a parameter
+    opts = {"stack": "textbook", "optimizer": "adam_8bit", "optimizer_paging": "unified"}
+    paged = symcalc.solve("paged_optimizer_memory", {"n_params": 7e9, "dp": 1}, options=opts)
+    assert paged.to("GB").magnitude == pytest.approx(14.0, rel=1e-9)
+    states = symcalc.solve("model_state_memory", {"n_params": 7e9, "dp": 1}, options=opts)
+    assert states.to("GB").magnitude == pytest.approx((2 + 2 + 4) * 7.0, rel=1e-9)

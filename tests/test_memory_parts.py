@@ -198,7 +198,7 @@ def test_megatron_ci_peaks_within_eight_percent(measured):
         assert abs(p / r.measured - 1) < 0.08, r.id
 
 
-FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune")
+FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune", "optimizer_paging")
 
 
 def test_every_published_peak_is_answered_and_the_mean_error_holds(measured):
