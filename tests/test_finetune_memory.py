@@ -189,3 +189,30 @@ def test_activation_offloading_moves_every_checkpointed_input_out_and_back():
     # plus the gradients out and the weights back: 2 + 2 bytes for each of 3,212,574,720 parameters
     want = 2 * 28 * 50_331_648 + 4 * (28 * LAYER_LINEAR + EMBEDDING)
     assert both.to("byte").magnitude == pytest.approx(want, rel=1e-9)
+
+
+def _llama2_states(optimizer=None):
+    """Model states of Llama-2-7B in full bf16 (no master copy) under an optimizer value; the
+    fused PyTorch AdamW keeps its two moments in the weights' bf16, 4 bytes."""
+    given = {"master_weight_bytes_per_param": "0 byte"}
+    if optimizer is None:
+        given["optimizer_state_bytes_per_param"] = "4 byte"
+    opts = {"stack": "textbook", **({"optimizer": optimizer} if optimizer else {})}
+    return symcalc.solve("model_state_memory", given, options=opts, model="llama2-7b").to("GiB").magnitude
+
+
+@pytest.mark.parametrize("rid,optimizer,bound", [
+    ("torchao_l2_7b_adamw_ao8bit", "adamw_8bit_torchao", 0.02),   # 12.36 GiB predicted, 12.5 published
+    ("torchao_l2_7b_adamw_ao4bit", "adamw_4bit_torchao", 0.02),   # 18.43 predicted, 18.4 published
+    ("torchao_l2_7b_adamw_bnb8bit", "adam_8bit", 0.03),           # 12.55 predicted, 12.3 published
+])
+def test_low_bit_adamw_saves_what_torchaos_llama2_table_measured(rid, optimizer, bound):
+    # torchao/optim/README.md: the same Llama-2-7B fine-tune (torchtune, full BF16, fixed seed) with
+    # fused AdamW and with low-bit states; the activations are the same, so the difference of the
+    # measured peaks is the states' difference (calibration/memory/torchao_low_bit_optim.toml)
+    sys.path.insert(0, str(ROOT / "calibration"))
+    import memory as M
+    measured = {row["id"]: row["measured_gib"] for _, row in M.load_rows()}
+    published = measured["torchao_l2_7b_adamw_fused"] - measured[rid]
+    predicted = _llama2_states() - _llama2_states(optimizer)
+    assert abs(predicted / published - 1) < bound, (predicted, published)
