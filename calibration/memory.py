@@ -7,8 +7,9 @@ counter the source printed (reserved; allocated, or active, which PyTorch counts
 at the peak; a row that does not say is scored as reserved, what runs out). The error is
 predicted / measured - 1: positive when the model counts too much.
 
-A row the model cannot express (its model states or activations live on the CPU: ZeRO-Offload,
-FSDP CPU offload, activation offloading) is listed with the reason, not scored.
+A row the data marks unscored is listed with the reason, not scored. CPU offload of states or
+activations, the optimizer step in the backward, paged optimizer states (outside PyTorch's
+counters) and LoRA / QLoRA are options (formulas/finetune.toml).
 
 ``--fit`` fits the one coefficient these rows can speak to, allocator_reserve_fraction (what
 PyTorch's caching allocator holds beyond the tensors' peak), on the reserved rows, and reports
@@ -47,6 +48,7 @@ class MemoryRun:
     given: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     why_not: str | None = None  # set when the row cannot be expressed
+    measure: str = ""           # the counter as the row records it ("unknown" where not printed)
 
     def command(self) -> str:
         values = " ".join(f"'{k}={v}'" if " " in str(v) else f"{k}={v}" for k, v in self.given.items())
@@ -70,18 +72,32 @@ def _has(text: str, *words: str) -> bool:
     return any(w in t for w in words)
 
 
+def _finetune_options(row: dict, other: str, o: dict, g: dict) -> None:
+    """The fine-tuning settings a row records (formulas/finetune.toml): the optimizer step in
+    the backward, states or weights offloaded to the CPU, checkpointed inputs offloaded, and a
+    LoRA / QLoRA adapter (the row's ``adapter`` table: method, rank, targets)."""
+    text = other.lower().replace(" ", "")
+    if "optimizer_in_bwd=true" in text:
+        o["optimizer_step"] = "in_backward"
+    if "fsdp_cpu_offload=true" in text or "offload_param" in text:
+        o["offload"] = "all"
+    elif "offload_optimizer" in text or "zero-offload" in text:
+        o["offload"] = "optimizer"
+    if "enable_activation_offloading=true" in text:
+        o["activation_offload"] = "cpu"
+    adapter = row.get("adapter")
+    if adapter:
+        o["finetune"], o["lora_targets"] = adapter["method"], adapter["targets"]
+        g["lora_rank"] = adapter["rank"]
+
+
 def translate(source: str, row: dict) -> MemoryRun:
     """One row as a symcalc question, from what the row records (architecture, layout,
     precision, recompute, loss, optimizer, counter)."""
     a, lay = row["arch"], row["layout"]
     other = " ".join(str(row.get(k, "")) for k in ("other", "optimizer", "precision", "layout"))
     run = MemoryRun(row["id"], source, row["measured_gib"] * GiB,
-                    "allocated" if row["measure"] in ("allocated", "active") else "reserved")
-    stated = other.lower().replace("no cpu offload", "").replace("without cpu offload", "")
-    if _has(stated, "cpu offload", "offload to cpu", "fsdp_cpu_offload=true", "enable_activation_offloading=true",
-            "zero-offload", "optimizer offload"):
-        run.why_not = "model states or activations offloaded to the CPU: not expressed (symcalc counts GPU memory of states kept on the GPU)"
-        return run
+                    "allocated" if row["measure"] in ("allocated", "active") else "reserved", measure=row["measure"])
     if not row.get("scored", True):
         run.why_not = row.get("why_not_scored", "marked unscored in the data")
         return run
@@ -99,7 +115,7 @@ def translate(source: str, row: dict) -> MemoryRun:
     o["ffn"] = "swiglu" if "swiglu" in a.get("ffn", "") else "gelu"
     o["tied_embeddings"] = "true" if a.get("tied_embeddings") else "false"
     megatron = row["stack"].startswith("megatron")
-    o["stack"] = {"torchtitan": "torchtitan", "megatron-core": "megatron-core"}.get(row["stack"], "fsdp")
+    o["stack"] = {"torchtitan": "torchtitan", "megatron-core": "megatron-core", "deepspeed": "deepspeed"}.get(row["stack"], "fsdp")
     o["dropout"] = "true" if megatron else "false"
     o["position_encoding"] = "learned" if megatron else "rotary"
     # sharding: FSDP full shard is ZeRO-3; Megatron's distributed optimizer ZeRO-1; one GPU none
@@ -118,14 +134,14 @@ def translate(source: str, row: dict) -> MemoryRun:
         o["precision"] = "bf16_main_grads"
     elif "pure bf16" in prec:
         g["master_weight_bytes_per_param"] = "0 byte"
-        g["optimizer_state_bytes_per_param"] = "4 byte"       # AdamW's m and v in bf16
+        if "8bit" not in row.get("optimizer", "").lower():
+            g["optimizer_state_bytes_per_param"] = "4 byte"   # AdamW's m and v in bf16
     opt = row.get("optimizer", "").lower()
-    if "optimizer_in_bwd=true" in opt.replace(" ", ""):
-        run.why_not = "optimizer in backward (each gradient stepped and freed as it is produced): not expressed"
-        return run
-    if "paged" in opt:
-        run.why_not = "paged 8-bit optimizer states live in CUDA unified memory, outside PyTorch's counters"
-        return run
+    _finetune_options(row, other, o, g)
+    if "paged" in opt:      # bitsandbytes' paged states: outside PyTorch's counters
+        o["optimizer_paging"] = "unified"
+    if "8bit" in opt:
+        o["optimizer"] = "adamw_8bit_torchao" if "torchao" in opt else "adam_8bit"
     # the optimizer step's kernels: as the row records them, else PyTorch's default (foreach)
     if "fused" in opt:
         o["optimizer_impl"] = "fused"
@@ -199,10 +215,12 @@ def predict(runs: list[MemoryRun], reserve: float | None = None) -> tuple[np.nda
 
 def fit_reserve(runs: list[MemoryRun], pred_alloc: np.ndarray) -> float:
     """The allocator_reserve_fraction f minimising the error of the reserved rows, predicted =
-    allocated x (1 + f): the mean over publications of each one's mean |error|, so that one
+    allocated x (1 + f), on the rows that print the reserved counter (not those whose counter
+    is unknown and only scored as reserved): the mean over publications of each one's mean |error|, so that one
     publication's many rows (one machine, one software version) do not outvote the others.
     A 1-D search over [0, 0.5] (convex in f). O(n x 501)."""
-    idx = [i for i, r in enumerate(runs) if r.figure == "reserved" and np.isfinite(pred_alloc[i])]
+    idx = [i for i, r in enumerate(runs)
+           if r.figure == "reserved" and r.measure != "unknown" and np.isfinite(pred_alloc[i])]
     if not idx:
         return float("nan")
     alloc = pred_alloc[idx]
@@ -234,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         # the tensors' peak of every row (allocated), then the reserve fitted per left-out source
         alloc_runs = [MemoryRun(r.id, r.source, r.measured, r.figure, r.given,
-                                {**r.options, "memory_figure": "allocated"}, r.why_not) for r in runs]
+                                {**r.options, "memory_figure": "allocated"}, r.why_not, r.measure) for r in runs]
         alloc, _ = predict(alloc_runs)
         f_all = fit_reserve(runs, alloc)
         loso = {}

@@ -198,11 +198,16 @@ def test_megatron_ci_peaks_within_eight_percent(measured):
         assert abs(p / r.measured - 1) < 0.08, r.id
 
 
+FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune", "optimizer_paging")
+
+
 def test_every_published_peak_is_answered_and_the_mean_error_holds(measured):
-    """All 34 expressible rows of calibration/memory/ are answered; mean |error| 10.8 % when
-    recorded (README); the guard is 12 %."""
+    """All 34 expressible full-training rows of calibration/memory/ are answered; mean |error|
+    10.8 % when recorded (README); the guard is 12 %. The fine-tuning rows (CPU offload, the
+    step in the backward, LoRA) are judged in tests/test_finetune_memory.py."""
     runs, predicted, failures = measured
-    scored = [(r, p) for r, p in zip(runs, predicted) if not r.why_not]
+    scored = [(r, p) for r, p in zip(runs, predicted)
+              if not r.why_not and not any(k in r.options for k in FINETUNE_OPTIONS)]
     assert not failures and len(scored) == 34
     errors = [abs(p / r.measured - 1) for r, p in scored]
     assert sum(errors) / len(errors) < 0.12
