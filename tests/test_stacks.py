@@ -424,3 +424,20 @@ def test_show_stack_says_a_scoped_requirement_with_its_scope(cli):
     assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in req[0]["why"]
     text = " ".join(cli("show", "stack").out.split())
     assert "requires: pp == 1 with zero_stage = 2 or 3 (DeepSpeed's" in text.replace("│ ", "").replace(" │", "")
+
+
+@pytest.mark.parametrize("stack,option,value,runs", [
+    ("megatron-core", "optimizer_step", "in_backward", "after_backward"),
+    ("megatron-core", "finetune", "qlora", "full, lora"),
+    ("torchtitan", "offload", "optimizer", "none, all"),
+    ("megatron-lm-2021", "activation_offload", "cpu", "none"),
+])
+def test_a_fine_tuning_option_the_stack_lacks_is_one_line_naming_both(cli, stack, option, value, runs):
+    """Megatron-Core never steps the optimizer inside the backward nor trains QLoRA (its PEFT is
+    LoRA), torchtitan offloads all of FSDP2's states or none, Megatron-LM of 2021 offloads
+    nothing: each refused in one line naming the option, the stack and what the stack runs."""
+    run = cli("solve", "total_memory_per_gpu", "--model", "llama3-8b", "--hardware", "h100", "tp=1", "pp=1",
+              "dp=8", "n_gpus=8", "micro_batch_size=1", "global_batch_size=8",
+              "--option", f"stack={stack}", "--option", f"{option}={value}")
+    assert run.code == 2 and run.err.count("\n") == 1
+    assert run.err.strip() == f"error: option {option}={value} is not supported by stack={stack} (it runs: {runs})"
