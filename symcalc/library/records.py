@@ -184,9 +184,19 @@ class OptionSpec:
 
     @property
     def links_options(self) -> bool:
-        """Whether some value of it sets, restricts or requires (``options``, ``supports``,
-        ``requires``): a training stack, in force only where a question reaches it."""
-        return self.sets_options or any(self.supports.values()) or any(self.requires.values())
+        """Whether some value of it sets or restricts other options (``options``, ``supports``;
+        its values may also require conditions of given values): a training stack, in force only
+        where a question reaches it. An option whose only link is a value's ``requires``
+        (optimizer_step = in_backward requires no gradient accumulation) is no stack:
+        :attr:`only_requires`."""
+        return self.sets_options or any(self.supports.values())
+
+    @property
+    def only_requires(self) -> bool:
+        """Its values set and restrict nothing and some require conditions: an ordinary option
+        whose requirements hold wherever its value does (checked for every question that gives
+        it or uses it), not a stack."""
+        return not self.sets_options and not any(self.supports.values()) and any(self.requires.values())
 
 
 @dataclass(frozen=True)

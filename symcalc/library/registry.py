@@ -115,6 +115,15 @@ class Library:
             found = self.__dict__["_stacks"] = tuple(name for name, opt in self.options.items() if opt.links_options)
         return found
 
+    @property
+    def requiring(self) -> tuple[str, ...]:
+        """Options that are no stack but some of whose values require conditions of given values
+        (OptionSpec.only_requires): checked wherever their value is given or used."""
+        found = self.__dict__.get("_requiring")
+        if found is None:
+            found = self.__dict__["_requiring"] = tuple(n for n, opt in self.options.items() if opt.only_requires)
+        return found
+
     def compute_dtype(self, options: Mapping[str, str]) -> str | None:
         """The dtype the options say the math runs in (picks a hardware preset's dense peak)."""
         for name, opt in self.options.items():

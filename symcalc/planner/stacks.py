@@ -39,7 +39,7 @@ def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]
     """
     requires = []
     all_searched = searched_options(library)
-    for name in library.stacks:
+    for name in (*library.stacks, *library.requiring):
         spec = library.options[name]
         value = options.get(name, spec.default)
         for other, allowed in spec.supports.get(value, {}).items():

@@ -210,6 +210,9 @@ def _pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, preset
     posed.quiet = linked - posed.in_force
     stacks.check_supports(lib, posed.resolved.values, posed.in_force, set(explicit) | posed.used)
     stacks.check_requires(lib, posed.resolved.values, posed.in_force - settled, posed.knowns, settled)
+    # an ordinary option whose value requires conditions: wherever the question gives it or uses it
+    stacks.check_requires(lib, posed.resolved.values, set(lib.requiring) & (set(explicit) | posed.used),
+                          posed.knowns, settled)
     return posed
 
 
