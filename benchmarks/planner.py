@@ -182,8 +182,9 @@ def end_to_end(quick: bool) -> list[Row]:
         Row("plan: Llama 3 405B on 16,384 H100s, `symcalc plan` cold (empty cache, new process)", fmt_time(cold),
             f"{cold / TARGET_COLD:.2f}x target", f"<= {TARGET_COLD:g} s", cold <= TARGET_COLD,
             f"median of {len(colds)} runs of {command}, each with an empty SYMCALC_CACHE_DIR ({runs[0]} s): "
-            f"each of the {p.combos} option combinations' step time and memory routed and derived once, then "
-            "kept on disk"),
+            f"each of the {p.combos} option combinations' step time and memory routed and derived once (the "
+            "second half in a forked child on the second core: docs/benchmarks.md; SYMCALC_WORKERS=1 for one), "
+            "then kept on disk"),
         Row("plan: the same command warm (new process)", fmt_time(warm), f"{warm / TARGET_WARM:.2f}x target",
             f"<= {TARGET_WARM:g} s", warm <= TARGET_WARM,
             f"median of {len(warms)} runs, each after a cold one filled its cache ({runs[1]} s); "
