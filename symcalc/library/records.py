@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,8 +256,14 @@ class Requirement:
     @property
     def text(self) -> str:
         """The condition as said: ``pp == 1 with zero_stage = 2 or 3``."""
-        scope = "; ".join(f"{name} = {' or '.join(values)}" for name, values in self.under.items())
-        return self.condition.text + (f" with {scope}" if scope else "")
+        return said_with(self.condition.text, self.under)
+
+
+def said_with(condition: str, under: Mapping[str, Sequence[str]]) -> str:
+    """A requirement's condition with the option values it holds under, in words: ``pp == 1 with
+    zero_stage = 2 or 3`` (the condition alone when it always holds)."""
+    scope = "; ".join(f"{name} = {' or '.join(values)}" for name, values in under.items())
+    return condition + (f" with {scope}" if scope else "")
 
 
 @dataclass

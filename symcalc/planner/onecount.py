@@ -336,8 +336,8 @@ def _as_its_runs(s: _Search, rows: np.ndarray, bias: float | None) -> None:
     step = s.ev.step_time[rows]
     if s.biased is None:
         s.biased = s.ev.step_time.copy()
-    fast = bias is not None and bool(np.isfinite(bias)) and -1 < bias < 0
-    s.biased[rows] = step / (1 + float(bias)) if fast and bias is not None else step
+    b = float("nan") if bias is None else float(bias)
+    s.biased[rows] = step / (1 + b) if -1 < b < 0 else step      # (NaN compares false: no bias)
     s.planned[rows] = np.maximum(s.planned[rows], s.biased[rows])
 
 

@@ -199,11 +199,12 @@ class Evidence:
     @property
     def bias_class(self) -> str:
         """Which runs those are, in words ("dense, this model's runs (70.6B parameters)")."""
-        kind = ("MoE" if self.moe else "dense") if any(r.moe == self.moe for r in self.runs) else "dense and MoE"
+        kind = ("MoE" if self.moe else "dense") if self._kind is not self.runs else "dense and MoE"
         return kind + _which(self._kind, self.params_b)
 
     @property
     def _kind(self) -> Sequence[PublishedRun]:
+        """The runs dense or MoE as the planned model is; all of them (the same object) when none is."""
         return [r for r in self.runs if r.moe == self.moe] or self.runs
 
     def groups(self) -> dict[tuple, list[PublishedRun]]:
@@ -232,12 +233,25 @@ def nearest_runs(runs: Sequence[PublishedRun], params_b: float | None) -> Sequen
     else all of them. What is known of the model itself is the most specific evidence: the
     frontier and the model's error (the bias a plan corrects by) are read from the same runs.
     O(runs)."""
-    if not params_b:
-        return runs
-    ratio = [r.params_b / params_b if r.params_b else 0.0 for r in runs]
-    same = [r for r, x in zip(runs, ratio) if abs(x - 1) <= SAME_MODEL]
-    sized = [r for r, x in zip(runs, ratio) if 1 / SIZE_FACTOR <= x <= SIZE_FACTOR]
-    return same or sized or runs
+    return _nearest(runs, params_b)[0]
+
+
+def _which(pool: Sequence[PublishedRun], params_b: float | None) -> str:
+    """Which runs of ``pool`` :func:`nearest_runs` takes, in words (", this model's runs (6.74B parameters)")."""
+    return _nearest(pool, params_b)[1]
+
+
+def _nearest(runs: Sequence[PublishedRun], params_b: float | None) -> tuple[Sequence[PublishedRun], str]:
+    """:func:`nearest_runs` and :func:`_which` at once: the runs, and which they are in words."""
+    if params_b:
+        ratio = [r.params_b / params_b if r.params_b else 0.0 for r in runs]
+        same = [r for r, x in zip(runs, ratio) if abs(x - 1) <= SAME_MODEL]
+        if same:
+            return same, f", this model's runs ({params_b:.3g}B parameters)"
+        sized = [r for r, x in zip(runs, ratio) if 1 / SIZE_FACTOR <= x <= SIZE_FACTOR]
+        if sized:
+            return sized, f", {params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters"
+    return runs, ", every size"
 
 
 @functools.lru_cache(maxsize=1)
@@ -282,23 +296,14 @@ def frontier_of(key: Mapping, params_b: float | None) -> Frontier | None:
                 max(r.mfu for r in groups[g]))
     near = mine if mine in groups else min(groups, key=distance)
     pool = groups[near]
-    chosen = nearest_runs(pool, params_b)
+    chosen, which = _nearest(pool, params_b)
     best = max(chosen, key=lambda r: r.mfu)
     where = dict(zip(keys, near))
-    words = describe_regime(where) + _which(pool, params_b)
+    words = describe_regime(where) + which
     note = "" if near == mine else (
         f"no published run of {describe_regime(key)}: capped at the nearest regime's best, {words} "
         f"(differs in {', '.join(k for k, a, b in zip(keys, near, mine) if a != b)})")
     return Frontier(mfu=best.mfu, run=best.id, regime=words, own=near == mine, note=note)
-
-
-def _which(pool: Sequence[PublishedRun], params_b: float | None) -> str:
-    """Which runs of ``pool`` :func:`nearest_runs` takes, in words (", this model's runs (6.74B parameters)")."""
-    if params_b and any(abs(r.params_b / params_b - 1) <= SAME_MODEL for r in pool if r.params_b):
-        return f", this model's runs ({params_b:.3g}B parameters)"
-    if params_b and any(1 / SIZE_FACTOR <= r.params_b / params_b <= SIZE_FACTOR for r in pool if r.params_b):
-        return f", {params_b / SIZE_FACTOR:.3g}B-{params_b * SIZE_FACTOR:.3g}B parameters"
-    return ", every size"
 
 
 def choice(run: PublishedRun, name: str) -> str:
@@ -379,9 +384,9 @@ def judge(ev: Evidence, layout: dict, zero_stage: int, comm: float, choices: Map
         runs, what = same, f"{what}, {c}={mine}"
     ids, sources = tuple(r.id for r in runs), tuple(sorted({r.source for r in runs}))
     errors = np.array([r.error for r in runs])
-    near = nearest_runs(runs, ev.params_b)      # the bias is read where the model is nearest: its own runs first
+    near, which = _nearest(runs, ev.params_b)    # the bias is read where the model is nearest: its own runs first
     err, bias = float(np.mean(np.abs(errors))), float(np.mean([r.error for r in near]))
-    on = "" if len(near) == len(runs) else f" on {_which(runs, ev.params_b).lstrip(', ')}: {len(near)}"
+    on = "" if len(near) == len(runs) else f" on {which.lstrip(', ')}: {len(near)}"
     in_sample = all(r.fitted for r in runs)
 
     def verdict(validated: bool, text: str) -> Verdict:

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from symcalc.library.records import said_with
 from symcalc.units.format import fmt
 
 
@@ -81,8 +82,7 @@ def _flat(v: object) -> str:
         if v.get("supports"):
             text += "\n    supports: " + "; ".join(f"{k} {' | '.join(x)}" for k, x in v["supports"].items())
         for r in v.get("requires", ()):
-            scope = "; ".join(f"{k} = {' or '.join(v)}" for k, v in r.get("with", {}).items())
-            text += f"\n    requires: {r['when']}{f' with {scope}' if scope else ''} ({r['why']})"
+            text += f"\n    requires: {said_with(r['when'], r.get('with', {}))} ({r['why']})"
         return text
     if isinstance(v, dict):
         parts = [f"{k}={_flat(x)}" for k, x in v.items() if x not in (None, "", {}, [])]
