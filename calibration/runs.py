@@ -239,11 +239,27 @@ def source_of(row: dict) -> str:
     return s[:20]
 
 
+def _recompute_layers(text: str) -> tuple[str, int] | None:
+    """(recompute_method, recompute_num_layers) where a source says which layers full
+    recomputation checkpoints: Megatron's "method block, 5 layers", torchtitan's "every 2nd
+    layer"; None where it says no more than "full" (every layer, the default)."""
+    t = text.lower()
+    m = re.search(r"method (block|uniform),? (\d+) layers?", t)
+    if m:
+        return m.group(1), int(m.group(2))
+    m = re.search(r"every (\d+)(?:st|nd|rd|th) (?:layer|block)", t)
+    if m:
+        return "every_nth", int(m.group(1))
+    return None
+
+
 def _recompute(text: str, stack: str) -> tuple[str, str | None]:
     """(recompute, selective_recompute or None) from a source's words."""
     t = text.lower()
     if t.startswith("none") or ("false" in t and "true" not in t):
         return "none", None
+    if _recompute_layers(t):
+        return "full", None
     if "per-op" in t or t.split()[0] == "op" or "selective op" in t:
         return "selective", "non_matmul"
     if "selective" in t:
@@ -348,6 +364,9 @@ def held_out_run(row: dict) -> Run:
     options["zero_stage"] = zero
     recompute, selective = _recompute(row["recompute"], stack)
     options["recompute"] = recompute
+    layers = _recompute_layers(row["recompute"])
+    if layers:
+        options["recompute_method"], given["recompute_num_layers"] = layers
     if selective:
         options["selective_recompute"] = selective
     precision, recipe = _precision(row)
