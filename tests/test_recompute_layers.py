@@ -109,3 +109,15 @@ def test_the_cli_answers_megatrons_block_recompute(cli):
     run = cli("solve", "linear_passes", "--option", "recompute=full", "--option", "recompute_method=block",
               "n_layers=32", "pp=1", "recompute_num_layers=8", "--brief")
     assert run.code == 0 and run.out.split()[:3] == ["linear_passes", "=", "3.25"]
+
+
+def test_automodel_wraps_four_modules_a_layer_each_keeping_its_input():
+    # NeMo Automodel checkpoints input_layernorm, self_attn, post_attention_layernorm and mlp
+    # apart: four h-wide inputs a layer, 4 x 83,886,080 B, where the whole layer keeps one
+    got = symcalc.solve("activation_memory_per_layer", SEED000,
+                        options={**SP_FULL, "checkpoint_unit": "modules"})
+    assert got.base_value == pytest.approx(4 * INPUT, rel=1e-9)
+    with pytest.raises(BadOptionValueError) as e:
+        symcalc.solve("activation_memory_per_layer", SEED000,
+                      options={**SP_FULL, "checkpoint_unit": "modules", "stack": "torchtitan"})
+    assert e.value.message == "option checkpoint_unit=modules is not supported by stack=torchtitan (it runs: layer)"
