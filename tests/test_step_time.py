@@ -362,7 +362,7 @@ def test_interleaved_pipeline_sends_hide_behind_the_stage_compute_under_megatron
     (--overlap-p2p-communication, on by default; off without interleaving): NVIDIA's Llama 3
     70B FP8 layout on 64 H100s (tp4 pp8 v5 dp2). By hand from the answer's own values: each
     micro-batch sends 2 x v = 10 activations of 8192 x 8192 x 2 bytes / tp4 over the 47 GB/s
-    between nodes, plus a 10 us step each: 7.24 ms; the stage computes for ~159 ms a
+    between nodes, plus a 10 us step each: 7.24 ms; the stage computes for ~143 ms a
     micro-batch, so only the contention's share of the sends is exposed,
     comm_contention x 7.24 ms; under 1F1B, or with the overlap off, all of it is."""
     given = dict(n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, vocab_size=128256, seq_len="8192 token",
@@ -375,7 +375,7 @@ def test_interleaved_pipeline_sends_hide_behind_the_stage_compute_under_megatron
     v = r.values
     send = 2 * 5 * (8192 * 8192 * 2 / (4 * v["pp_p2p_bandwidth"]) + v["inter_node_step_latency"])
     assert v["pp_p2p_send_time_per_microbatch"] == pytest.approx(send, rel=1e-9)
-    assert 7.0e-3 < send < 7.5e-3 and v["stage_compute_time"] > 20 * send
+    assert 7.0e-3 < send < 7.5e-3 and v["stage_compute_time"] > 15 * send
     assert v["step_p2p_time"] == pytest.approx(128 * v["comm_contention"] * send, rel=1e-9)
     blocking = symcalc.solve("step_time", given, hardware="h100", options={**opts, "overlap_p2p_comm": "false"})
     assert blocking.values["step_p2p_time"] == pytest.approx(128 * send, rel=1e-9)
