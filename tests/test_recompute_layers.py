@@ -121,3 +121,19 @@ def test_automodel_wraps_four_modules_a_layer_each_keeping_its_input():
         symcalc.solve("activation_memory_per_layer", SEED000,
                       options={**SP_FULL, "checkpoint_unit": "modules", "stack": "torchtitan"})
     assert e.value.message == "option checkpoint_unit=modules is not supported by stack=torchtitan (it runs: layer)"
+
+
+def test_the_share_method_asks_for_the_share(cli):
+    # FMS-FSDP's fraction has no formula: the refusal names the one value that settles it
+    run = cli("solve", "linear_passes", "--option", "recompute=full", "--option", "recompute_method=share")
+    assert run.code == 2
+    assert run.err.strip() == "error: cannot determine linear_passes from nothing: also give recomputed_layer_share"
+
+
+def test_a_layer_count_without_full_recomputation_says_what_it_needs(cli):
+    # recompute = none reruns nothing: the count is unused, and the warning names the one
+    # option value under which it would count (recompute = full), not each method beside it
+    run = cli("solve", "linear_passes", "--option", "recompute=none", "--option", "recompute_method=block",
+              "n_layers=32", "recompute_num_layers=4", "--brief")
+    assert run.code == 0 and run.out.split()[:3] == ["linear_passes", "=", "3"]
+    assert "recompute_num_layers counts under --option recompute=full;" in run.err

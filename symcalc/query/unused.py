@@ -31,12 +31,14 @@ def users(lib, name: str, options: Mapping[str, str]) -> dict:
             if other and other not in gives:
                 gives.append(other)
         else:
-            for opt, allowed in f.when.items():
-                if options.get(opt) not in allowed:
-                    for value in allowed:
-                        setting = f"{opt}={value}"
-                        if setting not in under:
-                            under.append(setting)
+            unmet = [(opt, allowed) for opt, allowed in f.when.items() if options.get(opt) not in allowed]
+            # one unmet option: each of its values is a way in; several: all of them at once
+            settings = ([f"{opt}={value}" for opt, allowed in unmet for value in allowed] if len(unmet) == 1 else
+                        [" with ".join(f"{opt}={'|'.join(allowed)}" for opt, allowed in unmet)])
+            under.extend(s for s in settings if s not in under)
+    # a setting that needs more than another one does is implied by it: say the smaller
+    parts = {u: set(u.split(" with ")) for u in under}
+    under = [u for u in under if not any(parts[v] < parts[u] for v in under)]
     out: dict = {}
     if gives:
         out["quantities"] = gives[:MAX_USERS]
