@@ -107,3 +107,15 @@ def test_the_eager_8b_row_rises_by_the_root_unit_and_the_reserve_on_it(titan_row
         return symcalc.solve("total_memory_per_gpu", run.given, options={**run.options, "fsdp_units": units}).to("byte").magnitude
 
     assert total("root_embeddings") - total("layers") == pytest.approx(2 * V * D * 2 * 1.095, rel=1e-6)
+
+
+# ---- the loss under tensor parallelism (the 70B rows the output layer was suspected of) ---------
+
+def test_dtensor_loss_parallel_keeps_sixteen_bytes_a_local_logit():
+    # PyTorch's loss_parallel backward (torch/distributed/tensor/parallel/loss.py) holds the saved
+    # fp32 log-softmax (4), torch.zeros_like's dense fp32 gradient (4), torch.exp of the log-softmax
+    # (4) and their sum (4): 16 bytes a logit of the local vocabulary shard. tp = 8, one 8192-token
+    # sequence: 8192 x 128256 / 8 x 16 = 2.10 GB, a third more than the 12-byte single-GPU kernel
+    r = symcalc.solve("loss_memory", {**JOB, "tp": 8, "dp": 1}, model="llama3-8b",
+                      options={"stack": "textbook", "loss_kernel": "dtensor_parallel"})
+    assert r.to("byte").magnitude == pytest.approx(8192 * V / 8 * 16, rel=1e-12)
