@@ -175,6 +175,8 @@ def translate(source: str, row: dict) -> MemoryRun:
                         else "chunked" if "chunk" in loss else "standard")
     if row.get("compile"):
         o["torch_compile"] = "true"
+    if row.get("fsdp_units") and o["zero_stage"] == "3":   # the FSDP units the stack's version wraps
+        o["fsdp_units"] = row["fsdp_units"]
     if g["tp"] > 1 and o["stack"] == "torchtitan":
         o["sequence_parallel"] = "true"
     if megatron:
