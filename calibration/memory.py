@@ -171,6 +171,7 @@ def translate(source: str, row: dict) -> MemoryRun:
     loss = row.get("loss", "").lower()
     compiled = ("compiled" in loss and "not compiled" not in loss) or "compile_loss" in other.lower()
     o["loss_kernel"] = ("vocab_parallel" if "vocab-parallel" in loss or "vocab_parallel" in loss
+                        else "dtensor_parallel" if "loss parallel" in loss and g["tp"] > 1
                         else "fused" if "fused linear" in loss else "compiled" if compiled
                         else "chunked" if "chunk" in loss else "standard")
     if row.get("compile"):
