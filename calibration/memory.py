@@ -142,11 +142,12 @@ def translate(source: str, row: dict) -> MemoryRun:
         o["optimizer_paging"] = "unified"
     if "8bit" in opt:
         o["optimizer"] = "adamw_8bit_torchao" if "torchao" in opt else "adam_8bit"
-    # the optimizer step's kernels: as the row records them, else PyTorch's default (foreach)
-    if "fused" in opt:
-        o["optimizer_impl"] = "fused"
-    elif "foreach" in opt or "torch.optim" in opt:
+    # the optimizer step's kernels: as the row records them, else PyTorch's default (foreach);
+    # a row naming foreach wins over the word "fused" in its reason ("optimizer.fused default false")
+    if "foreach" in opt or ("torch.optim" in opt and "fused" not in opt):
         o["optimizer_impl"] = "foreach"
+    elif "fused" in opt:
+        o["optimizer_impl"] = "fused"
     # the allocator: expandable segments where the launcher sets them
     if "expandable_segments:true" in other.lower().replace(" ", "") and "not printed (the post" not in other:
         o["allocator_segments"] = "expandable"
