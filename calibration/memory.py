@@ -217,21 +217,40 @@ def predict(runs: list[MemoryRun], reserve: float | None = None) -> tuple[np.nda
     return np.array(out, dtype=float), errors
 
 
-def fit_reserve(runs: list[MemoryRun], pred_alloc: np.ndarray) -> float:
+def reserve_base(runs: list[MemoryRun]) -> np.ndarray:
+    """Per run, what the allocator's reserve is a fraction of (allocator_reserve_memory at a
+    fraction of 1: the transient blocks at the peak), nan where the run is not answered."""
+    import symcalc
+    out = []
+    for r in runs:
+        if r.why_not:
+            out.append(np.nan)
+            continue
+        try:
+            res = symcalc.solve("allocator_reserve_memory", {**r.given, "allocator_reserve_fraction": 1},
+                                options={**r.options, "memory_figure": "reserved"})
+            out.append(res.to("byte").magnitude)
+        except symcalc.SymcalcError:
+            out.append(np.nan)
+    return np.array(out, dtype=float)
+
+
+def fit_reserve(runs: list[MemoryRun], pred_alloc: np.ndarray, transient: np.ndarray) -> float:
     """The allocator_reserve_fraction f minimising the error of the reserved rows, predicted =
-    allocated x (1 + f), on the rows that print the reserved counter (not those whose counter
+    allocated + f x transient (the short-lived blocks the reserve follows, formulas/peak_memory.toml
+    allocator_reserve), on the rows that print the reserved counter (not those whose counter
     is unknown and only scored as reserved): the mean over publications of each one's mean |error|, so that one
     publication's many rows (one machine, one software version) do not outvote the others.
     A 1-D search over [0, 0.5] (convex in f). O(n x 501)."""
     idx = [i for i, r in enumerate(runs)
-           if r.figure == "reserved" and r.measure != "unknown" and np.isfinite(pred_alloc[i])]
+           if r.figure == "reserved" and r.measure != "unknown" and np.isfinite(pred_alloc[i]) and np.isfinite(transient[i])]
     if not idx:
         return float("nan")
-    alloc = pred_alloc[idx]
+    alloc, base = pred_alloc[idx], transient[idx]
     meas = np.array([runs[i].measured for i in idx])
     groups = [np.array([k for k, i in enumerate(idx) if runs[i].source == src]) for src in {runs[i].source for i in idx}]
     grid = np.linspace(0, 0.5, 501)
-    cost = [np.mean([np.mean(np.abs(alloc[g] * (1 + f) / meas[g] - 1)) for g in groups]) for f in grid]
+    cost = [np.mean([np.mean(np.abs((alloc[g] + f * base[g]) / meas[g] - 1)) for g in groups]) for f in grid]
     return float(grid[int(np.argmin(cost))])
 
 
@@ -258,13 +277,14 @@ def main(argv: list[str] | None = None) -> int:
         alloc_runs = [MemoryRun(r.id, r.source, r.measured, r.figure, r.given,
                                 {**r.options, "memory_figure": "allocated"}, r.why_not, r.measure) for r in runs]
         alloc, _ = predict(alloc_runs)
-        f_all = fit_reserve(runs, alloc)
+        transient = reserve_base(runs)
+        f_all = fit_reserve(runs, alloc, transient)
         loso = {}
         for src in sorted({r.source for r in runs}):
             keep = [i for i, r in enumerate(runs) if r.source != src]
-            f = fit_reserve([runs[i] for i in keep], alloc[keep])
+            f = fit_reserve([runs[i] for i in keep], alloc[keep], transient[keep])
             mine = [i for i, r in enumerate(runs) if r.source == src and np.isfinite(alloc[i])]
-            e = np.array([alloc[i] * ((1 + f) if runs[i].figure == "reserved" else 1) / runs[i].measured - 1
+            e = np.array([(alloc[i] + (f * transient[i] if runs[i].figure == "reserved" else 0)) / runs[i].measured - 1
                           for i in mine])
             loso[src] = {"fraction": f, **stats(e)}
         report["fit"] = {"allocator_reserve_fraction": f_all, "leave_one_source_out": loso}

@@ -36,14 +36,14 @@ md("""## 1. Will it fit?
 
 Llama 3 8B on 64 H100s with PyTorch FSDP (ZeRO-3), 8,192-token sequences, a micro-batch of 2 and
 selective recomputation. The answer is the memory per GPU as `nvidia-smi` would show it; it does
-**not** fit: **140.8 GB** against 85.52 GB, most of it activations (88.1 GB)."""),
+**not** fit: **140.4 GB** against 85.52 GB, most of it activations (88.1 GB)."""),
 code("""layout = dict(tp=1, pp=1, dp=64, n_gpus=64, micro_batch_size=2, global_batch_size=512, seq_len="8192 token")
 fsdp = {"stack": "fsdp", "zero_stage": "3"}
 selective = symcalc.solve("total_memory_per_gpu", layout, model="llama3-8b", hardware="h100",
                           options={**fsdp, "recompute": "selective"})
 print(f"{selective.value:.1f} {selective.unit}")
 print(selective.warnings[0] if selective.warnings else "")"""),
-md("""Full recomputation keeps one layer's activations instead of all of them: **45.1 GB**, it fits.
+md("""Full recomputation keeps one layer's activations instead of all of them: **44.7 GB**, it fits.
 The result displays as the answer, its derivation and its assumptions."""),
 code("""full = symcalc.solve("total_memory_per_gpu", layout, model="llama3-8b", hardware="h100",
                      options={**fsdp, "recompute": "full"})

@@ -136,12 +136,20 @@ def test_fp8_working_copies_of_one_layer():
     assert r.values["float8_buffer_memory"] == 0
 
 
-@pytest.mark.parametrize("segments,fraction", [("fixed", 0.18), ("expandable", 0.095)])
+@pytest.mark.parametrize("segments,fraction", [("fixed", 0.18), ("expandable", 0.052)])
 def test_the_reserve_follows_the_allocators_segments(segments, fraction):
+    # the reserve is the segments' fraction of the short-lived blocks at the peak: everything the
+    # backward's peak holds besides the model states (activation_side_memory) and what the
+    # optimizer step needs beyond it; the weights and states, allocated once, add none
     given = {"micro_batch_size": 1, "seq_len": "8192 token", "tp": 1, "pp": 1, "dp": 8, "n_gpus": 8}
     opts = {"zero_stage": "3", "recompute": "full", "attention_kernel": "flash", "allocator_segments": segments}
     r = solve("total_memory_per_gpu", given, opts)
-    assert r.values["allocator_reserve_memory"] == pytest.approx(fraction * r.values["allocated_memory_per_gpu"])
+    v = r.values
+    transient = (v["activation_memory"] + v["recompute_working_set"] + v["loss_memory_excess"]
+                 + v["zero3_gather_memory"] + v["cp_attention_buffer_memory"] + v["float8_buffer_memory"]
+                 + v["optimizer_step_excess"])
+    assert v["allocator_reserve_memory"] == pytest.approx(fraction * transient)
+    assert v["allocator_reserve_memory"] < fraction * v["allocated_memory_per_gpu"]
 
 
 def test_an_unknown_allocator_setting_is_refused_with_the_values_it_takes():

@@ -16,8 +16,8 @@ NOTEBOOK = ROOT / "docs" / "tutorial.ipynb"
 
 # what the notebook's text states, each found in the outputs of the cell below it
 STATED = [
-    "140.8 GB", "exceeds gpu_memory = 85.52 GB", "activation_memory = 88.11 GB",   # 1. does not fit
-    "total_memory_per_gpu = 45.1 GB",                                        # with full recompute
+    "140.4 GB", "exceeds gpu_memory = 85.52 GB", "activation_memory = 88.11 GB",   # 1. does not fit
+    "total_memory_per_gpu = 44.74 GB",                                       # with full recompute
     "step_time = 8.744 s, mfu = 36.5 %",                                      # 2.
     "n_gpus = 773",                                                           # 3.
     "'90.5'", "'5.7'",                                                        # 4. the sweep's ends

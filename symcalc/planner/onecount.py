@@ -306,8 +306,9 @@ def _top_rows(s: _Search, q: Question, values: dict, top: int, ev: Evidence | No
             if not row.verdict["validated"] and not s.unsure[i]:
                 s.unsure[i] = True
                 flipped.append(i)
-            elif row.verdict["validated"] and s.planned is not None:
-                # its own runs, not the whole stack's, say how far off the model is for it
+            elif row.verdict["validated"] and s.planned is not None and s.frontier_time is not None:
+                # its own runs, not the whole stack's, say how far off the model is for it (only
+                # where published runs adjust the plan at all: frontier=False ranks as modelled)
                 s.planned[i] = s.ev.step_time[i]
                 _as_its_runs(s, np.array([i]), row.verdict.get("bias"))
                 _cap(s, np.array([i]))

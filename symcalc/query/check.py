@@ -55,17 +55,26 @@ class Fit:
     factor: float
     parts: tuple = ()         # (part, value) of the amount, largest first
     workload: str | None = None   # the workload whose memory it is (symcalc.query.fit), None for a part
+    advised: float = 0.0      # base units: the margin a run keeps when none is given (solve's and plan's)
 
     @property
     def fits(self) -> bool:
         return self.value <= self.limit * (1 + 1e-12)
 
+    @property
+    def tight(self) -> bool:
+        """Fits, but keeps less free than a run keeps by default: what solve calls tight and
+        plan does not propose (the one fit test, symcalc.query.fit)."""
+        return self.fits and self.limit - self.value < self.advised
+
     def line(self) -> str:
         def show(v: float) -> str:
             return with_unit(v / self.factor, self.unit)
         if self.fits:
+            tight = (f", under the {show(self.advised)} a run keeps by default: tight, symcalc plan would not "
+                     "propose it" if self.tight else "")
             return (f"{self.quantity} = {show(self.value)} fits in {self.capacity} = {show(self.limit)} "
-                    f"({show(self.limit - self.value)} free)")
+                    f"({show(self.limit - self.value)} free{tight})")
         largest = f"; the largest part is {self.parts[0][0]} = {show(self.parts[0][1])}" if self.parts else ""
         return (f"{self.quantity} = {show(self.value)} DOES NOT FIT in {self.capacity} = {show(self.limit)}: "
                 f"{show(self.value - self.limit)} over{largest}")
@@ -74,7 +83,8 @@ class Fit:
         return {"quantity": self.quantity, "value": self.value / self.factor, "capacity": self.capacity,
                 "limit": self.limit / self.factor, "unit": self.unit, "fits": self.fits,
                 "over": max(self.value - self.limit, 0.0) / self.factor,
-                "parts": [{"name": n, "value": v / self.factor} for n, v in self.parts], "workload": self.workload}
+                "parts": [{"name": n, "value": v / self.factor} for n, v in self.parts], "workload": self.workload,
+                "tight": self.tight}
 
 
 @dataclass
@@ -254,7 +264,7 @@ def _fits(lib: Library, run: Run, raw: Mapping[str, object], magnitudes: Mapping
             solved_as = solved_as or found.run
             q = lib.quantities[w.amount]
             out.append(Fit(w.amount, float(found.value), w.capacity, float(found.limit), q.display_unit, q.factor,
-                           found.parts, w.value))
+                           found.parts, w.value, 0.0 if found.margin_given else float(found.advised)))
     if out:
         return out, solved_as
     own = set().union(*(fit.written_in(lib, w.amount, {**every, w.option: w.value}) for w in workloads))

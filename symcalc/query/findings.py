@@ -18,7 +18,7 @@ from symcalc.findings import Finding
 from symcalc.library.loading import Library
 from symcalc.query import unused
 from symcalc.query.layout_rules import given_warnings
-from symcalc.query.parts import parts_of, sum_parts
+from symcalc.query.parts import Parts, parts_of, sum_parts
 from symcalc.query.results import Result
 from symcalc.query.values import GivenValue, implausible
 from symcalc.units.format import with_unit
@@ -218,23 +218,40 @@ def _known_parts_overflow(lib, derivation: Derivation, step, values: dict) -> st
     """Why a block with a sum in it has no root: the parts known before the block already
     exceed the total, even with the parts the block solves for at their least (a memory part
     at 0). The unknown (a micro-batch, say) then sits in several parts at once, so no earlier
-    step leaves a negative remainder to point at (_out_of_range_input). O(size of the block)."""
+    step leaves a negative remainder to point at (_out_of_range_input). An unknown part that is
+    itself a sum in the block (the tensors' peak inside the device's total) is read through its
+    own known parts. O(size of the block)."""
+    sums = {f.lhs_name: f for f in step.formulas if f.breakdown and f.lhs_name in step.unknowns}
     for f in step.formulas:
-        if not f.breakdown or f.lhs_name in step.unknowns:
+        if not f.breakdown or f.lhs_name in step.unknowns or f.lhs_name not in values:
             continue
-        least = {n: lib.quantities[n].domain.lo for n in f.breakdown if n in step.unknowns}
+        known: list[tuple[str, float]] = []
+        least: dict[str, float] = {}
+        _split_known(lib, f, sums, set(step.unknowns), values, known, least)
         if any(not math.isfinite(v) for v in least.values()):
             continue
-        split = sum_parts(lib, f, {**values, **least})
-        if split is None:
-            continue
-        known = [(n, v) for n, v in split.parts if n not in least and v != 0]
+        known = sorted(((n, v) for n, v in known if v != 0), key=lambda p: -p[1])
         need = sum(v for _, v in known) + sum(least.values())
-        if not known or need <= split.total_value:
+        total = float(np.asarray(values[f.lhs_name], dtype=float).flat[0])
+        if not known or need <= total:
             continue
+        split = Parts(f.lhs_name, total, tuple(known))
         return _exceeds(lib, derivation, split, known, need, values, f"with nothing left for {' or '.join(least)}",
                         known[0][0])
     return None
+
+
+def _split_known(lib, formula, sums: dict, unknowns: set, values: dict, known: list, least: dict) -> None:
+    """The parts of a breakdown ``formula`` known before its block (into ``known``, with their
+    values) and those it solves for at their least (into ``least``), reading an unknown part
+    that is itself a sum in the block through its own parts."""
+    for n in formula.breakdown:
+        if n not in unknowns:
+            known.append((n, float(np.asarray(values[n], dtype=float).flat[0])))
+        elif n in sums and sums[n] is not formula:
+            _split_known(lib, sums[n], sums, unknowns, values, known, least)
+        else:
+            least[n] = lib.quantities[n].domain.lo
 
 
 def _exceeds(lib, derivation: Derivation, split, parts: list, need: float, values: dict, left: str,
