@@ -189,3 +189,15 @@ def test_a_given_achievable_hbm_rate_is_decodes_rate_not_the_presets_measured_on
     assert r.values["decode_hbm_bandwidth"] == pytest.approx(3e12)
     assert r.base_value == pytest.approx((2 * 8030261248 + 1024 * 131072) / 3e12, rel=1e-6)
     assert any(n.startswith("decode_hbm_bandwidth: hardware h100_sxm's 1.905 TB/s is not used") for n in r.notes)
+
+
+def test_the_largest_micro_batch_without_a_margin_is_told_to_give_the_margin(cli):
+    # a micro-batch is settled by the memory sum only once the margin is known: the refusal names
+    # memory_headroom (0 GB for the largest that fits), the slack such a question lacks, even where
+    # the search is cut short before checking a route through the memory block (it had said it
+    # "ran out of its time budget", naming nothing)
+    run = cli("solve", "micro_batch_size", "--model", "llama3-8b", "--hardware", "h100", "dp=8", "n_gpus=8",
+              "seq_len=8192 token", "--option", "zero_stage=1")
+    assert run.code == 2
+    asked = run.err.split("also give ", 1)[1].removeprefix("one of: ")
+    assert asked.startswith("memory_headroom (0 GB for the largest value that fits in gpu_memory)")

@@ -90,17 +90,22 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
     # the search's own budget ends it quietly with what it found; a question's limit that runs
     # out meanwhile still ends the question
     restated: list[tuple] = []
+    unchecked: list[tuple] = []
     with bounded(hints.seconds) as limit:
-        _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found, restated)
-    found = found or restated
+        _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found, restated,
+                unchecked)
+    # cut short before any set was checked through its block: the sets that settle the target
+    # by the structure of the equations are still the right thing to ask for (a memory margin
+    # for a micro-batch), rather than nothing
+    found = found or restated or (unchecked if limit.expired else [])
     found.sort(key=lambda t: t[:6])
     return Diagnosis([f[6] for f in found[:MAX_SETS]], not limit.expired)
 
 
-def _search(formulas, target, given, defaults, zero, preferred, hints, found, restated) -> None:
+def _search(formulas, target, given, defaults, zero, preferred, hints, found, restated, unchecked) -> None:
     """The search of :func:`missing_sets`, appending (tier, size, not-usual, not-preferred, defaults,
-    rank, set) records to ``found`` as it goes (so that a time limit keeps what was found), and
-    those of sets that only restate the answer to ``restated``."""
+    rank, set) records to ``found`` as it goes (so that a time limit keeps what was found), to
+    ``restated`` those that only restate the answer, to ``unchecked`` those through a block."""
     by_id = {f.id: f for f in formulas}
     # tiers: known quantities without the main-input assumptions, known ones with them, any
     plain = [f for f in formulas if not (f.default_rule and _lhs(f) in hints.assumptions)]
@@ -110,8 +115,9 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
         systems.append((settled, [f for f in fs if any(q not in settled for q in f.quantities)]))
     settled_by_given = _settled_by(formulas, given, defaults)
     near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid]
-    slack = [q for q in preferred if q not in systems[1][0] and q != target and q not in near]
-    ranked = slack + near
+    # the slacks (memory_headroom for the largest value) first, wherever they sit in the graph
+    slack = [q for q in preferred if q not in systems[1][0] and q != target]
+    ranked = slack + [q for q in near if q not in slack]
     rank = {q: i for i, q in enumerate(ranked)}
     known = [q for q in ranked if q in hints.known or q in slack]
     tiers = [(known, systems[0]), (known, systems[1]), ([q for q in ranked if q not in hints.known], systems[1])]
@@ -146,6 +152,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
             return False
         if any(step.is_block for step in plan.steps) and hints.verify is not None:
             key = frozenset(combo)
+            unchecked.append((tier, len(combo), 0, not set(combo) <= preferred_set, 0, 0, list(combo)))
             if key not in verified:
                 verified[key] = bool(hints.verify(list(combo), plan))
             if not verified[key]:
