@@ -120,3 +120,14 @@ def test_dtensor_loss_parallel_keeps_sixteen_bytes_a_local_logit():
     r = symcalc.solve("loss_memory", {**JOB, "tp": 8, "dp": 1}, model="llama3-8b",
                       options={"stack": "textbook", "loss_kernel": "dtensor_parallel"})
     assert r.to("byte").magnitude == pytest.approx(8192 * V / 8 * 16, rel=1e-12)
+
+
+def test_torchtitans_loss_is_loss_parallel_only_under_tensor_parallelism():
+    # torchtitan enters DTensor's loss_parallel whenever tp > 1 (get_train_context): its stack's
+    # loss counts PyTorch's 12 bytes a logit on one rank and loss_parallel's 16 a local logit at
+    # tp 8; asked of a run, tp 8 and one 8192-token sequence: 8192 x 128256 / 8 x 16 = 2.10 GB
+    def bytes_at(tp):
+        return symcalc.solve("logit_memory_bytes", {"tp": tp}, options={"stack": "torchtitan"}).to("byte").magnitude
+    assert (bytes_at(1), bytes_at(8)) == (12, 16)
+    r = symcalc.solve("loss_memory", {**JOB, "tp": 8, "dp": 1}, model="llama3-8b", options={"stack": "torchtitan"})
+    assert r.to("byte").magnitude == pytest.approx(8192 * V / 8 * 16, rel=1e-12)
