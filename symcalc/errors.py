@@ -174,6 +174,14 @@ class TimeLimitError(SymcalcError):
     kind = "time_limit"
 
 
+class TooComplexError(SymcalcError):
+    """A question whose symbolic work nested deeper than Python's stack allows: refused in one
+    line, and sympy's caches, which the interrupted work may have left half-written, cleared so
+    that a long-lived process answers its next questions as a fresh one would."""
+
+    kind = "too_complex"
+
+
 def closest_names(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The candidates most similar to ``word`` (for "did you mean" hints), best first.
 

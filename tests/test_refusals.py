@@ -161,3 +161,27 @@ def test_an_option_given_empty_is_refused_not_ignored(cli, tmp_path, monkeypatch
     r = cli("solve", "mfu", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64",
             "peak_flops=1979 TFLOP/s", option, "")
     assert (r.code, r.err) == (2, f"error: Invalid value for '{option}': needs a value (got an empty one)\n")
+
+
+def test_symbolic_work_that_recurses_too_deep_is_refused_and_clears_sympys_caches(monkeypatch, cli):
+    # a RecursionError inside sympy can leave its caches half-written; a long-lived process
+    # (serve, a notebook, the random-question benchmark) then failed its next questions with
+    # internal errors. The question is refused in one line, the caches cleared, and the next
+    # question answered as a fresh process would (6 x 7e9 = 4.2e10 FLOP a token)
+    import sympy.core.cache
+
+    from symcalc.query import solve as solving
+    cleared = []
+    monkeypatch.setattr(sympy.core.cache, "clear_cache", lambda: cleared.append(True))
+
+    def too_deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded in comparison")
+    real = solving._solve_question
+    monkeypatch.setattr(solving, "_solve_question", too_deep)
+    with pytest.raises(symcalc.SymcalcError) as e:
+        symcalc.solve("flops_per_token", n_params=7e9)
+    assert e.value.kind == "too_complex" and cleared == [True]
+    run = cli("solve", "flops_per_token", "n_params=7e9", "--json")
+    assert run.code == 2 and run.json()["error"]["kind"] == "too_complex"
+    monkeypatch.setattr(solving, "_solve_question", real)
+    assert symcalc.solve("flops_per_token", n_params=7e9).value == pytest.approx(4.2e10)

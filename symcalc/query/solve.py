@@ -22,7 +22,7 @@ import pint
 from symcalc.engine.derivation import Derivation, Evaluation
 from symcalc.engine.rounding import round_whole
 from symcalc.engine.routing import Route
-from symcalc.errors import ConflictError, NoFitError, OutOfBoundsError, QueryError, UnderdeterminedError
+from symcalc.errors import ConflictError, NoFitError, OutOfBoundsError, QueryError, TooComplexError, UnderdeterminedError
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
@@ -168,8 +168,22 @@ def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,
                   brief=True)
 
 
-def _solve(target, given, values: Mapping[str, object], *, options, to, library, on_bounds: str, hardware, model,
-           diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Solved:
+def _solve(target, given, values: Mapping[str, object], **kw) -> Solved:
+    """:func:`_solve_question`, with symbolic work that recursed past Python's stack refused in
+    one line (TooComplexError) and sympy's caches cleared after it: a RecursionError inside sympy
+    can leave its caches half-written, and a long-lived process (symcalc serve, a notebook)
+    would carry that into its next questions."""
+    try:
+        return _solve_question(target, given, values, **kw)
+    except RecursionError:
+        from sympy.core.cache import clear_cache  # start-up: only such a question gets here
+        clear_cache()
+        raise TooComplexError(f"{target}: the symbolic work for this question nested too deep to finish; give "
+                              "more of the quantities it depends on as numbers, or ask for one nearer to them") from None
+
+
+def _solve_question(target, given, values: Mapping[str, object], *, options, to, library, on_bounds: str, hardware,
+                    model, diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Solved:
     """:func:`solve`'s work; ``brief``: :func:`solve_unshown`'s (the findings for a reader left out)."""
     lib, tq, on_conflict = _checked_arguments(target, given, library, on_bounds, conflicts, rounding, rtol)
     typed = read_given(lib, [*(given or {}).items(), *values.items()])
