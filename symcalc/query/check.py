@@ -56,16 +56,11 @@ class Fit:
     parts: tuple = ()         # (part, value) of the amount, largest first
     workload: str | None = None   # the workload whose memory it is (symcalc.query.fit), None for a part
     advised: float = 0.0      # base units: the margin a run keeps when none is given (solve's and plan's)
+    tight: bool = False       # fits, but under that margin (symcalc.query.fit.Fit.tight: the one test)
 
     @property
     def fits(self) -> bool:
         return self.value <= self.limit * (1 + 1e-12)
-
-    @property
-    def tight(self) -> bool:
-        """Fits, but keeps less free than a run keeps by default: what solve calls tight and
-        plan does not propose (the one fit test, symcalc.query.fit)."""
-        return self.fits and self.limit - self.value < self.advised
 
     def line(self) -> str:
         def show(v: float) -> str:
@@ -264,7 +259,7 @@ def _fits(lib: Library, run: Run, raw: Mapping[str, object], magnitudes: Mapping
             solved_as = solved_as or found.run
             q = lib.quantities[w.amount]
             out.append(Fit(w.amount, float(found.value), w.capacity, float(found.limit), q.display_unit, q.factor,
-                           found.parts, w.value, 0.0 if found.margin_given else float(found.advised)))
+                           found.parts, w.value, float(found.advised), found.tight))
     if out:
         return out, solved_as
     own = set().union(*(fit.written_in(lib, w.amount, {**every, w.option: w.value}) for w in workloads))

@@ -78,6 +78,14 @@ class Fit:
         """True when it fits everywhere."""
         return not np.any(self.over)
 
+    @property
+    def tight(self) -> bool:
+        """Fits, but keeps less free than a run keeps by default (no margin given): what plan
+        rejects, and solve and check call tight."""
+        v = np.asarray(self.value, dtype=float)
+        worst = float(np.nanmax(v)) if v.size and np.any(np.isfinite(v)) else float("nan")
+        return bool(self.fits and not self.margin_given and float(np.min(self.limit)) - worst < self.advised)
+
     def finding(self, lib: Library) -> Finding:
         """The verdict as a record (kind ``fit``); numbers in the amount's display unit."""
         q = lib.quantities[self.workload.amount]
@@ -91,7 +99,7 @@ class Fit:
                   "limit": limit / q.factor, "unit": q.display_unit,
                   "excess": max(worst - limit, 0.0) / q.factor, "free": max(limit - worst, 0.0) / q.factor,
                   # fits, but keeps less free than a run keeps by default: what plan rejects
-                  "tight": bool(self.fits and not self.margin_given and limit - worst < self.advised),
+                  "tight": self.tight,
                   "advised": self.advised / q.factor,
                   "largest": [self.parts[0][0], self.parts[0][1] / q.factor] if self.parts else None,
                   "defaults": dict(self.defaults),
