@@ -197,8 +197,10 @@ def translate(source: str, row: dict) -> MemoryRun:
     return run
 
 
-def predict(runs: list[MemoryRun], reserve: float | None = None) -> tuple[np.ndarray, dict]:
-    """(predicted bytes per run, nan where not expressible; {run id: error line})."""
+def predict(runs: list[MemoryRun], reserve: float | None = None, target: str = "total_memory_per_gpu",
+            figure: str | None = None) -> tuple[np.ndarray, dict]:
+    """(``target`` in bytes per run, nan where not expressible; {run id: error line}), with the
+    allocator's reserve fraction and the memory figure given where they are."""
     import symcalc
     out, errors = [], {}
     for r in runs:
@@ -208,8 +210,9 @@ def predict(runs: list[MemoryRun], reserve: float | None = None) -> tuple[np.nda
         given = dict(r.given)
         if reserve is not None:
             given["allocator_reserve_fraction"] = reserve
+        options = {**r.options, "memory_figure": figure} if figure else r.options
         try:
-            res = symcalc.solve("total_memory_per_gpu", given, options=r.options)
+            res = symcalc.solve(target, given, options=options)
             out.append(res.to("byte").magnitude)
         except symcalc.SymcalcError as e:   # a row the model cannot answer: reported, not scored
             errors[r.id] = str(e).splitlines()[0]
@@ -220,19 +223,7 @@ def predict(runs: list[MemoryRun], reserve: float | None = None) -> tuple[np.nda
 def reserve_base(runs: list[MemoryRun]) -> np.ndarray:
     """Per run, what the allocator's reserve is a fraction of (allocator_reserve_memory at a
     fraction of 1: the transient blocks at the peak), nan where the run is not answered."""
-    import symcalc
-    out = []
-    for r in runs:
-        if r.why_not:
-            out.append(np.nan)
-            continue
-        try:
-            res = symcalc.solve("allocator_reserve_memory", {**r.given, "allocator_reserve_fraction": 1},
-                                options={**r.options, "memory_figure": "reserved"})
-            out.append(res.to("byte").magnitude)
-        except symcalc.SymcalcError:
-            out.append(np.nan)
-    return np.array(out, dtype=float)
+    return predict(runs, reserve=1, target="allocator_reserve_memory", figure="reserved")[0]
 
 
 def fit_reserve(runs: list[MemoryRun], pred_alloc: np.ndarray, transient: np.ndarray) -> float:
@@ -274,9 +265,7 @@ def main(argv: list[str] | None = None) -> int:
               "not_expressible": {r.id: r.why_not for r in runs if r.why_not}, "failed": failures}
     if args.fit:
         # the tensors' peak of every row (allocated), then the reserve fitted per left-out source
-        alloc_runs = [MemoryRun(r.id, r.source, r.measured, r.figure, r.given,
-                                {**r.options, "memory_figure": "allocated"}, r.why_not, r.measure) for r in runs]
-        alloc, _ = predict(alloc_runs)
+        alloc, _ = predict(runs, figure="allocated")
         transient = reserve_base(runs)
         f_all = fit_reserve(runs, alloc, transient)
         loso = {}
