@@ -136,6 +136,11 @@ def translate(source: str, row: dict) -> MemoryRun:
         g["master_weight_bytes_per_param"] = "0 byte"
         if "8bit" not in row.get("optimizer", "").lower():
             g["optimizer_state_bytes_per_param"] = "4 byte"   # AdamW's m and v in bf16
+    # FP8 GEMMs where the row names a Float8 or MX converter (the states stay the stack's)
+    if "mxfp8" in prec:
+        o["precision"], o["fp8_recipe"] = "fp8", "mxfp8"
+    elif "float8" in prec:
+        o["precision"], o["fp8_recipe"] = "fp8", "rowwise" if "rowwise" in prec else "tensorwise"
     opt = row.get("optimizer", "").lower()
     _finetune_options(row, other, o, g)
     if "paged" in opt:      # bitsandbytes' paged states: outside PyTorch's counters

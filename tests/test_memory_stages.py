@@ -124,13 +124,23 @@ def test_the_optimizer_step_is_the_peak_only_when_it_outweighs_the_activations()
 # ---- FP8 and the allocator ---------------------------------------------------------------------------
 
 def test_fp8_working_copies_of_one_layer():
-    # one layer's weights cast to FP8 and transposed, 2 bytes a parameter of the layer's shard,
-    # and 3 fp32 amax histories of 1025 entries (history + scale) per linear layer, 7 a block
+    # Weights kept in FP8 (the library's fp8_states = compact, seed 003's recipe; Megatron-Core's
+    # --fp8-param-gather alike): one more FP8 copy of a layer's weights, the transposed one for
+    # the input gradient, 1 byte a parameter of the layer's shard; and 3 fp32 amax
+    # histories of 1025 entries (history + scale) per linear layer, 7 a block
     given = {"tp": 1, "pp": 1}
     r = solve("float8_buffer_memory", given, {"precision": "fp8"})
-    layer = r.values["layer_params_per_gpu"] / L8
+    layer = r.values["one_layer_params_per_gpu"]     # the dense layer's params_per_layer / tp
+    assert layer == pytest.approx(r.values["params_per_layer"])
+    assert r.to("byte").magnitude == pytest.approx(layer + 3 * 4 * 1025 * 7 * L8)
+    # kept in BF16, a weight is cast twice: for the forward and, transposed, for the backward
+    r = solve("float8_buffer_memory", given, {"precision": "fp8", "fp8_states": "bf16_weights"})
     assert r.to("byte").magnitude == pytest.approx(2 * layer + 3 * 4 * 1025 * 7 * L8)
-    # without FP8 it is its default, 0 (an input: read from a total)
+    # and inside a total the formula, not a fallback, gives it: the peak holds the copies
+    r = solve("allocated_memory_per_gpu", {**given, "micro_batch_size": 1, "seq_len": "8192 token", "dp": 8},
+              {"precision": "fp8", "fp8_states": "bf16_weights"})
+    assert r.values["float8_buffer_memory"] == pytest.approx(2 * layer + 3 * 4 * 1025 * 7 * L8)
+    # without FP8 the precision sets it to 0
     r = solve("allocated_memory_per_gpu", {**given, "micro_batch_size": 1, "seq_len": "8192 token", "dp": 8},
               {"precision": "bf16_fp32_grads"})
     assert r.values["float8_buffer_memory"] == 0
