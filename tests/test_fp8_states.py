@@ -1,0 +1,87 @@
+"""FP8 as the recipes keep it (issue 37, item 4): precision = fp8 says what the GEMMs compute in;
+what is stored between steps (weights, gradients, master copy) is option fp8_states, set by the
+stack. The expectations are the sources' own byte counts."""
+
+import pytest
+
+import symcalc
+from symcalc.errors import SymcalcError
+
+# Llama 3 70B at tp 8, dp 32 under the distributed optimizer (ZeRO-1): the issue's example
+LAYOUT = {"tp": 8, "pp": 1, "dp": 32, "n_gpus": 256}
+MCORE = {"stack": "megatron-core", "precision": "fp8", "zero_stage": "1"}
+
+
+def states(options, given=LAYOUT, model="llama3-70b", hardware="h100"):
+    return symcalc.solve("model_state_memory", dict(given), options=options, model=model, hardware=hardware)
+
+
+def test_megatron_keeps_bf16_weights_fp32_grads_and_master_as_its_table_says():
+    # Megatron-LM docs, distributed optimizer: bf16 params and fp32 grads take 6 + 12/d bytes a
+    # parameter (the fp32 master and Adam's two moments, 12 bytes, sharded over d = dp)
+    r = states({**MCORE, "fp8_states": "bf16_weights"})
+    n = r.values["params_per_gpu"]
+    assert r.to("byte").magnitude == pytest.approx(n * (6 + 12 / 32))
+    # 70.6e9 / 8 parameters a GPU: about 56 GB, the table's figure, not the 19.8 GB the seed's
+    # 10-byte recipe gave
+    assert 54e9 < r.to("byte").magnitude < 57e9
+
+
+def test_fp8_param_gather_keeps_the_weights_in_one_byte():
+    # Megatron-Bridge's delayed, current-scaling and MXFP8 recipes set fp8_param_gather: the
+    # weights are FP8 (1 byte), the main gradients and master stay fp32: 5 + 12/d; it is
+    # Megatron-Core's default here
+    r = states(MCORE)
+    n = r.values["params_per_gpu"]
+    assert r.to("byte").magnitude == pytest.approx(n * (5 + 12 / 32))
+    assert r.values["bytes_per_grad"] == 4      # what the gradient reduce-scatter moves, too
+
+
+def test_seed_003s_recipe_is_the_library_default():
+    # seed 003: 'some FP8 recipes aim to reduce total memory to around 10 Psi'
+    r = symcalc.solve("model_state_memory", {"n_params": 7e9}, options={"precision": "fp8"})
+    assert r.to("GB").magnitude == pytest.approx(70)
+
+
+def test_torchao_float8_keeps_the_modules_weights():
+    # torchao's Float8Linear swaps the GEMMs and keeps the weight: the model states of an FP8
+    # torchtitan run are its BF16 run's (FSDP2: 16 bytes a parameter, sharded over dp)
+    given = {"tp": 1, "pp": 1, "dp": 8, "n_gpus": 8}
+    base = {"stack": "torchtitan", "zero_stage": "3"}
+    fp8 = states({**base, "precision": "fp8"}, given, model="llama3-8b")
+    bf16 = states(base, given, model="llama3-8b")
+    assert fp8.to("byte").magnitude == pytest.approx(bf16.to("byte").magnitude)
+    assert fp8.to("byte").magnitude == pytest.approx(16 * fp8.values["params_per_gpu"] / 8)
+
+
+def test_deepseek_v3_keeps_fp32_master_and_gradients_and_bf16_moments():
+    # DeepSeek-V3 report, 3.3.3: 'We adopt the BF16 data format instead of FP32 to track the first
+    # and second moments in the AdamW optimizer ... the master weights and gradients are still
+    # retained in FP32'; the GEMMs read the master cast to FP8 (Figure 6)
+    given = {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "n_gpus": 2048, "micro_batch_size": 1}
+    r = symcalc.solve("optimizer_bytes_per_param", given, options={"stack": "hai-llm", "precision": "fp8"},
+                      model="deepseek-v3", hardware="h800")
+    assert r.to("byte").magnitude == 4 + 4
+    for name, expected in (("bytes_per_param", 1), ("grad_memory_bytes_per_param", 4)):
+        r = symcalc.solve(name, given, options={"stack": "hai-llm", "precision": "fp8"},
+                          model="deepseek-v3", hardware="h800")
+        assert r.to("byte").magnitude == expected
+
+
+def test_the_published_deepseek_layout_still_fits_its_h800():
+    # the report trains 16-way PP, 64-way EP, ZeRO-1 on 80 GB H800s without TP: with the states
+    # above its peak must stay under the GPU
+    given = {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "n_gpus": 2048, "micro_batch_size": 1,
+             "global_batch_size": 15360, "seq_len": "4096 token"}
+    r = symcalc.solve("total_memory_per_gpu", given, options={"stack": "hai-llm", "precision": "fp8",
+                                                              "zero_stage": "1", "recompute": "selective"},
+                      model="deepseek-v3", hardware="h800")
+    assert r.values["model_state_memory"] > 15e9          # FP32 gradients, twice under DualPipe
+    assert r.to("byte").magnitude < r.values["gpu_memory"]
+
+
+def test_a_recipe_or_state_the_stack_lacks_is_one_line_naming_both():
+    with pytest.raises(SymcalcError, match=r"fp8_recipe=tensorwise.*megatron-core"):
+        states({**MCORE, "fp8_recipe": "tensorwise"})
+    with pytest.raises(SymcalcError, match=r"fp8_weights"):
+        states({**MCORE, "fp8_states": "fp8_weight"})
