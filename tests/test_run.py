@@ -123,9 +123,10 @@ def test_when_nothing_fits_the_options_plan_searches_are_named_with_what_they_gi
         solve("micro_batch_size", given, model="llama3-8b", hardware="h100")
     sharded = solve("micro_batch_size", given, model="llama3-8b", hardware="h100", options={"zero_stage": "2"})
     assert sharded.values["model_state_memory"] / 1e9 == pytest.approx(8.03e9 * (2 + 14 / 8) / 1e9, rel=1e-3)
-    # the states and the device's fixed memory (CUDA context, NCCL) already exceed the GPU
-    assert "model_state_memory = 128.5 GB + device_fixed_memory = 2.598 GB (together 131.1 GB) already exceed" \
-        in e.value.message
+    # the states and the device's fixed memory (CUDA context 1.42 GiB, NCCL 1 GiB; no TP, so no
+    # userbuffers) already exceed the GPU
+    assert ("model_state_memory = 128.5 GB + cuda_context_memory = 1.525 GB + nccl_buffer_memory = 1.074 GB "
+            "(together 131.1 GB) already exceed") in e.value.message
     assert f"it fits with --option zero_stage=2 (micro_batch_size = {sharded.value:g})" in e.value.message
 
 
