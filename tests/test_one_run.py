@@ -38,10 +38,11 @@ def test_solve_and_plan_agree_on_memory_and_step_time_for_the_same_layout(planne
         for r in (memory, step):
             assert (r.assumptions[0]["name"], r.assumptions[0]["value"]) == ("stack", planned.stack)
     # the memory is nvidia-smi's figure under every real stack: the parts plan prints add up
-    # to it, the CUDA context (device_fixed_memory) included
+    # to it, the device's fixed parts (the CUDA context, NCCL's buffers) included, by their parts
     best = planned.rows[0]
     assert sum(best.memory_parts.values()) == pytest.approx(best.memory, rel=1e-9)
-    assert best.memory_parts["device_fixed_memory"] > 0
+    assert best.memory_parts["cuda_context_memory"] == pytest.approx(1.42 * 2**30)
+    assert best.memory_parts["nccl_buffer_memory"] == pytest.approx(2**30)
 
 
 def test_check_gives_the_plans_verdict_on_the_plans_layout(planned):

@@ -1,6 +1,7 @@
-"""Transformer Engine's userbuffers for TP communication overlap (issue 37, item 6): registered
-outside PyTorch's allocator, one buffer of a micro-batch's gathered hidden activations for each
-of the twelve overlapped GEMMs (TE base.py initialize_ub; Megatron passes [seq x mbs / cp, h])."""
+"""Buffers nvidia-smi sees and PyTorch's allocator does not (issue 37, item 6): Transformer
+Engine's userbuffers for TP communication overlap (one buffer of a micro-batch's gathered hidden
+activations for each of the twelve overlapped GEMMs: TE base.py initialize_ub; Megatron passes
+[seq x mbs / cp, h]) and DeepEP's dispatch buffers (csrc/legacy/config.hpp size hints)."""
 
 import pytest
 
@@ -38,3 +39,25 @@ def test_nvidia_smi_sees_them_the_allocator_does_not():
     # the device figure adds the CUDA context (1.42 GiB), NCCL (1 GiB) and the userbuffers
     extra = device.to("byte").magnitude - reserved.to("byte").magnitude
     assert extra == pytest.approx(1.42 * 2**30 + 2**30 + 12 * 8192 * 4096 * 2, rel=1e-9)
+
+
+def deepep(ep, options=None, dp=None):
+    given = {"tp": 1, "pp": 16, "ep": ep, "dp": dp or 2048 // 16, "n_gpus": 2048}
+    return symcalc.solve("ep_dispatch_buffer_memory", given,
+                         options={"stack": "hai-llm", **(options or {})}, model="deepseek-v3", hardware="h800")
+
+
+def test_deepep_keeps_token_slots_per_channel_and_peer():
+    # 10 channels (20 SMs), 288 slots per channel and NVLink peer, each slot the bf16 hidden
+    # (2 x 7168 bytes) plus 8 + 128 x (8 + 4 + 4) bytes of routing metadata; across 8 nodes
+    # (ep 64) an RDMA buffer of 128 slots per channel and node, twice, with 16 more bytes a slot
+    nvl = 10 * 8 * 288 * (2 * 7168 + 2056)
+    rdma = 10 * (64 // 8) * 128 * 2 * (2 * 7168 + 2072)
+    assert deepep(64).to("byte").magnitude == nvl + rdma          # 0.71 GB
+    # inside one node (ep 8) there is no RDMA buffer
+    assert deepep(8).to("byte").magnitude == 10 * 8 * 288 * (2 * 7168 + 2056)
+
+
+def test_nccl_all_to_all_keeps_none_of_its_own():
+    assert deepep(64, {"ep_dispatcher": "all_to_all", "ep_comm_overlap": "false",
+                       "pipeline_schedule": "1f1b"}).to("byte").magnitude == 0
