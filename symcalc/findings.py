@@ -26,6 +26,8 @@ KINDS = {
     "over_capacity": "the answer exceeds the capacity it must fit in (value, capacity, excess, unit, "
                      "points and of for arrays, largest: [part, value] or None; related[0]: the capacity)",
     "not_used": "given values no formula on the route needs (related: their names)",
+    "option_idle": "an option given where another option makes it mean nothing (option, value; needs: the "
+                   "other option, allowed: its values that would, actual: its value here)",
     "found_numerically": "a step solved by numeric root finding (related: its unknowns; formulas; "
                          "torn: True with equations and follow when one quantity, the finding's, was "
                          "searched and the others follow)",

@@ -85,3 +85,17 @@ def test_a_recipe_or_state_the_stack_lacks_is_one_line_naming_both():
         states({**MCORE, "fp8_recipe": "tensorwise"})
     with pytest.raises(SymcalcError, match=r"fp8_weights"):
         states({**MCORE, "fp8_states": "fp8_weight"})
+
+
+def test_a_recipe_given_without_fp8_gemms_is_said_to_change_nothing():
+    # fp8_states and fp8_recipe mean something only with precision = fp8 or fp4 (their only_with
+    # in the data); given beside BF16 training they leave the answer as it was, and it says so
+    plain = symcalc.solve("model_state_memory", {"n_params": 7e9})
+    r = symcalc.solve("model_state_memory", {"n_params": 7e9}, options={"fp8_states": "fp8_weights"})
+    assert r.base_value == plain.base_value == 16 * 7e9
+    [idle] = [f for f in r.findings if f.kind == "option_idle"]
+    assert idle.values["option"] == "fp8_states" and idle.values["actual"] == "mixed_fp16_adam"
+    fp8 = symcalc.solve("model_state_memory", {"n_params": 7e9},
+                        options={"fp8_states": "fp8_weights", "precision": "fp8"})
+    assert not [f for f in fp8.findings if f.kind == "option_idle"]
+    assert fp8.base_value == 17 * 7e9                     # 1 + 4 + 4 + Adam's 8

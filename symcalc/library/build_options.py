@@ -26,7 +26,7 @@ from symcalc.units import describe_dimension as show
 from symcalc.units.dims import DimensionMismatch, dimension_of
 
 OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
-OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched", "fallback"}
+OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched", "fallback", "only_with"}
 FALLBACK_KEYS = {"value", "summary", "reason"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "hardware_dtype", "options", "supports",
                      "requires"}
@@ -93,7 +93,21 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
                       values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes, hardware_dtype=needs,
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
                       main_input=main_input, main_input_by_defaults=by_defaults, searched=searched, option_defaults=option_defaults, supports=supports,
-                      requires=requires, fallback=_fallback(table.get("fallback"), values, default, where))
+                      requires=requires, fallback=_fallback(table.get("fallback"), values, default, where),
+                      only_with=_only_with(table.get("only_with", {}), where))
+
+
+def _only_with(table, where: str) -> dict[str, tuple[str, ...]]:
+    """``only_with = { precision = ["fp8", "fp4"] }``: the other options' values under which the
+    option means anything (an FP8 recipe without FP8 GEMMs changes nothing); a question that
+    gives it outside them is told so. Names and values are checked with the other links
+    (:func:`_check_option_links`)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, allowed in _require_table(table, f"{where}: only_with").items():
+        if not (isinstance(allowed, list) and allowed and all(isinstance(v, (str, int, bool)) for v in allowed)):
+            raise LibraryError(f"{where}: only_with.{name} is a list of its values, like [\"fp8\", \"fp4\"]")
+        out[name] = tuple(map(_option_text, allowed))
+    return out
 
 
 def _fallback(table, values: dict[str, str], default: str, where: str) -> OptionFallback | None:
@@ -144,7 +158,7 @@ def _check_option_links(options: dict[str, OptionSpec]) -> None:
             where = f"{opt.file}: option '{opt.name}' value '{value}'"
             linked: list[tuple[str, Mapping[str, str | tuple[str, ...]]]] = [
                 ("options", opt.option_defaults.get(value, {})), ("supports", opt.supports.get(value, {})),
-                *(("requires with", r.under) for r in opt.requires.get(value, ()))]
+                *(("requires with", r.under) for r in opt.requires.get(value, ())), ("only_with", opt.only_with)]
             for key, links in linked:
                 for name, vals in links.items():
                     if name == opt.name:

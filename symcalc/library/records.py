@@ -176,6 +176,8 @@ class OptionSpec:
     # value -> conditions given values must satisfy under it (PyTorch FSDP alone: tp == 1)
     requires: dict[str, tuple[Requirement, ...]] = field(default_factory=dict)
     fallback: OptionFallback | None = None       # taken where the default cannot answer (query.question)
+    # other option -> the values under which this one means anything (fp8_recipe: precision fp8/fp4)
+    only_with: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def sets_options(self) -> bool:

@@ -8,17 +8,19 @@ that include ``n_kv_heads = 8`` with the multi-head formula would silently give 
 this module applies it. Precedence, highest first: an option given explicitly, one the user's
 own values imply, a preset's options, one the preset's values imply, a default another option's
 value sets (a training stack's), the option's own default. An explicit option that the user's
-own values contradict is an error naming both.
+own values contradict is an error naming both; an option given where another option makes it
+mean nothing (its ``only_with``) is said, not refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from symcalc.errors import BadOptionValueError
+from symcalc.findings import Finding
 from symcalc.query.values import GivenValue
 from symcalc.units.format import fmt
 
@@ -127,4 +129,19 @@ def _set_defaults(library, values: Mapping[str, str], decided: set, without: fro
         for other, value in library.options[name].option_defaults.get(values[name], {}).items():
             if other not in decided:
                 out[other] = ((name, values[name]), value)
+    return out
+
+
+def idle_options(library, values: Mapping[str, str], explicit: Iterable[str]) -> list[Finding]:
+    """A finding for each option the question gives that means nothing under the others: its
+    ``only_with`` (data) names values of another option the question does not have (an FP8
+    recipe or FP8 states without FP8 GEMMs, LoRA targets without LoRA). O(options given)."""
+    out = []
+    for name in explicit:
+        opt = library.options.get(name)
+        for other, allowed in (opt.only_with.items() if opt else ()):
+            if values.get(other) not in allowed:
+                out.append(Finding("option_idle", None, {"option": name, "value": values.get(name), "needs": other,
+                                                          "allowed": list(allowed), "actual": values.get(other)}))
+                break
     return out

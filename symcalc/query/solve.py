@@ -27,6 +27,7 @@ from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
 from symcalc.query import fit, stacks, unused
+from symcalc.query.implied import idle_options
 from symcalc.query.nofit import with_fitting_options
 from symcalc.query.conflicts import (
     assumed_by,
@@ -229,7 +230,7 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     else:
         rounded = round_whole(exact, how)
     findings = answer_findings(lib, derivation, ev, tq, exact, rounded, knowns, disagree.checked, how, brief=brief)
-    findings += [c["finding"] for c in disagree.found]
+    findings += [c["finding"] for c in disagree.found] + idle_options(lib, posed.resolved.values, explicit_options)
     findings += [unused_disagreement(disagree.dismissed, disagree.assumed)] if disagree.dismissed else []
     if not brief:
         findings += _reader_findings(lib, presets, posed.resolved.values, knowns, derivation.route.given)

@@ -76,6 +76,11 @@ def _over_capacity(f: Finding, v: dict[str, Any]) -> str:
             f"{_where(v)} by {with_unit(v['excess'], u)}: it does not fit{largest}")
 
 
+def _option_idle(f: Finding, v: dict[str, Any]) -> str:
+    return (f"option {v['option']}={v['value']} changes nothing here: it applies only with {v['needs']} = "
+            f"{' or '.join(v['allowed'])} ({v['needs']} = {v['actual']})")
+
+
 def _not_used(f: Finding, v: dict[str, Any]) -> str:
     where = []
     for name, users in v.get("used_by", {}).items():
@@ -244,7 +249,7 @@ def _fit(f: Finding, v: dict[str, Any]) -> str:
 _SENTENCES: dict[str, Callable[[Finding, dict[str, Any]], str]] = {
     "infeasible_points": _infeasible_points, "fit": _fit,
     "several_roots": _several_roots, "not_whole": _not_whole, "rounded_nearest": _rounded_nearest,
-    "over_capacity": _over_capacity, "not_used": _not_used, "found_numerically": _found_numerically,
+    "over_capacity": _over_capacity, "not_used": _not_used, "option_idle": _option_idle, "found_numerically": _found_numerically,
     "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,
     "limits_clash": _limits_clash,
     "published": _published, "reported": _reported, "above_limit": _above_limit, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
