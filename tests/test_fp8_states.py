@@ -99,3 +99,16 @@ def test_a_recipe_given_without_fp8_gemms_is_said_to_change_nothing():
                         options={"fp8_states": "fp8_weights", "precision": "fp8"})
     assert not [f for f in fp8.findings if f.kind == "option_idle"]
     assert fp8.base_value == 17 * 7e9                     # 1 + 4 + 4 + Adam's 8
+
+
+def test_check_says_it_too():
+    # check reads the run as solve does: the same option given without FP8 GEMMs, the same warning
+    r = symcalc.check({"dp": 8, "n_gpus": 8, "micro_batch_size": 1}, options={"stack": "torchtitan",
+                                                                           "fp8_states": "mixed"},
+                      model="llama3-8b", hardware="h100")
+    assert r.warnings == ["option fp8_states=mixed changes nothing here: it applies only with precision = fp8 "
+                          "or fp4 (precision = mixed_fp16_adam)"]
+    r = symcalc.check({"dp": 8, "n_gpus": 8, "micro_batch_size": 1},
+                      options={"stack": "torchtitan", "fp8_states": "mixed", "precision": "fp8"},
+                      model="llama3-8b", hardware="h100")
+    assert r.warnings == []

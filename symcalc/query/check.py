@@ -37,6 +37,8 @@ from symcalc.query.question import option_mapping
 from symcalc.query.presetvalues import presets_of
 from symcalc.query.run import Run, declare, stack_reason
 from symcalc.query.stacks import is_run
+from symcalc.query.implied import idle_options
+from symcalc.query.results import sentences
 from symcalc.query.solve import solve, solve_unshown
 from symcalc.units.format import with_unit
 
@@ -93,6 +95,7 @@ class Check:
     options: dict[str, str] = field(default_factory=dict)
     fits: list[Fit] = field(default_factory=list)
     run: Run | None = None          # the run the values are about (symcalc.query.run)
+    warnings: list[str] = field(default_factory=list)   # options given that change nothing here (as solve says)
 
     @property
     def ok(self) -> bool:
@@ -124,6 +127,7 @@ class Check:
                       for a in (r.result.assumptions if r.result is not None else []) if a["kind"] == "fallback"]
         if self.unrelated:
             lines += ["", f"Not related to the others by any formula: {', '.join(self.unrelated)}"]
+        lines += [f"warning: {w}" for w in self.warnings]
         if derivations:
             for r in bad:
                 if r.result is not None:
@@ -136,7 +140,8 @@ class Check:
                 "fits": [f.as_dict() for f in self.fits],
                 "disagreements": len(self.disagreements),
                 "relations": [r.as_dict() for r in self.relations], "unrelated": list(self.unrelated),
-                "options": dict(self.options), "run": self.run.as_dict() if self.run else None}
+                "options": dict(self.options), "run": self.run.as_dict() if self.run else None,
+                "warnings": list(self.warnings)}
 
     def json(self, indent: int | None = 2) -> str:
         return json.dumps(self.as_dict(), indent=indent)
@@ -224,7 +229,10 @@ def check(given: Mapping[str, object] | None = None, /, *, options: Mapping[str,
     if fits:
         related |= {f.quantity for f in fits}
         unrelated = [n for n in unrelated if n not in related]
-    return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts, fits=fits, run=run)
+    explicit = option_mapping(options) or {}
+    idle = sentences(idle_options(lib, {**lib.option_values(explicit), **opts}, explicit))
+    return Check(relations=relations, unrelated=unrelated, rtol=rtol, options=opts, fits=fits, run=run,
+                 warnings=list(idle))
 
 
 def _run(lib: Library, raw: Mapping[str, object], knowns: Mapping, relations: list[Relation], options, hardware,
