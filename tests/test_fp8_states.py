@@ -37,6 +37,19 @@ def test_fp8_param_gather_keeps_the_weights_in_one_byte():
     assert r.values["bytes_per_grad"] == 4      # what the gradient reduce-scatter moves, too
 
 
+def test_megatron_core_keeps_what_bridges_recipe_keeps():
+    # Megatron-Bridge sets fp8_param_gather in its delayed, current-scaling and MXFP8 recipes and
+    # not in its blockwise and NVFP4 ones: 5 + 12/d bytes under the first, 6 + 12/d under the others
+    for recipe, weights in (("delayed", 1), ("current", 1), ("mxfp8", 1), ("blockwise", 2), ("nvfp4", 2)):
+        r = states({**MCORE, "fp8_recipe": recipe})
+        n = r.values["params_per_gpu"]
+        assert r.to("byte").magnitude == pytest.approx(n * (weights + 4 + 12 / 32)), recipe
+        # and a layer's weights are cast once (kept in FP8: the transpose) or twice (kept in BF16)
+        cast = symcalc.solve("fp8_cast_copies", dict(LAYOUT), options={**MCORE, "fp8_recipe": recipe},
+                             model="llama3-70b", hardware="h100")
+        assert cast.value == 3 - weights
+
+
 def test_seed_003s_recipe_is_the_library_default():
     # seed 003: 'some FP8 recipes aim to reduce total memory to around 10 Psi'
     r = symcalc.solve("model_state_memory", {"n_params": 7e9}, options={"precision": "fp8"})
