@@ -32,6 +32,16 @@ def _load_when(table: dict, where: str, options: dict[str, OptionSpec]) -> dict[
     for key, allowed in _require_table(table.get("when", {}), f"{where}: when").items():
         if key not in options:
             raise LibraryError(f"{where}: 'when' names unknown option '{key}'.{did_you_mean(key, options)}")
+        if isinstance(allowed, dict):
+            # { except = [...] }: every other value, so that a new value of the option is not
+            # silently left out of a list written out by hand (precision: all but FP8 and FP4)
+            if set(allowed) != {"except"} or not isinstance(allowed["except"], list):
+                raise LibraryError(f"{where}: when.{key} is a value, a list of values or {{ except = [...] }}")
+            left_out = tuple(_option_text(v) for v in allowed["except"])
+            for v in left_out:
+                if v not in options[key].values:
+                    raise LibraryError(f"{where}: option {key} has no value '{v}' (values: {list(options[key].values)})")
+            allowed = [v for v in options[key].values if v not in left_out]
         vals = tuple(_option_text(v) for v in (allowed if isinstance(allowed, list) else [allowed]))
         for v in vals:
             if v not in options[key].values:
