@@ -170,8 +170,8 @@ def test_deepseek_v3_as_its_report_runs_it_keeps_under_half_the_bf16_layer():
             + 2 * (81920 - 63424 - 16384) + 1.5 * 16384         # latents bf16, attention output E5M6
             + 1 * (saved - gemm) + (gemm - moe_act)             # SwiGLU inputs and GEMM inputs, FP8
             + 4 * 128)                                          # lse
-    opts = {"zero_stage": "1", "recompute": "selective", "selective_recompute": "output_discarding",
-            "precision": "fp8", "fp8_recipe": "blockwise"}
+    opts = {"stack": "hai-llm", "pipeline_schedule": "1f1b", "zero_stage": "1", "recompute": "selective",
+            "selective_recompute": "output_discarding", "precision": "fp8", "fp8_recipe": "blockwise"}
     r = run("total_memory_per_gpu", DSV3, opts, "deepseek-v3", "h800")
     assert r.values["activation_memory_per_layer"] == pytest.approx(4096 * kept, rel=1e-9)
     # 1F1B over pp 16: 16 micro-batches of 61/16 layers
