@@ -14,10 +14,8 @@ def plan(target, given, options=None):
     lib = symcalc.default_library()
     opts = lib.option_values(options)
     defaults = {k for k in lib.coefficient_defaults(opts) if k not in given}
-    # the diagnosis's own 1 s budget would make a loaded machine name fewer sets: a minute here,
-    # so that what the search finds does not depend on the machine's speed
     return find_route(lib.active_formulas(opts), target, set(given), defaults, {"link_latency"},
-                      hints=DiagnosisHints(seconds=60.0))
+                      hints=DiagnosisHints())
 
 
 def test_mfu_from_throughput_is_three_steps_with_the_6_flop_default():
@@ -382,3 +380,36 @@ def test_a_peeling_kept_across_stalls_leaves_what_one_from_scratch_leaves(seed):
                 if len(unsettled[f]) < 2:       # too few unknowns left to join a block
                     live.discard(f)
                     peeling.leave(f)
+
+
+def _diagnose(target, given, **budget):
+    # as a refusal searches: the quantities people know, the library's checks, with ``budget``
+    import dataclasses
+    from symcalc.engine.diagnosis import missing_sets
+    from symcalc.query.derivations import _hints
+    lib = symcalc.default_library()
+    opts = lib.option_values({})
+    defaults = {k for k in lib.coefficient_defaults(opts) if k not in given}
+    hints = dataclasses.replace(_hints(lib, target, frozenset(given), opts), **budget)
+    return missing_sets(lib.active_formulas(opts), target, set(given), defaults, {"link_latency"}, hints=hints)
+
+
+def test_the_search_for_what_to_give_is_bounded_by_trials_not_by_the_clock():
+    # issue 38: "mfu from n_params" said "also give n_gpus, peak_flops, tokens_per_second" on a
+    # quiet machine and "ran out of its time budget" on a busy one. Bounded by a count of trial
+    # propagations, the same question finds the same sets with a 10 s guard and with none, and
+    # spends the same trials each time
+    guarded = _diagnose("mfu", {"n_params"})
+    unguarded = _diagnose("mfu", {"n_params"}, seconds=float("inf"))
+    assert guarded.complete and unguarded.complete
+    assert guarded.sets == unguarded.sets and guarded.sets[0] == ["n_gpus", "peak_flops", "tokens_per_second"]
+    assert 0 < guarded.trials == unguarded.trials == _diagnose("mfu", {"n_params"}).trials
+
+
+def test_a_search_that_spends_its_trials_says_it_was_cut_short():
+    # five trials cannot reach the three-value set (singles are tried first, one trial each)
+    short = _diagnose("mfu", {"n_params"}, trials=5)
+    assert not short.complete and short.trials == 6 and short.sets == []    # the sixth is the one refused
+    from symcalc.engine.diagnosis import underdetermined_error
+    message = underdetermined_error("mfu", {"n_params"}, short.sets, complete=short.complete).message
+    assert "was cut short" in message and "no combination" not in message

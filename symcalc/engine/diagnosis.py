@@ -1,7 +1,7 @@
 """Diagnosis of an underdetermined question: the sets of extra quantities that would settle
 the target, best first, and the error that names them.
 
-Its own module because it is a search of its own (many trial propagations under a time budget)
+Its own module because it is a search of its own (many trial propagations under a budget of trials)
 that only a question routing cannot answer reaches; symcalc.engine.routing calls it.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from symcalc import budget
-from symcalc.budget import DEFAULT_DIAGNOSIS_LIMIT, bounded
+from symcalc.budget import DEFAULT_DIAGNOSIS_LIMIT, DEFAULT_DIAGNOSIS_TRIALS, bounded
 from symcalc.engine.propagation import _index, propagate
 from symcalc.engine.route import Route, _extract, asked_inverses
 from symcalc.errors import UnderdeterminedError
@@ -33,12 +33,15 @@ class DiagnosisHints:
     the given values plus ``extra`` really settle the target along ``route`` (a structurally
     sound block can be dependent, which only the algebra shows); called for routes through
     blocks only.
-    ``seconds``: the time budget of the whole search.
+    ``trials``: the trial propagations (and checks through a block) the search may run: its
+    bound, so that what it finds is the same on a quiet and a busy machine. ``seconds``: a time
+    guard beside it, for a machine far slower than usual.
     """
 
     known: frozenset = frozenset()
     verify: Callable[[list[str], Route], bool] | None = None
     seconds: float = DEFAULT_DIAGNOSIS_LIMIT
+    trials: int = DEFAULT_DIAGNOSIS_TRIALS
     # defaults standing in for a main input of the question (n_tokens = 20 N, a utilization):
     # routes that need none of them are offered first
     assumptions: frozenset = frozenset()
@@ -55,11 +58,16 @@ class DiagnosisHints:
 
 @dataclass
 class Diagnosis:
-    """The sets of extra quantities that would settle a target, best first, and whether the
-    search ran to its end (False: the time budget cut it short)."""
+    """The sets of extra quantities that would settle a target, best first, whether the search
+    ran to its end (False: its trials or its time guard cut it short), and the trials it ran."""
 
     sets: list[list[str]]
     complete: bool
+    trials: int = 0
+
+
+class _OutOfTrials(Exception):
+    """The search has run its budget of trials (DiagnosisHints.trials)."""
 
 
 def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defaults: set[str],
@@ -82,8 +90,10 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
     ``hints.verify`` accepts it.
 
     The search works on the system left after propagating the given values (settled
-    quantities count as known), so each trial is a fraction of a full plan; it stops at
-    ``hints.seconds`` with what it has (``complete=False``). O(candidates^3) trials at worst.
+    quantities count as known), so each trial is a fraction of a full plan. It stops after
+    ``hints.trials`` trials (or at its time guard, ``hints.seconds``) with what it has
+    (``complete=False``): counted in trials, what it finds does not depend on how busy the
+    machine is. O(candidates^3) trials at worst (a pool of 20 pairs and 10 triples a tier).
     """
     hints = hints or DiagnosisHints()
     found: list[tuple] = []
@@ -91,21 +101,35 @@ def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defa
     # out meanwhile still ends the question
     restated: list[tuple] = []
     unchecked: list[tuple] = []
+    spent = [0]
+    out_of_trials = False
     with bounded(hints.seconds) as limit:
-        _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found, restated,
-                unchecked)
+        try:
+            _search(formulas, target, set(given), set(defaults), set(zero), list(preferred), hints, found, restated,
+                    unchecked, spent)
+        except _OutOfTrials:
+            out_of_trials = True
+    cut_short = out_of_trials or limit.expired
     # cut short before any set was checked through its block: the sets that settle the target
     # by the structure of the equations are still the right thing to ask for (a memory margin
     # for a micro-batch), rather than nothing
-    found = found or restated or (unchecked if limit.expired else [])
+    found = found or restated or (unchecked if cut_short else [])
     found.sort(key=lambda t: t[:6])
-    return Diagnosis([f[6] for f in found[:MAX_SETS]], not limit.expired)
+    return Diagnosis([f[6] for f in found[:MAX_SETS]], not cut_short, spent[0])
 
 
-def _search(formulas, target, given, defaults, zero, preferred, hints, found, restated, unchecked) -> None:
+def _search(formulas, target, given, defaults, zero, preferred, hints, found, restated, unchecked,
+            spent: list[int]) -> None:
     """The search of :func:`missing_sets`, appending (tier, size, not-usual, not-preferred, defaults,
-    rank, set) records to ``found`` as it goes (so that a time limit keeps what was found), to
-    ``restated`` those that only restate the answer, to ``unchecked`` those through a block."""
+    rank, set) records to ``found`` as it goes (so that a limit keeps what was found), to
+    ``restated`` those that only restate the answer, to ``unchecked`` those through a block.
+    ``spent[0]`` counts the trials; :class:`_OutOfTrials` is raised past ``hints.trials``."""
+
+    def trial() -> None:
+        spent[0] += 1
+        if spent[0] > hints.trials:
+            raise _OutOfTrials
+
     by_id = {f.id: f for f in formulas}
     # tiers: known quantities without the main-input assumptions, known ones with them, any
     plain = [f for f in formulas if not (f.default_rule and _lhs(f) in hints.assumptions)]
@@ -127,6 +151,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
     system = systems[0]
 
     def settles(extra) -> Route | None:
+        trial()
         settled, live = system
         s = propagate(live, settled | set(extra), (), stop_at=target, index=indexes[systems.index(system)],
                       given=given | set(extra))
@@ -154,12 +179,14 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
             key = frozenset(combo)
             unchecked.append((tier, len(combo), 0, not set(combo) <= preferred_set, 0, 0, list(combo)))
             if key not in verified:
+                trial()
                 verified[key] = bool(hints.verify(list(combo), plan))
             if not verified[key]:
                 return False
         # how many defaults the route leans on, counted on the whole question: default rules and
         # defaults of what people choose (tp = 1, a token count), not calibrated coefficients (a
         # forward model's dozen constants make it no less the natural route)
+        trial()
         whole = propagate(formulas, given | set(combo), defaults, stop_at=target)
         leaning = 0
         if target in whole.cost:
@@ -251,7 +278,7 @@ def _cheapest(pool: list[str], target: str, system, index, settles, given: set[s
     them, and those it leans on are the set. Then every member whose removal still settles
     the target is dropped. One propagation plus one trial per member."""
     settled, live = system
-    s = propagate(live, settled, set(pool), stop_at=target, index=index, given=given)
+    s = propagate(live, settled, set(pool), stop_at=target, index=index, given=given)    # (its trials: settles)
     if target not in s.cost:
         return None
     chosen = list(_extract(s, target, settled, set(pool)).defaults)
@@ -324,13 +351,13 @@ def underdetermined_error(target: str, given: set[str], sets: list[list[str]],
                           limits: Mapping[str, str] | None = None, complete: bool = True) -> UnderdeterminedError:
     """The error for a target the given names do not determine, and the sets that would;
     a slack in ``limits`` is shown with its value at the limit. ``complete=False``: the search
-    for sets ran out of time (and says so rather than claim there is none)."""
+    for sets was cut short (and says so rather than claim there is none)."""
     known = (", ".join(sorted(given)) if len(given) <= 8 else
              f"the {len(given)} values known (given, or from the presets)") or "nothing"
     if not sets:
         if not complete:
             return UnderdeterminedError(f"cannot determine {target} from {known}; the search for what else to "
-                                        "give ran out of its time budget (`symcalc show " + target + "` lists "
+                                        "give was cut short, its budget of trials spent (`symcalc show " + target + "` lists "
                                         "the formulas that give it)", [])
         return UnderdeterminedError(f"cannot determine {target} from {known}: no combination of other values "
                                     f"settles it; give {target} itself", [])
