@@ -19,6 +19,10 @@ SMALL = dict(n_params=7e9, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, 
              tp=1)
 SMALL_KV_TOKEN = 2 * 32 * (8 * 128) * 2     # 131,072 bytes a token
 WEIGHTS = 2 * 7e9                           # bf16
+# what a token's forward moves besides the weights, in bf16 over 32 layers: 2 norms and 2 residual
+# adds (10 d_model elements read and written), the GELU of the library's default FFN (2 d_ffn; no
+# rotary by default), then its keys and values written to the cache: 4.59 MB
+SMALL_ACT_TOKEN = 2 * 32 * (10 * 4096 + 2 * 14336) + SMALL_KV_TOKEN
 
 
 def test_llama3_70b_kv_cache_at_batch_32_and_8k():
@@ -70,12 +74,13 @@ def test_a_batch_of_zero_is_refused_naming_it():
 
 
 def test_decode_step_is_memory_bound_at_small_batch():
-    # weights 14 GB + KV 8 x 4096 x 131,072 = 4.295 GB, over 3 TB/s (here both bandwidths):
-    # 6.098 ms; the FLOPs, 8 x (2 x 7e9 + 2 x 32 x 32 x 256 x 4096) = 1.292e11 at 700 TFLOP/s,
-    # add 0.185 ms (a kernel's math and its reads add, as the training model's GEMMs do): 6.283 ms
+    # weights 14 GB + KV 8 x 4096 x 131,072 = 4.295 GB + 8 tokens' activation traffic (36.7 MB),
+    # over 3 TB/s (here both bandwidths): 6.110 ms; the FLOPs, 8 x (2 x 7e9 + 2 x 32 x 32 x 256 x
+    # 4096) = 1.292e11 at 700 TFLOP/s, add 0.185 ms (a kernel's math and its reads add, as the
+    # training model's GEMMs do): 6.299 ms
     kv = 8 * 4096 * SMALL_KV_TOKEN
     flops = 8 * (2 * 7e9 + 2 * 32 * 32 * 256 * 4096)
-    step = (WEIGHTS + kv) / 3e12 + flops / 700e12
+    step = (WEIGHTS + kv + 8 * SMALL_ACT_TOKEN) / 3e12 + flops / 700e12
     r = symcalc.solve("decode_step_time", batch_size=8, seq_len="4096 token", **SMALL)
     assert r.base_value == pytest.approx(step, rel=1e-9)
     [bound] = [f for f in r.findings if f.kind == "reported"]
@@ -90,10 +95,11 @@ def test_decode_step_is_memory_bound_at_small_batch():
 
 def test_decode_turns_compute_bound_at_a_large_batch():
     # at batch 2048 and 128 tokens: FLOPs 2048 x (1.4e10 + 2 x 32 x 32 x 256 x 128) = 2.896e13
-    # at 700 TFLOP/s = 41.4 ms; reads 14 GB + 2048 x 128 x 131,072 = 48.4 GB over 3 TB/s = 16.1 ms;
-    # near the ridge the two add: 57.5 ms, compute the larger part
+    # at 700 TFLOP/s = 41.4 ms; reads 14 GB + 2048 x 128 x 131,072 = 48.4 GB and 2048 tokens'
+    # activation traffic, 9.4 GB, over 3 TB/s = 19.3 ms; near the ridge the two add: 60.7 ms,
+    # compute the larger part
     flops = 2048 * (2 * 7e9 + 2 * 32 * 32 * 256 * 128)
-    reads = WEIGHTS + 2048 * 128 * SMALL_KV_TOKEN
+    reads = WEIGHTS + 2048 * 128 * SMALL_KV_TOKEN + 2048 * SMALL_ACT_TOKEN
     r = symcalc.solve("decode_step_time", batch_size=2048, seq_len="128 token", **SMALL)
     assert r.base_value == pytest.approx(flops / 700e12 + reads / 3e12, rel=1e-9)
     [bound] = [f for f in r.findings if f.kind == "reported"]
@@ -102,11 +108,12 @@ def test_decode_turns_compute_bound_at_a_large_batch():
 
 def test_prefill_is_compute_bound_with_causal_attention():
     # 2048 tokens x (2 x 7e9 + 32 layers x 32 heads x 256 x 2048 (causal: half of 2 s d)) FLOPs
-    # at 700 TFLOP/s (42.5 ms), plus the 14 GB of bf16 weights read once at 3 TB/s (4.67 ms),
-    # added as the training model adds a GEMM's math and its reads: 47.2 ms, compute-bound
+    # at 700 TFLOP/s (42.5 ms), plus the 14 GB of bf16 weights read once and the prompt's 9.4 GB of
+    # activation traffic at 3 TB/s (7.8 ms), added as the training model adds a GEMM's math and its
+    # reads: 50.3 ms, compute-bound
     flops = 2048 * (2 * 7e9 + 32 * 32 * 256 * 2048)
     r = symcalc.solve("prefill_time", batch_size=1, prompt_len="2048 token", **SMALL)
-    assert r.base_value == pytest.approx(flops / 700e12 + WEIGHTS / 3e12, rel=1e-9)
+    assert r.base_value == pytest.approx(flops / 700e12 + (WEIGHTS + 2048 * SMALL_ACT_TOKEN) / 3e12, rel=1e-9)
     [bound] = [f for f in r.findings if f.kind == "reported"]
     assert bound.values["value"] == "compute"
 
@@ -145,14 +152,18 @@ def test_tensor_parallel_allreduces_count_on_real_hardware():
     # on an H100 node the one-shot AllReduce costs a hop (7.88 us) plus 32 x 8192 x 2 bytes x 7/8
     # over 476 GB/s, twice a layer: 160 x (7.88 us + 0.964 us) = 1.415 ms on top of the reads:
     # the weights (17.6 GB) at the 1.905 TB/s a batch-1 decode reaches on an H100 (torchao),
-    # 9.26 ms, and the KV cache (10.7 GB) at the 2.97 TB/s a streaming kernel reaches, 3.62 ms;
-    # the math (0.7 ms) is read from the answer, it is counted elsewhere
+    # 9.26 ms, and the KV cache (10.7 GB) at the 2.97 TB/s a streaming kernel reaches, 3.62 ms,
+    # with the 32 tokens' activation traffic (norms and residuals of 8192 in full on each rank,
+    # SwiGLU's 3 x 28672 and rotary's 2 x (8192 + 1024) split 8 ways, over 80 layers in bf16, and
+    # each token's keys and values, a KV head a GPU: 14.0 MB in all), 0.16 ms; the math (0.7 ms)
+    # is read from the answer, it is counted elsewhere
     kv = 32 * 8192 * KV_70B
     weights = 2 * 70553706496              # the preset's shapes, bf16
+    act = 2 * 80 * (10 * 8192 + (3 * 28672 + 2 * (8192 + 1024)) / 8) + KV_70B / 8
     r = symcalc.solve("decode_step_time", model="llama3-70b", hardware="h100", tp=8, batch_size=32,
                       seq_len="8192 token")
     comm = 160 * (7.88e-6 + 7 / 8 * 32 * 8192 * 2 / 476e9)
-    reads = weights / 8 / 1.905e12 + kv / 8 / 2.97e12
+    reads = weights / 8 / 1.905e12 + (kv / 8 + 32 * act) / 2.97e12
     assert r.values["decode_memory_time"] == pytest.approx(reads, rel=1e-3)
     assert r.base_value == pytest.approx(reads + r.values["decode_compute_time"] + comm, rel=1e-9)
 
