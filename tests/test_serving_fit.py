@@ -173,3 +173,17 @@ def test_a_question_that_reaches_no_workload_has_no_fit():
     assert not [f for f in r.findings if f.kind == "fit"]       # the answer is per token: no batch, no verdict
     r = symcalc.solve("n_params", n_layers=32, d_model=4096, vocab_size=32000)
     assert r.fit == []
+
+
+def test_the_largest_serving_batch_without_a_margin_is_told_to_give_the_margin(cli):
+    # issue 38: "a refusal suggests micro_batch_size (or decode_compute_time) for serving
+    # headroom". A serving batch is written in serving memory's terms only, so the refusal is
+    # diagnosed under workload = serving and names that workload's margin; following it gives the
+    # README's 201 sequences (85.52 GB - 17.64 GB of weights a GPU, over 8192 x 40 KiB of KV
+    # cache a sequence a GPU, less the workspace)
+    run = cli("solve", "batch_size", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "seq_len=8192 token")
+    assert run.code == 2
+    assert run.err.strip().endswith("also give memory_headroom (0 GB for the largest value that fits in gpu_memory)")
+    run = cli("solve", "batch_size", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "seq_len=8192 token",
+              "memory_headroom=0GB", "--brief")
+    assert run.code == 0 and run.out.startswith("batch_size = 201 ")

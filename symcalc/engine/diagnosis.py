@@ -70,6 +70,19 @@ class _OutOfTrials(Exception):
     """The search has run its budget of trials (DiagnosisHints.trials)."""
 
 
+class _Trials:
+    """Counts the search's trials in ``spent[0]``; calling it spends one, and past ``limit``
+    raises :class:`_OutOfTrials`."""
+
+    def __init__(self, spent: list[int], limit: int) -> None:
+        self.spent, self.limit = spent, limit
+
+    def __call__(self) -> None:
+        self.spent[0] += 1
+        if self.spent[0] > self.limit:
+            raise _OutOfTrials
+
+
 def missing_sets(formulas: list[FormulaSpec], target: str, given: set[str], defaults: set[str],
                  zero: Iterable[str] = frozenset(), preferred: Iterable[str] = (),
                  hints: DiagnosisHints | None = None) -> Diagnosis:
@@ -122,14 +135,9 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
             spent: list[int]) -> None:
     """The search of :func:`missing_sets`, appending (tier, size, not-usual, not-preferred, defaults,
     rank, set) records to ``found`` as it goes (so that a limit keeps what was found), to
-    ``restated`` those that only restate the answer, to ``unchecked`` those through a block.
-    ``spent[0]`` counts the trials; :class:`_OutOfTrials` is raised past ``hints.trials``."""
-
-    def trial() -> None:
-        spent[0] += 1
-        if spent[0] > hints.trials:
-            raise _OutOfTrials
-
+    ``restated`` those that only restate the answer, to ``unchecked`` those through a block;
+    ``spent[0]`` counts the trials (:class:`_Trials`)."""
+    trial = _Trials(spent, hints.trials)
     by_id = {f.id: f for f in formulas}
     # tiers: known quantities without the main-input assumptions, known ones with them, any
     plain = [f for f in formulas if not (f.default_rule and _lhs(f) in hints.assumptions)]
@@ -183,16 +191,10 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
                 verified[key] = bool(hints.verify(list(combo), plan))
             if not verified[key]:
                 return False
-        # how many defaults the route leans on, counted on the whole question: default rules and
-        # defaults of what people choose (tp = 1, a token count), not calibrated coefficients (a
+        # the defaults the route leans on, on the whole question (not calibrated coefficients: a
         # forward model's dozen constants make it no less the natural route)
         trial()
-        whole = propagate(formulas, given | set(combo), defaults, stop_at=target)
-        leaning = 0
-        if target in whole.cost:
-            route = _extract(whole, target, given | set(combo), defaults)
-            leaning = len(route.default_rules) + sum(q in hints.assumptions or q in hints.inputs
-                                                     for q in route.defaults)
+        leaning = _leaning(formulas, target, given | set(combo), defaults, hints)
         found.append((tier, len(combo), not set(combo) <= hints.usual, not set(combo) <= preferred_set, leaning,
                       sum(rank[q] for q in combo), list(combo)))
         return True
@@ -209,6 +211,16 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
             consider(tuple(cheapest), tier)
             if any(f[0] == tier for f in found):
                 return
+
+
+def _leaning(formulas, target: str, known: set[str], defaults: set[str], hints: DiagnosisHints) -> int:
+    """How many defaults the whole question's route from ``known`` leans on: default rules and
+    defaults of what people choose or assume; 0 when no route reaches the target. One propagation."""
+    whole = propagate(formulas, known, defaults, stop_at=target)
+    if target not in whole.cost:
+        return 0
+    route = _extract(whole, target, known, defaults)
+    return len(route.default_rules) + sum(q in hints.assumptions or q in hints.inputs for q in route.defaults)
 
 
 def _settled_by(formulas, given: set[str], defaults: set[str]) -> Callable[[], set[str]]:

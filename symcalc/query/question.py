@@ -21,7 +21,7 @@ from symcalc.errors import (
     UnderdeterminedError,
 )
 from symcalc.library.loading import Library
-from symcalc.query import stacks
+from symcalc.query import fit, stacks
 from symcalc.query.run import Run, declare, stack_reason
 from symcalc.query.derivations import derivation_for
 from symcalc.query.implied import Resolved, resolve_options
@@ -144,15 +144,28 @@ def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets
     if not isinstance(posed.error, UnderdeterminedError):
         return _declared(lib, tq, posed, presets)
     implied = {imp.option for imp in posed.resolved.implied}
-    for name, value in choosable:
-        if posed.resolved.values.get(name) != lib.options[name].default or name in implied | set(posed.resolved.set_by):
-            continue
+    free = [(name, value) for name, value in choosable
+            if posed.resolved.values.get(name) == lib.options[name].default
+            and name not in implied | set(posed.resolved.set_by)]
+    for name, value in free:
         try:
             again = _pose(lib, tq, typed, {**explicit, name: value}, presets, diagnose=False)
         except SymcalcError:        # the value is refused here (a stack in force does not run it)
             continue
         if again.derivation is not None and name in again.used:
             again.fallback = {name: value}
+            return _declared(lib, tq, again, presets)
+    # neither answers: a target only the fallback workload's amount is written in (a serving
+    # batch) is diagnosed under that workload, so that the refusal names what the question
+    # lacks there (the margin, for the largest batch that fits), not the default's formulas
+    for name, value in free:
+        if [w.value for w in fit.decide(lib, posed.options, (), {tq.name}) if w.option == name] != [value]:
+            continue
+        try:
+            again = _pose(lib, tq, typed, {**explicit, name: value}, presets, diagnose=False)
+        except SymcalcError:
+            continue
+        if isinstance(again.error, UnderdeterminedError):
             return _declared(lib, tq, again, presets)
     return _declared(lib, tq, posed, presets)
 
