@@ -380,3 +380,17 @@ def test_roofline_rate_never_runs_backwards_into_a_step_time():
     with pytest.raises(symcalc.UnderdeterminedError):
         symcalc.solve("mfu", n_params=70e9, n_layers=80, d_model=8192, global_batch_tokens="512000 token",
                       dp=8, hardware="h100")
+
+
+def test_a_trained_models_tokens_per_parameter_every_way():
+    # issue 38's glue: Llama 3 8B (8,030,261,248 parameters, config.json) trained on 15.6T tokens
+    # (Dubey et al. 2024): 15.6e12 / 8.030e9 = 1,942.6 tokens a parameter
+    r = symcalc.solve("training_tokens_per_param", {"n_tokens": "15.6e12 token"}, model="llama3-8b")
+    assert r.base_value == pytest.approx(15.6e12 / 8030261248, rel=1e-9)
+    # backwards: a 15T-token budget at 1,000 tokens a parameter trains a 15B model
+    assert symcalc.solve("n_params", {"training_tokens_per_param": "1000 token", "n_tokens": "15e12 token"}
+                         ).base_value == pytest.approx(1.5e10, rel=1e-12)
+    # without a token count the Chinchilla default rule gives 20, and the answer says it assumed it
+    r = symcalc.solve("training_tokens_per_param", {"n_params": 7e9})
+    assert r.base_value == pytest.approx(20, rel=1e-12)
+    assert "n_tokens_chinchilla_default" in r.derivation.route.default_rules

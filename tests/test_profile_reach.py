@@ -171,10 +171,12 @@ def test_power_and_serving_fields_reach_energy_and_decoding(profile):
     assert ratio("cluster_gpu_energy", half_power, model="llama3-70b", n_gpus=64, tp=8, pp=1,
                  micro_batch_size=1, global_batch_size=512, seq_len=4096) == pytest.approx(0.5, rel=1e-9)
     # decoding at batch 1 reads the weights once a token at decode_hbm_bandwidth (the KV cache
-    # streams at achievable_hbm_bandwidth, which the profile leaves as the H100's): half the
-    # decode bandwidth, twice the weights' part, the KV cache's part the same
+    # streams at achievable_hbm_bandwidth, which the profile leaves as the H100's, as does the
+    # token's activation traffic): half the decode bandwidth, twice the weights' part, the
+    # streamed part the same
     slow = profile('values.decode_hbm_bandwidth = { value = "0.9525 TB/s", source = "half" }')
-    kv = value("kv_cache_memory", "h100", batch_size=1, seq_len=4096) / 2.97e12
+    kv = (value("kv_cache_memory", "h100", batch_size=1, seq_len=4096)
+          + value("activation_traffic_per_token", "h100")) / 2.97e12
     base = value("decode_memory_time", "h100", batch_size=1, seq_len=4096)
     assert value("decode_memory_time", slow, batch_size=1, seq_len=4096) == pytest.approx(2 * (base - kv) + kv,
                                                                                          rel=1e-9)
