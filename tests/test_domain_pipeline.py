@@ -241,3 +241,37 @@ def test_the_micro_batch_count_is_not_inferred_from_a_min():
     # min(pp, m) = pp for every m >= pp: activation memory cannot tell how many micro-batches there are
     with pytest.raises(symcalc.UnderdeterminedError):
         symcalc.solve("n_microbatches", pp=4, activation_memory_per_microbatch="2 GB", activation_memory="8 GB")
+
+
+# ---- where the last stage stands in the layer split ----------------------------------------------
+
+def test_the_last_stage_as_each_split_lays_it_out():
+    # Megatron-Bridge's DeepSeek-V3 layouts (recipes/deepseek/h100/deepseek_v3.py): 61 layers at
+    # pp 16, 8 and 4 fill the first stages with 4, 8 and 16 and leave 1, 5 and 13 to the last,
+    # beside the MTP layer and the loss: 61 - 15 x 4, 61 - 7 x 8, 61 - 3 x 16
+    for pp, last in ((16, 1), (8, 5), (4, 13)):
+        r = symcalc.solve("last_stage_layers", model="deepseek-v3", pp=pp, options={"pipeline_split": "remainder_last"})
+        assert r.base_value == last
+    # Megatron's --account-for-embedding/loss-in-pipeline-split (Bridge's Llama 3.1 405B recipe):
+    # 126 layers + 2 places over 16 stages, 8 a stage, the last one 7 layers and the loss
+    r = symcalc.solve("last_stage_layers", model="llama3-405b", pp=16, options={"pipeline_split": "account_for_ends"})
+    assert r.base_value == 7
+    assert symcalc.solve("other_stage_layers_max", model="llama3-405b", pp=16,
+                         options={"pipeline_split": "account_for_ends"}).base_value == 8
+    # split evenly, the last stage carries its share, 61 / 16 = 3.8125 layers (and the head with it)
+    assert symcalc.solve("last_stage_layers", model="deepseek-v3", pp=16,
+                         options={"pipeline_split": "even"}).base_value == pytest.approx(61 / 16)
+
+
+def test_deepseek_v3_trains_its_mtp_module_on_a_light_last_stage():
+    # the preset trains one MTP module (config.json num_nextn_predict_layers 1), and HAI-LLM's split
+    # (a prior: as Megatron-Bridge lays DeepSeek-V3 out) leaves 1 layer on the last of 16 stages, so
+    # the stage with the MTP layer and two passes through the 129,280-word head is not the slowest
+    # by far: the preset and a translation that gives every shape and mtp_depth = 1 agree
+    common = dict(hardware="h800", pp=16, ep=64, dp=128, n_gpus=2048, global_batch_size=15360, micro_batch_size=1)
+    opts = {"stack": "hai-llm", "precision": "fp8", "zero_stage": "1", "recompute": "selective"}
+    preset = symcalc.solve("step_time", model="deepseek-v3", options=opts, **common)
+    assert preset.values["mtp_depth"] == 1 and preset.values["last_stage_layers"] == 1
+    even = symcalc.solve("step_time", model="deepseek-v3", options={**opts, "pipeline_split": "even"}, **common)
+    # the even split's last stage (3.8 layers, the MTP layer, two heads) paces the pipeline: slower
+    assert even.base_value > 1.2 * preset.base_value
