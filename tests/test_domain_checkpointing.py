@@ -163,3 +163,19 @@ def test_the_largest_job_a_target_mtbf_allows_rounds_down():
     # and the other way, the GPU-hours per failure a measured job MTBF implies: 3.09 h on 16,384 GPUs
     g = symcalc.solve("gpu_mtbf", mtbf="3.09 hour", n_gpus=16384)
     assert g.base_value == pytest.approx(3.09 * 3600 * 16384, rel=1e-12)
+
+
+def test_recovery_is_detection_plus_restart_when_the_parts_are_given():
+    # issue 38: what a failure costs beyond the lost work. A hang found by a 10-minute NCCL
+    # timeout (PyTorch's default) and a 15-minute automated restart: 600 + 900 = 1500 s idle
+    r = symcalc.solve("recovery_time", failure_detection_time="10 min", restart_time="15 min")
+    assert r.base_value == pytest.approx(1500, rel=1e-12)
+    # a job interrupted every 7.5 h (OPT-175B's logbook) that checkpoints in 60 s: Young's interval
+    # sqrt(2 x 60 x 27000) = 1800 s; waste 60/1800 + (1800/2 + R)/27000. Restarted by hand in 3 h
+    # (R = 10800 s, detection 0): 0.0333 + 0.4333 = 0.4667, goodput 53.3 %; with restarts not
+    # counted (the default rule says so) 93.3 %
+    by_hand = symcalc.solve("goodput_fraction", mtbf="7.5 hour", checkpoint_write_time="60 s", restart_time="3 hour")
+    assert by_hand.base_value == pytest.approx(1 - (60 / 1800 + (900 + 10800) / 27000), rel=1e-9)
+    unsaid = symcalc.solve("goodput_fraction", mtbf="7.5 hour", checkpoint_write_time="60 s")
+    assert unsaid.base_value == pytest.approx(1 - (60 / 1800 + 900 / 27000), rel=1e-9)
+    assert "recovery_time_not_counted" in unsaid.derivation.route.default_rules
