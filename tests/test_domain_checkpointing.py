@@ -179,3 +179,16 @@ def test_recovery_is_detection_plus_restart_when_the_parts_are_given():
     unsaid = symcalc.solve("goodput_fraction", mtbf="7.5 hour", checkpoint_write_time="60 s")
     assert unsaid.base_value == pytest.approx(1 - (60 / 1800 + 900 / 27000), rel=1e-9)
     assert "recovery_time_not_counted" in unsaid.derivation.route.default_rules
+
+
+def test_the_gpus_a_goodput_target_allows_take_the_root_that_keeps_it():
+    # issue 38's glue: n_gpus from a goodput target. Waste = C/tau + (tau/2 + R)/M at Young's tau =
+    # sqrt(2 C M) is sqrt(2 C / M) + R / M; with C = 60 s, R = 900 s and 10 % waste, u = 1/sqrt(M)
+    # solves 900 u^2 + sqrt(120) u - 0.1 = 0: u = 0.0060858, M = 27,000 s (7.5 h), and at Llama 3's
+    # 50,677 GPU-hours a GPU, 50677 / 7.5 = 6,757 GPUs (6,756 keeps 90 %). Solving through the
+    # square root squares it, which adds M = 3,000 s, where the waste is 60/600 + (300 + 900)/3000
+    # = 50 %: that root does not hold and is not taken (it was, giving 60,812 GPUs)
+    r = symcalc.solve("n_gpus", goodput_fraction="90 %", checkpoint_write_time="60 s", recovery_time="15 min")
+    assert r.values["mtbf"] == pytest.approx(27000, rel=1e-6)
+    assert r.rounded_base == 6756
+    assert not any(f.kind == "several_roots" for f in r.findings)

@@ -89,8 +89,9 @@ class SolvedStep(LazyFields):
     def terms_function(self) -> Callable | None:
         """Each equation's addends (of lhs - rhs), as a list of tuples, compiled on first use:
         a block solved numerically compares their positive and negative parts on a log scale,
-        which a residual of 1e30 next to one of 1e-3 does not drown."""
-        if self._terms_fn is None and len(self.residuals) > 1:
+        which a residual of 1e30 next to one of 1e-3 does not drown; a step with several
+        closed-form roots checks each against them (step_values)."""
+        if self._terms_fn is None and self.residuals:
             import sympy  # start-up: only numeric root finding of a block gets here
             xs = list(self.unknown_symbols) + list(self.arg_symbols)
             self._terms_fn = Terms(tuple(_compile(sympy.Tuple(*sympy.Add.make_args(r)), xs) for r in self.residuals))
