@@ -194,3 +194,20 @@ def test_cost_per_token_from_a_run_and_back():
     cost = symcalc.solve("total_cost", n_params=70e9, mfu=0.4, n_tokens="2e12 token", peak_flops="989.4 TFLOP/s",
                          gpu_hour_price="2 USD/hour")
     assert cost.base_value == pytest.approx(2e12 * 6 * 70e9 / (0.4 * 989.4e12) * 2 / 3600, rel=1e-9)
+
+
+def test_the_largest_model_a_decode_rate_allows_bounds_a_real_one():
+    # issue 38's glue: 100 token/s for one sequence on an H100, whose batch-1 decodes read
+    # 1.905 TB/s (torchao): each step reads every bf16 weight once, 1.905e12 / (2 x 100) = 9.525e9
+    r = symcalc.solve("largest_servable_params", {"batch_size": 1, "decode_tokens_per_second": "100 token/s"},
+                      hardware="h100")
+    assert r.base_value == pytest.approx(1.905e12 / (2 * 100), rel=1e-9)
+    # and backwards: the rate at which an 8.03e9-parameter model's weights can be read at most,
+    # 1.905e12 / (2 x 8.03e9) = 118.6 token/s, which Llama 3 8B's modelled decode (KV cache and
+    # math added) stays under
+    bound = symcalc.solve("decode_tokens_per_second", {"batch_size": 1, "largest_servable_params": 8030261248},
+                          hardware="h100").base_value
+    assert bound == pytest.approx(1.905e12 / (2 * 8030261248), rel=1e-9)
+    real = symcalc.solve("decode_tokens_per_second", {"batch_size": 1, "seq_len": "512 token"},
+                         model="llama3-8b", hardware="h100").base_value
+    assert 0.95 * bound < real < bound

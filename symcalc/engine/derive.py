@@ -226,6 +226,8 @@ class _Builder:
         solved.functions = [{u: compile_expr(c[u], args) for u in solved.unknowns} for c in candidates]
         if method == Method.NUMERIC:    # compiled now, so that the cached derivation keeps them
             solved.compile_numeric()
+        elif len(candidates) > 1:       # each root is checked against the equations' addends (step_values)
+            _ = solved.terms_function
         return solved
 
 
