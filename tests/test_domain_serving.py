@@ -211,3 +211,19 @@ def test_the_largest_model_a_decode_rate_allows_bounds_a_real_one():
     real = symcalc.solve("decode_tokens_per_second", {"batch_size": 1, "seq_len": "512 token"},
                          model="llama3-8b", hardware="h100").base_value
     assert 0.95 * bound < real < bound
+
+
+def test_a_continuously_batched_step_carries_its_share_of_the_prompts():
+    # issue 38: continuous batching with chunked prefill (Orca, Sarathi-Serve, vLLM). 8 sequences
+    # with 1024-token prompts and 512-token outputs: each step decodes 8 tokens at the mean context
+    # 1024 + 256 = 1280 and carries 8 x 1024 / 512 = 16 prompt tokens, whose math and activation
+    # traffic add (the weights are read once a step already; no AllReduce at tp 1)
+    decode = ((WEIGHTS + 8 * 1280 * SMALL_KV_TOKEN + 8 * SMALL_ACT_TOKEN) / 3e12
+              + 8 * (2 * 7e9 + 2 * 32 * 32 * 256 * 1280) / 700e12)
+    prompts = (8 * 1024 * (2 * 7e9 + 32 * 32 * 256 * 1024) / 700e12 + 8 * 1024 * SMALL_ACT_TOKEN / 3e12) / 512
+    given = dict(batch_size=8, prompt_len="1024 token", output_len="512 token", **SMALL)
+    r = symcalc.solve("continuous_step_time", **given)
+    assert r.values["decode_step_time"] == pytest.approx(decode, rel=1e-9)
+    assert r.base_value == pytest.approx(decode + prompts, rel=1e-9)
+    assert symcalc.solve("continuous_tokens_per_second", **given).base_value == pytest.approx(8 / (decode + prompts),
+                                                                                                rel=1e-9)
