@@ -178,12 +178,27 @@ def test_a_question_that_reaches_no_workload_has_no_fit():
 def test_the_largest_serving_batch_without_a_margin_is_told_to_give_the_margin(cli):
     # issue 38: "a refusal suggests micro_batch_size (or decode_compute_time) for serving
     # headroom". A serving batch is written in serving memory's terms only, so the refusal is
-    # diagnosed under workload = serving and names that workload's margin; following it gives the
+    # diagnosed under workload = serving and names that workload's margin first, never a training
+    # quantity (a micro-batch) or an intermediate; following it gives the
     # README's 201 sequences (85.52 GB - 17.64 GB of weights a GPU, over 8192 x 40 KiB of KV
     # cache a sequence a GPU, less the workspace)
     run = cli("solve", "batch_size", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "seq_len=8192 token")
     assert run.code == 2
-    assert run.err.strip().endswith("also give memory_headroom (0 GB for the largest value that fits in gpu_memory)")
+    # (a latency target settles a batch too: the largest that meets it)
+    asked = run.err.split("also give ", 1)[1].removeprefix("one of: ").split(" | ")
+    assert asked[0] == "memory_headroom (0 GB for the largest value that fits in gpu_memory)"
+    assert not any("micro_batch_size" in a or "decode_compute_time" in a for a in asked)
     run = cli("solve", "batch_size", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "seq_len=8192 token",
               "memory_headroom=0GB", "--brief")
     assert run.code == 0 and run.out.startswith("batch_size = 201 ")
+
+
+def test_a_serving_question_is_told_what_serving_lacks(cli):
+    # issue 38: replicas (or GPUs) for a batch on tp = 8 need the deployment's load; they had been
+    # told micro_batch_size, which reaches the answer only through training's formulas (a
+    # gradient AllReduce's message), and memory_headroom. A micro-batch is training memory's own
+    # quantity, so a serving question does not ask for it
+    for target in ("replicas", "n_gpus"):
+        run = cli("solve", target, "--model", "llama3-70b", "--hardware", "h100", "tp=8", "batch_size=64")
+        assert run.code == 2
+        assert run.err.strip().endswith("also give cluster_decode_tokens_per_second"), run.err

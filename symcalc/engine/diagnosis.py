@@ -148,7 +148,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
     settled_by_given = _settled_by(formulas, given, defaults)
     near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid]
     # the slacks (memory_headroom for the largest value) first, wherever they sit in the graph
-    slack = [q for q in preferred if q not in systems[1][0] and q != target]
+    slack = [q for q in preferred if q not in systems[1][0] and q != target and q not in hints.avoid]
     ranked = slack + [q for q in near if q not in slack]
     rank = {q: i for i, q in enumerate(ranked)}
     known = [q for q in ranked if q in hints.known or q in slack]

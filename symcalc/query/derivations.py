@@ -269,6 +269,10 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
         if tq.fits_in else frozenset()
     # quantities kept only to reproduce a source's wrong number are never a useful suggestion
     avoid |= frozenset(q.name for q in library.quantities.values() if q.source_error)
+    # nor the quantities only another workload's memory is written in (a micro-batch for a
+    # serving question: it reaches the answer only through training's formulas)
+    from symcalc.query.fit import foreign  # (fit sits above this module's callers, not below it)
+    avoid |= foreign(library, options) - known - {target}
     return DiagnosisHints(known=people_know(library), verify=verify, seconds=diagnosis_limit(),
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
                           avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual),

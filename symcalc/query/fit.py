@@ -150,6 +150,22 @@ def written_in(lib: Library, name: str, options: Mapping[str, str]) -> frozenset
     return cache[key]
 
 
+def foreign(lib: Library, options: Mapping[str, str]) -> frozenset:
+    """The quantities of the workloads ``options`` do not choose that are theirs alone (in their
+    amount's terms and not in the chosen one's): a training micro-batch under serving, a serving
+    batch under training. What a refusal under one workload does not ask for. Cached."""
+    cache = lib.__dict__.setdefault("_fit_foreign", {})
+    key = tuple(sorted(options.items()))
+    if key not in cache:
+        every = workloads(lib)
+        chosen = [w for w in every if options.get(w.option) == w.value]
+        mine = set().union(*(written_in(lib, w.amount, options) for w in chosen))
+        others = set().union(*(written_in(lib, w.amount, {**options, w.option: w.value})
+                               for w in every if w not in chosen))
+        cache[key] = frozenset(others - mine) if chosen else frozenset()
+    return cache[key]
+
+
 def decide(lib: Library, options: Mapping[str, str], settled: Iterable[str], footprint: Iterable[str]
            ) -> list[Workload]:
     """The workloads a question is about: the settled option's value, else those whose own

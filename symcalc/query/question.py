@@ -155,11 +155,15 @@ def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets
         if again.derivation is not None and name in again.used:
             again.fallback = {name: value}
             return _declared(lib, tq, again, presets)
-    # neither answers: a target only the fallback workload's amount is written in (a serving
-    # batch) is diagnosed under that workload, so that the refusal names what the question
-    # lacks there (the margin, for the largest batch that fits), not the default's formulas
+    # neither answers: a question (its target or its values) that reaches only the fallback
+    # workload's own quantities (a serving batch) is diagnosed under that workload, so that the
+    # refusal names what it lacks there (the margin, for the largest batch that fits), not the
+    # default's formulas
     for name, value in free:
-        if [w.value for w in fit.decide(lib, posed.options, (), {tq.name}) if w.option == name] != [value]:
+        # what the question names, else all its target is written in (a deployment's rate: a batch)
+        named, ancestry = {tq.name, *typed}, {*fit.written_in(lib, tq.name, posed.options), *typed}
+        if not any([w.value for w in fit.decide(lib, posed.options, (), reached) if w.option == name] == [value]
+                   for reached in (named, ancestry)):
             continue
         try:
             again = _pose(lib, tq, typed, {**explicit, name: value}, presets, diagnose=False)
