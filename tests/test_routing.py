@@ -413,3 +413,15 @@ def test_a_search_that_spends_its_trials_says_it_was_cut_short():
     from symcalc.engine.diagnosis import underdetermined_error
     message = underdetermined_error("mfu", {"n_params"}, short.sets, complete=short.complete).message
     assert "was cut short" in message and "no combination" not in message
+
+
+def test_a_replicas_rate_is_not_told_to_give_all_replicas_rate(cli):
+    # the deployment's rate over its replicas restates one replica's rate: a refusal of
+    # decode_tokens_per_second from a parameter count had offered "cluster_decode_tokens_per_second,
+    # dp". The other half of a per-unit/total pair (the quantities' total key) is never suggested
+    # for its partner; the shapes, the bandwidth and a batch (here: the largest that fits) are
+    run = cli("solve", "decode_tokens_per_second", "n_params=7e9")
+    assert run.code == 2
+    asked = run.err.strip().split("also give ", 1)[1]
+    assert "cluster_decode_tokens_per_second" not in asked
+    assert {"n_layers", "n_heads", "seq_len", "achievable_hbm_bandwidth"} <= set(asked.replace(",", " ").split())

@@ -185,7 +185,7 @@ def test_the_largest_serving_batch_without_a_margin_is_told_to_give_the_margin(c
     run = cli("solve", "batch_size", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "seq_len=8192 token")
     assert run.code == 2
     # (a latency target settles a batch too: the largest that meets it)
-    asked = run.err.split("also give ", 1)[1].removeprefix("one of: ").split(" | ")
+    asked = run.err.strip().split("also give ", 1)[1].removeprefix("one of: ").split(" | ")
     assert asked[0] == "memory_headroom (0 GB for the largest value that fits in gpu_memory)"
     assert not any("micro_batch_size" in a or "decode_compute_time" in a for a in asked)
     run = cli("solve", "batch_size", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "seq_len=8192 token",

@@ -54,6 +54,9 @@ class DiagnosisHints:
     # formulas and known factors only (dp or n_nodes for n_gpus) restates the answer, and is
     # offered only when nothing else settles the target
     units: Mapping[str, str] = field(default_factory=dict)
+    # quantity -> the other half of its per-unit/total pair (one replica's rate and all
+    # replicas'): never suggested for the target, asking for it restates the answer
+    pairs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -146,7 +149,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
         settled = set(propagate(fs, given, soft).cost)
         systems.append((settled, [f for f in fs if any(q not in settled for q in f.quantities)]))
     settled_by_given = _settled_by(formulas, given, defaults)
-    near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid]
+    near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid | {hints.pairs.get(target)}]
     # the slacks (memory_headroom for the largest value) first, wherever they sit in the graph
     slack = [q for q in preferred if q not in systems[1][0] and q != target and q not in hints.avoid]
     ranked = slack + [q for q in near if q not in slack]

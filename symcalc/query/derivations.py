@@ -277,7 +277,9 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
                           avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual),
                           inputs=frozenset(q.name for q in library.quantities.values() if q.input),
-                          units={q.name: q.unit for q in library.quantities.values()})
+                          units={q.name: q.unit for q in library.quantities.values()},
+                          pairs={**{q.name: q.total for q in library.quantities.values() if q.total},
+                                 **{q.total: q.name for q in library.quantities.values() if q.total}})
 
 
 def people_know(library: Library) -> frozenset:
