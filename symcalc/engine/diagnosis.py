@@ -54,9 +54,6 @@ class DiagnosisHints:
     # formulas and known factors only (dp or n_nodes for n_gpus) restates the answer, and is
     # offered only when nothing else settles the target
     units: Mapping[str, str] = field(default_factory=dict)
-    # quantity -> the other half of its per-unit/total pair (one replica's rate and all
-    # replicas'): never suggested for the target, asking for it restates the answer
-    pairs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,7 +146,7 @@ def _search(formulas, target, given, defaults, zero, preferred, hints, found, re
         settled = set(propagate(fs, given, soft).cost)
         systems.append((settled, [f for f in fs if any(q not in settled for q in f.quantities)]))
     settled_by_given = _settled_by(formulas, given, defaults)
-    near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid | {hints.pairs.get(target)}]
+    near = [q for q in _candidates(systems[1][1], target, systems[1][0]) if q not in hints.avoid]
     # the slacks (memory_headroom for the largest value) first, wherever they sit in the graph
     slack = [q for q in preferred if q not in systems[1][0] and q != target and q not in hints.avoid]
     ranked = slack + [q for q in near if q not in slack]
@@ -293,7 +290,7 @@ def _cheapest(pool: list[str], target: str, system, index, settles, given: set[s
     them, and those it leans on are the set. Then every member whose removal still settles
     the target is dropped. One propagation plus one trial per member."""
     settled, live = system
-    s = propagate(live, settled, set(pool), stop_at=target, index=index, given=given)    # (its trials: settles)
+    s = propagate(live, settled, set(pool), stop_at=target, index=index, given=given)
     if target not in s.cost:
         return None
     chosen = list(_extract(s, target, settled, set(pool)).defaults)

@@ -17,6 +17,7 @@ from symcalc.errors import NoSolutionError, SymcalcError, UnderdeterminedError
 from symcalc.library.loading import Library
 from symcalc.library.presets import all_presets
 from symcalc.library.printed import Printed
+from symcalc.query.fit import foreign
 from symcalc.query.values import GivenValue
 
 
@@ -271,15 +272,15 @@ def _hints(library: Library, target: str, known: frozenset, options: dict[str, s
     avoid |= frozenset(q.name for q in library.quantities.values() if q.source_error)
     # nor the quantities only another workload's memory is written in (a micro-batch for a
     # serving question: it reaches the answer only through training's formulas)
-    from symcalc.query.fit import foreign  # (fit sits above this module's callers, not below it)
     avoid |= foreign(library, options) - known - {target}
+    # nor the other half of the target's per-unit/total pair (all replicas' rate for one
+    # replica's: asking for it restates the answer)
+    avoid |= {q.name for q in library.quantities.values() if q.total == target} | ({tq.total} if tq.total else set())
     return DiagnosisHints(known=people_know(library), verify=verify, seconds=diagnosis_limit(),
                           assumptions=frozenset(q.name for q in library.quantities.values() if q.main_input),
                           avoid=avoid, usual=frozenset(q.name for q in library.quantities.values() if q.usual),
                           inputs=frozenset(q.name for q in library.quantities.values() if q.input),
-                          units={q.name: q.unit for q in library.quantities.values()},
-                          pairs={**{q.name: q.total for q in library.quantities.values() if q.total},
-                                 **{q.total: q.name for q in library.quantities.values() if q.total}})
+                          units={q.name: q.unit for q in library.quantities.values()})
 
 
 def people_know(library: Library) -> frozenset:

@@ -147,6 +147,7 @@ def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets
     free = [(name, value) for name, value in choosable
             if posed.resolved.values.get(name) == lib.options[name].default
             and name not in implied | set(posed.resolved.set_by)]
+    tried = []
     for name, value in free:
         try:
             again = _pose(lib, tq, typed, {**explicit, name: value}, presets, diagnose=False)
@@ -155,23 +156,25 @@ def pose(lib: Library, tq, typed: dict[str, GivenValue], explicit: dict, presets
         if again.derivation is not None and name in again.used:
             again.fallback = {name: value}
             return _declared(lib, tq, again, presets)
+        tried.append((name, value, again))
     # neither answers: a question (its target or its values) that reaches only the fallback
     # workload's own quantities (a serving batch) is diagnosed under that workload, so that the
     # refusal names what it lacks there (the margin, for the largest batch that fits), not the
     # default's formulas
-    for name, value in free:
-        # what the question names, else all its target is written in (a deployment's rate: a batch)
-        named, ancestry = {tq.name, *typed}, {*fit.written_in(lib, tq.name, posed.options), *typed}
-        if not any([w.value for w in fit.decide(lib, posed.options, (), reached) if w.option == name] == [value]
-                   for reached in (named, ancestry)):
-            continue
-        try:
-            again = _pose(lib, tq, typed, {**explicit, name: value}, presets, diagnose=False)
-        except SymcalcError:
-            continue
-        if isinstance(again.error, UnderdeterminedError):
+    for name, value, again in tried:
+        if isinstance(again.error, UnderdeterminedError) and _reaches_only(lib, tq.name, typed, posed.options,
+                                                                           name, value):
             return _declared(lib, tq, again, presets)
     return _declared(lib, tq, posed, presets)
+
+
+def _reaches_only(lib: Library, target: str, typed: Mapping, options: Mapping[str, str], name: str,
+                  value: str) -> bool:
+    """Whether the question reaches the own quantities of option ``name``'s workload ``value``
+    and of no other (symcalc.query.fit.decide): by what it names, else by all its target is
+    written in (a deployment's rate reaches a batch)."""
+    return any([w.value for w in fit.decide(lib, options, (), footprint) if w.option == name] == [value]
+               for footprint in ({target, *typed}, {*fit.written_in(lib, target, options), *typed}))
 
 
 def _declared(lib: Library, tq, posed: Posed, presets: list) -> Posed:
