@@ -178,7 +178,11 @@ def translate(source: str, row: dict) -> MemoryRun:
     compiled = ("compiled" in loss and "not compiled" not in loss) or "compile_loss" in other.lower()
     o["loss_kernel"] = ("vocab_parallel" if "vocab-parallel" in loss or "vocab_parallel" in loss
                         else "dtensor_parallel" if "loss parallel" in loss and g["tp"] > 1
-                        else "fused" if "fused linear" in loss else "compiled" if compiled
+                        else "fused" if "fused linear" in loss
+                        else "chunked_compiled" if compiled and "chunk" in loss
+                        # torchtune's decoder upcasts unchunked logits itself; the compiled loss reads them
+                        else "fp32_logits_compiled" if compiled and row.get("stack") == "torchtune"
+                        else "compiled" if compiled
                         else "chunked" if "chunk" in loss else "standard")
     if row.get("compile"):
         o["torch_compile"] = "true"

@@ -37,6 +37,8 @@ def solve(target, options=None, **given):
     ("vocab_parallel", 6),   # Megatron: bf16 logits 2 + one fp32 copy 4, softmax and gradient in place
     ("chunked", 7),          # torchtune, 8 chunks: bf16 logits 2 + saved log-softmax 4 + one chunk's gradients 8 / 8
     ("compiled", 4),         # torch.compile: bf16 logits 2 + their bf16 gradient 2
+    ("chunked_compiled", 2.25),      # torchtune, 8 chunks each compiled: bf16 logits 2 + one chunk's bf16 gradient 2 / 8
+    ("fp32_logits_compiled", 10),    # torchtune unchunked: the model's fp32 logits 4 + fp32 gradient 4 + bf16 gradient 2
 ])
 def test_logits_and_loss_by_kernel(kernel, bytes_per_logit):
     r = solve("loss_memory", {"loss_kernel": kernel})
