@@ -180,6 +180,32 @@ def test_the_collective_family_runs_over_the_data_parallel_groups_link():
     assert a2a.base_value == pytest.approx(1e9 * 63 / 64 / a2a.values["dp_link_bandwidth"] + 63 * 10e-6, rel=1e-6)
 
 
+def test_the_collective_family_runs_over_the_group_the_option_names():
+    # an AllToAll of 1 GB a rank over 64 expert-parallel ranks on H100s: the group spans 8 nodes,
+    # each node's 8 ranks on their own NICs (8 x 47 GB/s = 376 GB/s of bus bandwidth), 63 steps of
+    # 10 us: 63/64 GB / 376 GB/s + 0.63 ms = 3.248 ms, the same as 64 data-parallel ranks
+    a2a = solve("alltoall_time", {"message_size": "1 GB", "ep": 64}, hardware="h100",
+                options={"collective_group": "ep"})
+    assert a2a.values["ep_bus_bandwidth"] == pytest.approx(8 * 47e9)
+    assert a2a.base_value == pytest.approx(1e9 * 63 / 64 / (8 * 47e9) + 63 * 10e-6, rel=1e-6)
+    # with tp = 2 (and etp = tp, Megatron-Core's expert grid) an EP group takes every second GPU:
+    # 4 of its 8 ranks a node, so it spans 2 nodes at 4 x 47 GB/s
+    spread = solve("alltoall_time", {"message_size": "1 GB", "ep": 8, "tp": 2}, hardware="h100",
+                   options={"collective_group": "ep"})
+    assert spread.values["ep_bus_bandwidth"] == pytest.approx(4 * 47e9)
+    # 4 context-parallel ranks in one node: NVLink's ring figure, 3 steps of the intra-node latency
+    cp = solve("allgather_time", {"message_size": "1 GB", "cp": 4}, hardware="h100", options={"collective_group": "cp"})
+    assert cp.base_value == pytest.approx(0.75e9 / cp.values["cp_ring_bus_bandwidth"] + 3 * cp.values["cp_step_latency"])
+
+
+def test_a_collective_asked_without_its_group_is_offered_the_group_the_values_settle(cli):
+    # ep given, the default group (data parallel) unknown: the refusal names dp, and the group
+    # option that puts the given ep to use; not tp or cp, which only their defaults of 1 would settle
+    err = cli("solve", "alltoall_time", "message_size=1 GB", "ep=8", "--hardware", "h100")
+    assert err.code == 2
+    assert err.err.strip().endswith("also give one of: dp | n_gpus | n_nodes; or --option collective_group=ep")
+
+
 def test_a_given_achievable_hbm_rate_is_decodes_rate_not_the_presets_measured_one():
     # the H100 preset's decode figure (1.905 TB/s, a measured batch-1 decode) describes the same
     # fact as a given achievable_hbm_bandwidth: the user's value wins, and the answer says which

@@ -26,7 +26,8 @@ from symcalc.units import describe_dimension as show
 from symcalc.units.dims import DimensionMismatch, dimension_of
 
 OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
-OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched", "fallback", "only_with"}
+OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched", "fallback", "only_with",
+               "offered"}
 FALLBACK_KEYS = {"value", "summary", "reason"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "hardware_dtype", "options", "supports",
                      "requires"}
@@ -89,12 +90,15 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
     main_input = True if by_defaults else main_input
     if not isinstance(main_input, bool) or not isinstance(searched, bool):
         raise LibraryError(f"{where}: 'main_input' is true, false or \"defaults\"; 'searched' true or false")
+    offered = table.get("offered", False)
+    if not isinstance(offered, bool):
+        raise LibraryError(f"{where}: 'offered' is true or false")
     return OptionSpec(name=name, description=str(table.get("description", "")).strip(), default=default,
                       values=values, sets=sets, sources=sources, file=file, compute_dtype=dtypes, hardware_dtype=needs,
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
                       main_input=main_input, main_input_by_defaults=by_defaults, searched=searched, option_defaults=option_defaults, supports=supports,
                       requires=requires, fallback=_fallback(table.get("fallback"), values, default, where),
-                      only_with=_only_with(table.get("only_with", {}), where))
+                      only_with=_only_with(table.get("only_with", {}), where), offered=offered)
 
 
 def _only_with(table, where: str) -> dict[str, tuple[str, ...]]:

@@ -178,6 +178,9 @@ class OptionSpec:
     fallback: OptionFallback | None = None       # taken where the default cannot answer (query.question)
     # other option -> the values under which this one means anything (fp8_recipe: precision fp8/fp4)
     only_with: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # a refusal offers its other values that would answer: it only picks what a formula reads (the
+    # group a generic collective runs over), so naming it is the whole fix
+    offered: bool = False
 
     @property
     def sets_options(self) -> bool:

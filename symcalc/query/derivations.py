@@ -107,7 +107,7 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
     rate (an attention kernel's) may open some route through a forward model to a GPU count,
     but naming a kernel to someone who asked how many GPUs answers nothing. O(such values x
     routing), at most MAX_SETTLING_OPTIONS named."""
-    found: list[str] = []
+    found = _offered_values(library, target, known, options)
     in_force = library.coefficient_defaults(options)
     parts = _parts_of_sum(library, target)
     if not parts:
@@ -128,6 +128,33 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
             if len(found) == MAX_SETTLING_OPTIONS:
                 return found
     return found
+
+
+def _offered_values(library: Library, target: str, known: frozenset, options: dict[str, str]) -> list[str]:
+    """The values of the options marked ``offered`` (they only pick which group or figure a
+    formula reads: collective_group) under which the question routes with what the value's own
+    formulas read known, not defaulted: an AllToAll asked with ep given is offered
+    collective_group=ep, not tp (which a default tp = 1 would also route). O(such values x
+    routing)."""
+    found: list[str] = []
+    for name, opt in library.options.items():
+        if not opt.offered:
+            continue
+        for value in opt.values:
+            if value == options.get(name, opt.default):
+                continue
+            trial = {**options, name: value}
+            formulas = library.active_formulas(trial)
+            defaults = {k: v for k, v in library.coefficient_defaults(trial).items() if k not in known}
+            try:
+                route = find_route(formulas, target, known, defaults, diagnose=False)
+            except SymcalcError:
+                continue
+            own = {f.id for f in formulas if name in f.when}
+            if any(set(step.inputs) & set(route.defaults) for step in route.steps if own & set(step.formulas)):
+                continue
+            found.append(f"{name}={value}")
+    return found[:MAX_SETTLING_OPTIONS]
 
 
 @lru_cache(maxsize=4096)
