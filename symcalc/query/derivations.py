@@ -133,9 +133,9 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
 def _offered_values(library: Library, target: str, known: frozenset, options: dict[str, str]) -> list[str]:
     """The values of the options marked ``offered`` (they only pick which group or figure a
     formula reads: collective_group) under which the question routes with what the value's own
-    formulas read known, not defaulted: an AllToAll asked with ep given is offered
-    collective_group=ep, not tp (which a default tp = 1 would also route). O(such values x
-    routing)."""
+    formulas read known, not defaulted, on the route: an AllToAll asked with ep given is offered
+    collective_group=ep, not tp (which a default tp = 1 would also route), and a question whose
+    route does not pass through them is offered none. O(such values x routing)."""
     found: list[str] = []
     for name, opt in library.options.items():
         if not opt.offered:
@@ -151,8 +151,9 @@ def _offered_values(library: Library, target: str, known: frozenset, options: di
             except SymcalcError:
                 continue
             own = {f.id for f in formulas if name in f.when}
-            if any(set(step.inputs) & set(route.defaults) for step in route.steps if own & set(step.formulas)):
-                continue
+            steps = [step for step in route.steps if own & set(step.formulas)]
+            if not steps or any(set(step.inputs) & set(route.defaults) for step in steps):
+                continue    # the value is not what routes it, or routes it only through a default
             found.append(f"{name}={value}")
     return found[:MAX_SETTLING_OPTIONS]
 
