@@ -115,7 +115,8 @@ def translate(source: str, row: dict) -> MemoryRun:
     o["ffn"] = "swiglu" if "swiglu" in a.get("ffn", "") else "gelu"
     o["tied_embeddings"] = "true" if a.get("tied_embeddings") else "false"
     megatron = row["stack"].startswith("megatron")
-    o["stack"] = {"torchtitan": "torchtitan", "megatron-core": "megatron-core", "deepspeed": "deepspeed"}.get(row["stack"], "fsdp")
+    o["stack"] = {"torchtitan": "torchtitan", "megatron-core": "megatron-core", "deepspeed": "deepspeed",
+                  "torchtune": "torchtune"}.get(row["stack"], "fsdp")
     o["dropout"] = "true" if megatron else "false"
     o["position_encoding"] = "learned" if megatron else "rotary"
     # sharding: FSDP full shard is ZeRO-3; Megatron's distributed optimizer ZeRO-1; one GPU none
@@ -132,7 +133,7 @@ def translate(source: str, row: dict) -> MemoryRun:
     prec = row.get("precision", "").lower()
     if megatron:
         o["precision"] = "bf16_main_grads"
-    elif "pure bf16" in prec:
+    elif "pure bf16" in prec and o["stack"] != "torchtune":     # torchtune's stack says it itself
         g["master_weight_bytes_per_param"] = "0 byte"
         if "8bit" not in row.get("optimizer", "").lower():
             g["optimizer_state_bytes_per_param"] = "4 byte"   # AdamW's m and v in bf16

@@ -245,3 +245,35 @@ def test_lora_keeps_no_input_a_frozen_gemm_alone_reads(targets, freed_width):
     full = solve("activation_memory_per_layer", opts)
     lora = solve("activation_memory_per_layer", {**opts, "finetune": "lora", "lora_targets": targets}, lora_rank=8)
     assert full.to("byte").magnitude - lora.to("byte").magnitude == pytest.approx(2 * 4096 * freed_width * 2)
+
+
+# ---- the torchtune stack ----------------------------------------------------------------------------
+
+def test_torchtune_trains_in_pure_bf16_with_bf16_adam_moments():
+    # torchtune's configs (dtype: bf16, torch.optim.AdamW): weights 2 + gradients 2 + the two moments
+    # in the parameters' dtype 2 + 2 bytes, no fp32 master: 8 bytes a parameter, 64.24 GB for
+    # Llama 3 8B's 8.03e9; the same adapter under QLoRA keeps its 0.16e9 parameters at 8 bytes
+    full = symcalc.solve("model_state_memory", options={"stack": "torchtune"}, model="llama3-8b")
+    assert full.to("byte").magnitude == pytest.approx(8 * 8_030_261_248, rel=1e-9)
+    assert full.options["precision"] == "bf16_pure" and full.options["optimizer"] == "adam_bf16_moments"
+
+
+def test_torchtune_on_more_than_one_gpu_asks_for_its_fsdp_recipes_in_one_line(cli):
+    run = cli("solve", "total_memory_per_gpu", "--model", "llama3-8b", "--hardware", "h100", "--stack", "torchtune",
+              "dp=8", "micro_batch_size=2", "seq_len=2048 token")
+    assert run.code == 2 and len(run.err.strip().splitlines()) == 1
+    assert "stack=torchtune requires dp == 1 with zero_stage = 0" in run.err and "--option zero_stage=3" in run.err
+    ok = cli("solve", "total_memory_per_gpu", "--model", "llama3-8b", "--hardware", "h100", "--stack", "torchtune",
+             "dp=8", "micro_batch_size=2", "seq_len=2048 token", "--option", "zero_stage=3")
+    assert ok.code == 0 and ok.out.startswith("total_memory_per_gpu = ")
+    tp = cli("solve", "total_memory_per_gpu", "--model", "llama3-8b", "--stack", "torchtune", "tp=2")
+    assert tp.code == 2 and "stack=torchtune requires tp == 1" in tp.err
+
+
+def test_the_torchtune_rows_are_asked_under_the_torchtune_stack(finetune_rows):
+    # the published torchtune rows are translated with the stack they name: its defaults (pure
+    # bf16, bf16 AdamW moments) stand in for the byte counts the rows were once given by hand
+    rows, _ = finetune_rows
+    tune = [r for r, _ in rows.values() if r.id.startswith("ttune_")]
+    assert len(tune) == 9 and all(r.options["stack"] == "torchtune" for r in tune)
+    assert not any("master_weight_bytes_per_param" in r.given for r in tune)
