@@ -49,6 +49,7 @@ class MemoryRun:
     options: dict = field(default_factory=dict)
     why_not: str | None = None  # set when the row cannot be expressed
     measure: str = ""           # the counter as the row records it ("unknown" where not printed)
+    check: bool = False         # added after the model was set: scored, never fitted on (``check = true``)
 
     def command(self) -> str:
         values = " ".join(f"'{k}={v}'" if " " in str(v) else f"{k}={v}" for k, v in self.given.items())
@@ -97,7 +98,8 @@ def translate(source: str, row: dict) -> MemoryRun:
     a, lay = row["arch"], row["layout"]
     other = " ".join(str(row.get(k, "")) for k in ("other", "optimizer", "precision", "layout"))
     run = MemoryRun(row["id"], source, row["measured_gib"] * GiB,
-                    "allocated" if row["measure"] in ("allocated", "active") else "reserved", measure=row["measure"])
+                    "allocated" if row["measure"] in ("allocated", "active") else "reserved", measure=row["measure"],
+                    check=bool(row.get("check", False)))
     if not row.get("scored", True):
         run.why_not = row.get("why_not_scored", "marked unscored in the data")
         return run
@@ -240,11 +242,12 @@ def fit_reserve(runs: list[MemoryRun], pred_alloc: np.ndarray, transient: np.nda
     """The allocator_reserve_fraction f minimising the error of the reserved rows, predicted =
     allocated + f x transient (the short-lived blocks the reserve follows, formulas/peak_memory.toml
     allocator_reserve), on the rows that print the reserved counter (not those whose counter
-    is unknown and only scored as reserved): the mean over publications of each one's mean |error|, so that one
+    is unknown and only scored as reserved) and are not check rows (added after the model was set,
+    to judge it out of sample): the mean over publications of each one's mean |error|, so that one
     publication's many rows (one machine, one software version) do not outvote the others.
     A 1-D search over [0, 0.5] (convex in f). O(n x 501)."""
-    idx = [i for i, r in enumerate(runs)
-           if r.figure == "reserved" and r.measure != "unknown" and np.isfinite(pred_alloc[i]) and np.isfinite(transient[i])]
+    idx = [i for i, r in enumerate(runs) if r.figure == "reserved" and r.measure != "unknown" and not r.check
+           and np.isfinite(pred_alloc[i]) and np.isfinite(transient[i])]
     if not idx:
         return float("nan")
     alloc, base = pred_alloc[idx], transient[idx]
@@ -302,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'all':<{w}} {s['n']:4d}  {s['mean'] * 100:5.1f} %  {s['max'] * 100:5.1f} %  {s['bias'] * 100:+6.1f} %")
     if args.fit:
         f = report["fit"]
-        print(f"\nallocator_reserve_fraction fitted on every reserved row: {f['allocator_reserve_fraction']:.3f}")
+        print(f"\nallocator_reserve_fraction fitted on every reserved row (check rows left out): "
+              f"{f['allocator_reserve_fraction']:.3f}")
         print("Leave one source out (fraction fitted on the others):")
         for k, v in f["leave_one_source_out"].items():
             if v["n"]:

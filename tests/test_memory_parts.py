@@ -208,15 +208,27 @@ FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune
 
 
 def test_every_published_peak_is_answered_and_the_mean_error_holds(measured):
-    """All 34 expressible full-training rows of calibration/memory/ are answered; mean |error|
-    10.8 % when recorded (README); the guard is 12 %. The fine-tuning rows (CPU offload, the
-    step in the backward, LoRA) are judged in tests/test_finetune_memory.py."""
+    """All 37 expressible full-training rows of calibration/memory/ are answered; mean |error|
+    4.1 % when recorded (November 2026, calibration/memory/README.md); the guard is 6 %. The
+    fine-tuning rows (CPU offload, the step in the backward, LoRA) are judged in
+    tests/test_finetune_memory.py."""
     runs, predicted, failures = measured
     scored = [(r, p) for r, p in zip(runs, predicted)
               if not r.why_not and not any(k in r.options for k in FINETUNE_OPTIONS)]
-    assert not failures and len(scored) == 34
+    assert not failures and len(scored) == 37
     errors = [abs(p / r.measured - 1) for r, p in scored]
-    assert sum(errors) / len(errors) < 0.12
+    assert sum(errors) / len(errors) < 0.06
+
+
+def test_torchaos_float8_table_added_after_the_model_was_set_is_within_five_percent(measured):
+    # torchao/float8/README.md @ 8c81863 (8 H100s, Llama 3 8B, batch 1 x 8192, per-op SAC, compile):
+    # 47.65, 47.77 and 47.79 GiB reserved; scored once as they stood (-5.0, -4.3, -4.4 % with the
+    # reserve fitted without them), no mechanism changed for them
+    runs, predicted, _ = measured
+    rows = {r.id: (r, p) for r, p in zip(runs, predicted) if r.id.startswith("tt2503_")}
+    assert len(rows) == 3
+    for rid, (r, p) in rows.items():
+        assert abs(p / r.measured - 1) < 0.05, (rid, p / 2**30)
 
 
 def test_the_latex_breakdown_lists_the_memory_parts_and_compiles(tmp_path, pdflatex):
