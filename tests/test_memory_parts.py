@@ -209,7 +209,7 @@ FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune
 
 def test_every_published_peak_is_answered_and_the_mean_error_holds(measured):
     """All 37 expressible full-training rows of calibration/memory/ are answered; mean |error|
-    4.1 % when recorded (November 2026, calibration/memory/README.md); the guard is 6 %. The
+    4.0 % when recorded (November 2026, calibration/memory/README.md); the guard is 6 %. The
     fine-tuning rows (CPU offload, the step in the backward, LoRA) are judged in
     tests/test_finetune_memory.py."""
     runs, predicted, failures = measured
