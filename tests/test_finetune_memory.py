@@ -303,3 +303,11 @@ def test_torchtunes_checkpointed_3b_row_peaks_at_the_end_of_the_backward(finetun
     run = M.translate(*rows["ttune_l32_3b_full_a100_4_ac"])
     (p,), failures = M.predict([run])
     assert not failures and abs(p / run.measured - 1) < 0.02, p / 2**30
+
+
+def test_a_torchtune_plan_on_eight_gpus_shards_with_fsdp2():
+    # torchtune on one GPU runs without FSDP (zero_stage 0), which needs dp = 1: on 8 GPUs every
+    # layout the plan keeps is its FSDP2 recipe, zero_stage 3, with or without the stage given
+    for opts in ({"stack": "torchtune"}, {"stack": "torchtune", "zero_stage": "3"}):
+        p = symcalc.plan("llama3-8b", "h100", 8, options=opts, top=3)
+        assert p.rows and all(r.options["zero_stage"] == "3" for r in p.rows), opts
