@@ -206,27 +206,6 @@ def test_a_collective_asked_without_its_group_is_offered_the_group_the_values_se
     assert err.err.strip().endswith("also give one of: dp | n_gpus | n_nodes; or --option collective_group=ep")
 
 
-def test_the_runs_layout_is_read_like_a_presets_values():
-    # the page's layout (symcalc.solve's layout=, the HTTP API's "layout"): the same answer as the
-    # same degrees typed (Llama 3 8B on 8 x tp 8, micro-batch 1), said as the layout's in the run
-    # line; a value typed beside it wins; and a question that does not read it is not told so
-    layout = {"tp": 8, "dp": 8, "pp": 1}
-    a = solve("total_memory_per_gpu", {"micro_batch_size": 1}, model="llama3-8b", hardware="h100", layout=layout)
-    b = solve("total_memory_per_gpu", {"micro_batch_size": 1, **layout}, model="llama3-8b", hardware="h100")
-    assert a.base_value == pytest.approx(b.base_value, rel=1e-12)
-    assert any(line.strip().startswith("run:") and "tp = 8 (layout given with the run)" in line
-               for line in a.text().splitlines())
-    typed = solve("total_memory_per_gpu", {"micro_batch_size": 1, "tp": 4}, model="llama3-8b", hardware="h100",
-                  layout=layout)
-    assert typed.values["tp"] == 4
-    # 6 x 7e9 x 150,000 / (64 x 989e12) = 9.95 % MFU, which no degree of the layout enters
-    mfu = solve("mfu", {"n_params": 7e9, "tokens_per_second": "150000 token/s", "n_gpus": 64,
-                        "peak_flops": "989 TFLOP/s"}, layout={"tp": 1, "pp": 1, "dp": 64, "micro_batch_size": 1})
-    assert mfu.base_value == pytest.approx(6 * 7e9 * 150000 / (64 * 989e12)) and mfu.warnings == []
-    with pytest.raises(symcalc.SymcalcError, match="not one of its fields"):
-        solve("mfu", {}, layout={"n_params": 7e9})
-
-
 def test_a_given_achievable_hbm_rate_is_decodes_rate_not_the_presets_measured_one():
     # the H100 preset's decode figure (1.905 TB/s, a measured batch-1 decode) describes the same
     # fact as a given achievable_hbm_bandwidth: the user's value wins, and the answer says which

@@ -31,41 +31,14 @@ from symcalc.library.registry import Library
 from symcalc.query.values import GivenValue, read_value
 
 
-def presets_of(hardware: str | None, model: str | None, layout: Mapping[str, object] | None = None) -> list[Preset]:
-    """The presets a question names (hardware first: its values win over the model's), then the
-    run's layout (:func:`layout_preset`) when one is given."""
+def presets_of(hardware: str | None, model: str | None) -> list[Preset]:
+    """The presets a question names (hardware first: its values win over the model's)."""
     out = []
     if hardware:
         out.append(find_preset("hardware", str(hardware)))
     if model:
         out.append(find_preset("model", str(model)))
-    if layout:
-        out.append(layout_preset(layout))
     return out
-
-
-#: what a run's layout may set: its degrees and the shape of its batch (the page's Layout fields)
-LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "seq_len", "global_batch_size")
-
-
-def layout_preset(layout: Mapping[str, object]) -> Preset:
-    """The run's layout as a preset of its own (``solve(..., layout={"tp": 8, "dp": 64})``: the
-    page's Layout fields): its values are known as a preset's are, below every value given, never
-    the answer's target and never said to go unused, so one question reads the run the page
-    shows without being told that its degrees went unused where they do not matter.
-
-    Raises
-    ------
-    UnknownNameError
-        A name that is not one of :data:`LAYOUT_FIELDS`.
-    """
-    for name in layout:
-        if name not in LAYOUT_FIELDS:
-            raise UnknownNameError(f"layout: '{name}' is not one of its fields ({', '.join(LAYOUT_FIELDS)})")
-    values = {name: (str(value), "the run's layout") for name, value in layout.items()
-              if value is not None and str(value).strip()}
-    return Preset(kind="layout", key="given with the run", title="the run's layout", source="given with the run",
-                  values=values)
 
 
 def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], target: str | None,

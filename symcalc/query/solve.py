@@ -103,7 +103,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           library: Library | None = None, on_bounds: str = "raise",
           hardware: str | None = None, model: str | None = None, diagnose: bool = True,
           conflicts: bool | str = True, rtol: float = 0.02, rounding: str | None = None,
-          sensitivity: bool = False, layout: Mapping[str, object] | None = None, **values) -> Solved:
+          sensitivity: bool = False, **values) -> Solved:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -134,9 +134,6 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     ``rounding`` ("up", "down" or "nearest") overrides both.
     ``sensitivity=True`` adds the elasticity d ln(target) / d ln(input) to each given value
     at the answer (``result.sensitivity``, see :mod:`symcalc.query.sensitivity`).
-    ``layout`` (tp, pp, dp, cp, ep, micro_batch_size, seq_len, global_batch_size: the page's
-    Layout fields) is the run's layout, known like a preset's values: below the values given, and
-    never said to go unused where the answer does not read it.
 
     Raises UnknownNameError, DimensionError, DomainError, MalformedValueError (bad input),
     BadOptionValueError (an option value not allowed, not supported by the stack in force, or
@@ -148,9 +145,9 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     try:
         result = _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
                         hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
-                        rounding=rounding, brief=False, layout=layout)
+                        rounding=rounding, brief=False)
     except NoFitError as e:     # nothing fits: which option the planner searches would make it fit
-        raise with_fitting_options(e, library or default_library(), target, {**(layout or {}), **(given or {}), **values},
+        raise with_fitting_options(e, library or default_library(), target, {**(given or {}), **values},
                                    option_mapping(options), solve_unshown, hardware=hardware, model=model) from None
     if sensitivity:
         result.elasticities = sensitivity_of(result)
@@ -169,7 +166,7 @@ def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,
     question is not diagnosed (``conflicts=False, diagnose=False``)."""
     return _solve(target, given, {}, options=options, to=None, library=library, on_bounds=on_bounds,
                   hardware=hardware, model=model, diagnose=False, conflicts=False, rtol=0.02, rounding=None,
-                  brief=True, layout=None)
+                  brief=True)
 
 
 def _solve(target, given, values: Mapping[str, object], **kw) -> Solved:
@@ -187,13 +184,12 @@ def _solve(target, given, values: Mapping[str, object], **kw) -> Solved:
 
 
 def _solve_question(target, given, values: Mapping[str, object], *, options, to, library, on_bounds: str, hardware,
-                    model, diagnose: bool, conflicts, rtol: float, rounding, brief: bool,
-                    layout: Mapping[str, object] | None) -> Solved:
+                    model, diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Solved:
     """:func:`solve`'s work; ``brief``: :func:`solve_unshown`'s (the findings for a reader left out)."""
     lib, tq, on_conflict = _checked_arguments(target, given, library, on_bounds, conflicts, rounding, rtol)
     typed = read_given(lib, [*(given or {}).items(), *values.items()])
     explicit_options = dict(option_mapping(options) or {})
-    presets = presets_of(hardware, model, layout)
+    presets = presets_of(hardware, model)
     for p in presets:
         if p.file:
             check_profile(lib, p)
