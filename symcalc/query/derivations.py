@@ -105,8 +105,9 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
     nothing in force gives a value (a coefficient with a default is already admitted), and
     only by leaving a part of the target's own sum out (setting it to 0): an option that sets a
     rate (an attention kernel's) may open some route through a forward model to a GPU count,
-    but naming a kernel to someone who asked how many GPUs answers nothing. O(such values x
-    routing), at most MAX_SETTLING_OPTIONS named."""
+    but naming a kernel to someone who asked how many GPUs answers nothing. The values of the
+    options marked ``offered`` come first (:func:`_offered_values`). O(such values x routing),
+    at most MAX_SETTLING_OPTIONS named."""
     found = _offered_values(library, target, known, options)
     in_force = library.coefficient_defaults(options)
     parts = _parts_of_sum(library, target)
@@ -118,16 +119,22 @@ def _settling_options(library: Library, target: str, known: frozenset, options: 
                 continue
             if not any(q in parts and _is_zero(text, q) for q, text in sets.items()):
                 continue
-            trial = {**options, name: value}
-            defaults = {k: v for k, v in library.coefficient_defaults(trial).items() if k not in known}
-            try:
-                find_route(library.active_formulas(trial), target, known, defaults, diagnose=False)
-            except SymcalcError:
-                continue
-            found.append(f"{name}={value}")
-            if len(found) == MAX_SETTLING_OPTIONS:
+            if len(found) >= MAX_SETTLING_OPTIONS:
                 return found
-    return found
+            if _route_under(library, target, known, {**options, name: value}) is not None:
+                found.append(f"{name}={value}")
+    return found[:MAX_SETTLING_OPTIONS]
+
+
+def _route_under(library: Library, target: str, known: frozenset, trial: dict[str, str]):
+    """(route, formulas in force) of ``target`` from ``known`` under the options ``trial``, by
+    routing alone (no derivation built, no diagnosis), or None where it does not route."""
+    formulas = library.active_formulas(trial)
+    defaults = {k: v for k, v in library.coefficient_defaults(trial).items() if k not in known}
+    try:
+        return find_route(formulas, target, known, defaults, diagnose=False), formulas
+    except SymcalcError:
+        return None
 
 
 def _offered_values(library: Library, target: str, known: frozenset, options: dict[str, str]) -> list[str]:
@@ -143,13 +150,10 @@ def _offered_values(library: Library, target: str, known: frozenset, options: di
         for value in opt.values:
             if value == options.get(name, opt.default):
                 continue
-            trial = {**options, name: value}
-            formulas = library.active_formulas(trial)
-            defaults = {k: v for k, v in library.coefficient_defaults(trial).items() if k not in known}
-            try:
-                route = find_route(formulas, target, known, defaults, diagnose=False)
-            except SymcalcError:
+            routed = _route_under(library, target, known, {**options, name: value})
+            if routed is None:
                 continue
+            route, formulas = routed
             own = {f.id for f in formulas if name in f.when}
             steps = [step for step in route.steps if own & set(step.formulas)]
             if not steps or any(set(step.inputs) & set(route.defaults) for step in steps):
