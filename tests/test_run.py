@@ -163,6 +163,27 @@ def test_a_replicas_rate_given_for_the_deployments_says_which_to_give(cli):
     assert err.code == 2 and err.json()["error"]["instead"] == e.value.rescopings
 
 
+def test_a_model_size_from_a_decode_rate_points_to_the_bound_the_rate_gives(cli):
+    # "how big a model can serve 100 token/s a sequence on an H100": n_params itself needs the
+    # model's shapes (its KV cache and math), so it is refused, but the refusal names the bound
+    # the rate settles (largest_servable_params, declared in the data as n_params' bound_of) and
+    # that bound is the weights-only figure: 1.905 TB/s (the preset's decode bandwidth) /
+    # (2 byte x 100 token/s) = 9.525e9 parameters
+    run = {"decode_tokens_per_second": "100 token/s", "batch_size": 1}
+    with pytest.raises(UnderdeterminedError) as e:
+        solve("n_params", run, hardware="h100")
+    assert e.value.bounds == ["largest_servable_params"]
+    assert "solve for largest_servable_params to get that bound on n_params" in str(e.value)
+    assert solve("largest_servable_params", run, hardware="h100").value == pytest.approx(1.905e12 / 200, rel=1e-3)
+    err = cli("solve", "n_params", "--hardware", "h100", "decode_tokens_per_second=100 token/s", "batch_size=1",
+              "--json")
+    assert err.code == 2 and err.json()["error"]["bounds"] == ["largest_servable_params"]
+    # a refusal the presets alone would settle the bound for does not name it (no rate given)
+    with pytest.raises(UnderdeterminedError) as e:
+        solve("n_params", {"n_layers": 32}, hardware="h100")
+    assert e.value.bounds == []
+
+
 def test_the_collective_family_runs_over_the_data_parallel_groups_link():
     # a 1 GB tensor over 8 ranks at 100 GB/s: every rank moves (8-1)/8 GB in an AllGather, a
     # ReduceScatter or an AllToAll (NCCL's bus-bandwidth factor (n-1)/n), 8.75 ms, and twice that
