@@ -96,8 +96,8 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
         said.append(f"{name} = {knowns[name].text} is {what[0]}; if you meant {other} ({what[1]}), give "
                     f"{other}={knowns[name].text} instead: that settles {target}")
     for name in bounds:
-        what = lib.quantities[name].description.split(":")[0]
-        said.append(f"the values given settle {name} ({what}): solve for {name} to get that bound on {target}")
+        meaning = lib.quantities[name].description.split(":")[0]
+        said.append(f"the values given settle {name} ({meaning}): solve for {name} to get that bound on {target}")
     out = UnderdeterminedError(f"{error}; or: {'; '.join(said)}", error.missing)
     out.rescopings = [list(p) for p in found]
     out.bounds = bounds
