@@ -4,7 +4,7 @@ replica's decode rate (issue: every question in every direction, serving include
 import pytest
 
 from symcalc import solve
-from symcalc.errors import DomainError
+from symcalc.errors import DomainError, UnderdeterminedError
 
 
 def test_a_requests_latency_is_its_prefill_and_its_decode_steps_at_the_mean_context():
@@ -23,6 +23,23 @@ def test_a_requests_latency_is_its_prefill_and_its_decode_steps_at_the_mean_cont
     back = solve("output_len", {"batch_size": 1, "prompt_len": "1024 token", "request_latency": f"{r.base_value} s"},
                  **run)
     assert back.value == pytest.approx(256, abs=1)
+
+
+def test_a_request_rate_target_gives_the_replicas_and_the_gpus():
+    # a replica that puts out 2,000 output tokens a second under continuous batching, each
+    # request 200 of them, completes 2000 / 200 = 10 requests a second; a deployment asked for
+    # 25 req/s needs ceil(25 / 10) = 3 such replicas, 12 GPUs at tp 4 (vLLM's 'Request throughput
+    # (req/s)' is completed requests over the run's duration)
+    rate = {"continuous_tokens_per_second": "2000 token/s", "output_len": "200 token"}
+    assert solve("request_throughput", rate).base_value == pytest.approx(10)
+    target = {**rate, "cluster_requests_per_second": "25 req/s", "tp": 4}
+    assert solve("replicas", target).value == 3
+    assert solve("n_gpus", target).value == 12
+    # a target given as one replica's rate leaves the GPUs open: the refusal says which to give
+    served = {"tp": 4, "batch_size": 32, "prompt_len": "500 token", "output_len": "200 token"}
+    with pytest.raises(UnderdeterminedError) as e:
+        solve("n_gpus", {**served, "requests_per_second": "20 req/s"}, model="llama3-70b", hardware="h100")
+    assert e.value.rescopings == [["request_throughput", "cluster_request_throughput"]]
 
 
 @pytest.mark.parametrize("given, says", [
