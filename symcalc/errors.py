@@ -106,9 +106,9 @@ class UnderdeterminedError(SymcalcError):
         # [given, instead]: a value given whose counterpart (a replica's rate, all replicas')
         # would settle the target in its place (symcalc.query.rescope)
         self.rescopings: list[list[str]] = []
-        # quantities that bound the target and that the knowns settle (the most parameters a
-        # decode rate allows, for n_params): questions the user may have meant
-        self.bounds: list[str] = []
+        # quantities that answer what the target is often asked for and that the knowns settle
+        # (the most parameters a decode rate allows, for n_params): questions the user may mean
+        self.related: list[str] = []
         super().__init__(message)
 
     def to_dict(self) -> dict:
@@ -116,8 +116,8 @@ class UnderdeterminedError(SymcalcError):
         d["missing"] = self.missing
         if self.rescopings:
             d["instead"] = self.rescopings
-        if self.bounds:
-            d["bounds"] = self.bounds
+        if self.related:
+            d["related"] = self.related
         return d
 
 

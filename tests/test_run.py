@@ -166,22 +166,33 @@ def test_a_replicas_rate_given_for_the_deployments_says_which_to_give(cli):
 def test_a_model_size_from_a_decode_rate_points_to_the_bound_the_rate_gives(cli):
     # "how big a model can serve 100 token/s a sequence on an H100": n_params itself needs the
     # model's shapes (its KV cache and math), so it is refused, but the refusal names the bound
-    # the rate settles (largest_servable_params, declared in the data as n_params' bound_of) and
+    # the rate settles (largest_servable_params, declared in the data as answering for n_params) and
     # that bound is the weights-only figure: 1.905 TB/s (the preset's decode bandwidth) /
     # (2 byte x 100 token/s) = 9.525e9 parameters
     run = {"decode_tokens_per_second": "100 token/s", "batch_size": 1}
     with pytest.raises(UnderdeterminedError) as e:
         solve("n_params", run, hardware="h100")
-    assert e.value.bounds == ["largest_servable_params"]
-    assert "solve for largest_servable_params to get that bound on n_params" in str(e.value)
+    assert e.value.related == ["largest_servable_params"]
+    assert "which may be what you meant: solve for largest_servable_params" in str(e.value)
     assert solve("largest_servable_params", run, hardware="h100").value == pytest.approx(1.905e12 / 200, rel=1e-3)
     err = cli("solve", "n_params", "--hardware", "h100", "decode_tokens_per_second=100 token/s", "batch_size=1",
               "--json")
-    assert err.code == 2 and err.json()["error"]["bounds"] == ["largest_servable_params"]
-    # a refusal the presets alone would settle the bound for does not name it (no rate given)
+    assert err.code == 2 and err.json()["error"]["related"] == ["largest_servable_params"]
+    # a refusal whose own values do not reach the bound (no rate given) does not name it
     with pytest.raises(UnderdeterminedError) as e:
         solve("n_params", {"n_layers": 32}, hardware="h100")
-    assert e.value.bounds == []
+    assert e.value.related == []
+
+
+def test_chinchillas_ratio_asked_of_a_trained_run_points_to_the_runs_own_ratio():
+    # tokens_per_param is Chinchilla's compute-optimal 20; "tokens per parameter of Llama 3 8B
+    # trained on 15T tokens" is the run's own ratio, 15e12 / 8.03e9 = 1,868 (training_tokens_per
+    # _param answers for tokens_per_param in the data): the refusal names it, and it is that
+    with pytest.raises(UnderdeterminedError) as e:
+        solve("tokens_per_param", {"n_tokens": "15e12 token"}, model="llama3-8b")
+    assert e.value.related == ["training_tokens_per_param"]
+    ratio = solve("training_tokens_per_param", {"n_tokens": "15e12 token"}, model="llama3-8b")
+    assert ratio.value == pytest.approx(15e12 / 8.030261248e9)
 
 
 def test_the_collective_family_runs_over_the_data_parallel_groups_link():

@@ -27,7 +27,7 @@ ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in", "exposed_part_of",
-                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "yields_to", "usual", "total", "bound_of",
+                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "yields_to", "usual", "total", "answers_for",
                  "source_error"}
 GIVEN_IS = ("at_most", "at_least")
 
@@ -104,7 +104,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         aliases=tuple(aliases), domain=domain, whole=whole, default=default,
         default_source=str(table.get("default_source", "")), source=str(table.get("source", "")),
         limit=limit, limit_meaning=str(table.get("limit_meaning", "")).strip(), fits_in=table.get("fits_in"),
-        exposed_part_of=table.get("exposed_part_of"), total=table.get("total"), bound_of=table.get("bound_of"),
+        exposed_part_of=table.get("exposed_part_of"), total=table.get("total"), answers_for=table.get("answers_for"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
         not_above=names["not_above"], yields_to=names["yields_to"], warn_above=names["warn_above"],
         usual=str(table.get("usual", "")).strip(),
@@ -143,11 +143,11 @@ def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
                                   or quantities[total].dim != q.dim):
             raise LibraryError(f"{q.file}: quantity '{q.name}': exposed_part_of names {total!r}, which is not a "
                                "declared quantity of the same dimension")
-        paired = (*q.not_above, *q.warn_above, *q.yields_to, *(o for o in (q.total, q.bound_of) if o is not None))
+        paired = (*q.not_above, *q.warn_above, *q.yields_to, *(o for o in (q.total, q.answers_for) if o is not None))
         for other in paired:
             if not isinstance(other, str) or other not in quantities or quantities[other].dim != q.dim:
                 raise LibraryError(f"{q.file}: quantity '{q.name}': names {other!r} (not_above, warn_above, yields_to, "
-                                   "total or bound_of), which is not a declared quantity of the same dimension")
+                                   "total or answers_for), which is not a declared quantity of the same dimension")
         if q.fits_in is None:
             continue
         cap = quantities.get(q.fits_in) if isinstance(q.fits_in, str) else None

@@ -102,9 +102,10 @@ class QuantitySpec(LazyFields):
     # the quantity that sums this one over a deployment's units (one replica's decode rate: all
     # replicas'): a refusal says when the other of the pair would settle the question
     total: str | None = None
-    # the quantity this one bounds from the values that settle it: the most parameters a decode
-    # rate allows bounds n_params. A refusal of that quantity says the bound can be asked instead
-    bound_of: str | None = None
+    # the quantity whose name people ask this one by: the most parameters a decode rate allows
+    # (for n_params), a trained run's tokens a parameter (for Chinchilla's tokens_per_param). A
+    # refusal of that quantity whose values settle this one names it as the question to ask
+    answers_for: str | None = None
     # a given value of this quantity is a limit the answer must keep: "at_most" (a budget, a
     # deadline, a bubble target, memory) or "at_least" (free memory, a throughput target).
     # A whole-number answer rounds the way that keeps it (see symcalc.query.limits).

@@ -1,5 +1,5 @@
 """A per-unit value given where its deployment-wide total was meant, or the other way round;
-and a bound of the question that its values settle where the question itself has no answer.
+and a related question that its values settle where the question itself has no answer.
 
 One replica's decode rate (``decode_tokens_per_second``) and all replicas' together
 (``cluster_decode_tokens_per_second``) have one unit, and people say "50,000 token/s" for
@@ -8,10 +8,10 @@ for 50,000 token/s" given as the replica's rate has no answer, given as the depl
 has one (13 replicas). The library declares such pairs in the data (a quantity's ``total``:
 the quantity that sums it over a deployment's units); this module finds, for an
 underdetermined question, the given values whose other side would settle the target, so the
-refusal can say so. Likewise a quantity may declare the one it bounds (``bound_of``): "n_params
-for 100 token/s a sequence" has no answer without the model's shapes, but the most parameters
-that rate allows (``largest_servable_params``) has one, and the refusal names it. Nothing is
-answered from either: the user chooses.
+refusal can say so. Likewise a quantity may declare the one people ask it by (``answers_for``):
+"n_params for 100 token/s a sequence" has no answer without the model's shapes, but the most
+parameters that rate allows (``largest_servable_params``) has one, and the refusal names it.
+Nothing is answered from either: the user chooses.
 """
 
 from __future__ import annotations
@@ -53,18 +53,20 @@ def rescopings(lib: Library, target: str, known: Iterable[str], candidates: Iter
     return out
 
 
-def settled_bounds(lib: Library, target: str, known: Iterable[str],
-                   settles: Callable[[str, frozenset], bool]) -> list[str]:
-    """The quantities that bound ``target`` (a quantity's ``bound_of``: the most parameters a
-    decode rate allows, for n_params) and that the ``known`` names settle; ``settles(name,
-    names)`` says whether they do (a routing without diagnosis). One routing per bound."""
-    names = frozenset(known)
+def settled_related(lib: Library, target: str, known: Iterable[str], given: Iterable[str],
+                    reads: Callable[[str, frozenset], Iterable[str]]) -> list[str]:
+    """The quantities people ask by ``target``'s name (a quantity's ``answers_for``: the most
+    parameters a decode rate allows, for n_params) that the ``known`` names settle through a
+    route that reads one of the ``given`` (the user's own values, not only presets and
+    defaults); ``reads(name, names)`` is what the route to ``name`` reads (a routing without
+    diagnosis; an error when there is none). One routing per related quantity."""
+    names, mine = frozenset(known), set(given)
     out = []
     for name, spec in sorted(lib.quantities.items()):
-        if spec.bound_of != target or name in names:
+        if spec.answers_for != target or name in names:
             continue
         try:
-            if settles(name, names):
+            if mine & set(reads(name, names)):
                 out.append(name)
         except SymcalcError:
             continue
@@ -75,19 +77,16 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
             options: Mapping[str, str]) -> UnderdeterminedError:
     """``error``, with a sentence for each value the user gave whose counterpart would settle
     the target instead (its sets of missing values kept; ``rescopings`` lists the pairs), and
-    for each bound of the target that the values settle (``bounds``)."""
+    for each related quantity that the values settle (``related``)."""
     from symcalc.query.derivations import derivation_for   # the routing, as solve asks it
 
-    def settles_for(name: str, names: frozenset) -> bool:   # an UnderdeterminedError: read as no
-        derivation_for(lib, name, names, dict(options), diagnose=False)
-        return True
+    def reads(name: str, names: frozenset) -> tuple[str, ...]:   # an UnderdeterminedError: no route
+        return derivation_for(lib, name, names, dict(options), diagnose=False)[0].route.given
 
     given = [n for n, gv in knowns.items() if not gv.origin]
-    found = rescopings(lib, target, knowns, given, lambda names: settles_for(target, names))
-    # a bound counts only where it reads a value the user gave (not one the presets alone settle)
-    bounds = [b for b in settled_bounds(lib, target, knowns, settles_for)
-              if not _settled_by_presets(b, [n for n in knowns if n not in given], settles_for)]
-    if not found and not bounds:
+    found = rescopings(lib, target, knowns, given, lambda names: reads(target, names) is not None)
+    related = settled_related(lib, target, knowns, given, reads)
+    if not found and not related:
         return error
     said = []
     for name, other in found:
@@ -95,17 +94,11 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
             else ("the whole deployment's figure", "one replica's or one GPU's")
         said.append(f"{name} = {knowns[name].text} is {what[0]}; if you meant {other} ({what[1]}), give "
                     f"{other}={knowns[name].text} instead: that settles {target}")
-    for name in bounds:
+    for name in related:
         meaning = lib.quantities[name].description.split(":")[0]
-        said.append(f"the values given settle {name} ({meaning}): solve for {name} to get that bound on {target}")
+        said.append(f"the values given settle {name} ({meaning}), which may be what you meant: solve for {name}")
     out = UnderdeterminedError(f"{error}; or: {'; '.join(said)}", error.missing)
     out.rescopings = [list(p) for p in found]
-    out.bounds = bounds
+    out.related = related
     return out
 
-
-def _settled_by_presets(name: str, looked_up: list[str], settles: Callable[[str, frozenset], bool]) -> bool:
-    try:
-        return settles(name, frozenset(looked_up))
-    except SymcalcError:
-        return False
