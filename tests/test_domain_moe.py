@@ -259,14 +259,28 @@ def test_hugging_face_config_with_one_wide_shared_expert(tmp_path):
     assert symcalc.solve("n_active_params", model=str(path)).value == pytest.approx(2688876544, rel=1e-12)
 
 
-def test_latent_attention_without_a_query_latent_is_said_not_modelled(tmp_path):
-    # DeepSeek-V2-Lite's queries skip the latent (q_lora_rank null): not the mla formula, and said so
-    cfg = {**DSV3_CONFIG, "q_lora_rank": None}
+def test_latent_attention_without_a_query_latent_counts_its_direct_query(tmp_path):
+    # DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json): the queries skip the latent
+    # (q_lora_rank null), so the attention is 2048 x 16 x 192 (query) + 2048 x 576 (KV latent and
+    # RoPE key) + 512 x 16 x 256 (K and V up) + 16 x 128 x 2048 (output) = 13,762,560 a layer.
+    # With 2 x 102,400 x 2,048 embeddings, one dense layer of 3 x 2048 x 10944 and 26 MoE layers
+    # of 64 routed + 2 shared experts of 3 x 2048 x 1408 and a 2048 x 64 router, plus the RMSNorm
+    # weights (2 x 2048 a layer and the final 2048): 15,706,470,400, the paper's "15.7B total
+    # parameters" (DeepSeek-AI 2024, DeepSeek-V2, Appendix B)
+    cfg = {**DSV3_CONFIG, "q_lora_rank": None, "hidden_size": 2048, "intermediate_size": 10944,
+           "moe_intermediate_size": 1408, "n_routed_experts": 64, "n_shared_experts": 2, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "num_experts_per_tok": 6, "num_hidden_layers": 27, "first_k_dense_replace": 1,
+           "vocab_size": 102400, "rms_norm_eps": 1e-6}
+    cfg.pop("num_nextn_predict_layers")
     path = _write(tmp_path, cfg)
     p = model_from_hf_config(path)
-    assert p.options["attention"] == "mha" and "kv_lora_rank" not in p.values
+    assert p.options["attention"] == "mla" and p.values["q_lora_rank"][0] == "0"
+    per_layer = 2048 * 16 * 192 + 2048 * 576 + 512 * 16 * 256 + 16 * 128 * 2048
+    assert per_layer == 13_762_560
     r = symcalc.solve("n_params", model=str(path))
-    assert any("latent attention" in w for w in r.warnings)
+    assert r.value == 2 * 102400 * 2048 + 27 * per_layer + 3 * 2048 * 10944 \
+        + 26 * (66 * 3 * 2048 * 1408 + 2048 * 64) + 27 * 2 * 2048 + 2048 == 15_706_470_400
+    assert "mla_query=direct" in " ".join(r.notes) and not any("latent attention" in w for w in r.warnings)
 
 
 def test_a_moe_memory_counts_the_embeddings_when_the_model_is_known():

@@ -63,7 +63,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
     experts, moe_options = _hf_experts(cfg, float(values["n_layers"][0]), p.name)
     options: dict[str, str] = {}
     latent = _hf_attention(cfg, values, options, p.name, where)
-    if latent == {}:        # latent attention of a form the formulas do not count (no query latent)
+    if latent == {}:        # latent attention of a form the formulas do not count (a width missing)
         findings.append(Finding("preset", values={"file": p.name, "what": "latent_attention"}))
     family = str(cfg.get("model_type", "")).lower()
     options["ffn"] = "swiglu" if _hf_gated(cfg, family) else "gelu"
@@ -184,14 +184,17 @@ _MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_di
 
 def _hf_mla(cfg: dict, file: str) -> dict[str, tuple[str, str]] | None:
     """The widths of multi-head latent attention (attention = mla): None without a KV latent
-    (kv_lora_rank), {} when one of the five widths is missing or null (DeepSeek-V2-Lite's queries
-    skip the latent: q_lora_rank null), a form the formulas do not count."""
+    (kv_lora_rank), {} when one of the widths is missing or null, a form the formulas do not
+    count. A null or 0 q_lora_rank (DeepSeek-V2-Lite, Moonlight: the queries skip the latent) is
+    given as 0, which implies mla_query = direct."""
     if not _hf_number(cfg, "kv_lora_rank", file):
         return None
-    widths = {key: _hf_number(cfg, key, file, positive=True) for key in _MLA_KEYS}
+    widths = {key: _hf_number(cfg, key, file, positive=True) for key in _MLA_KEYS if key != "q_lora_rank"}
     if any(v is None for v in widths.values()):
         return {}
-    return {key: (str(v), f"{file}: {key} = {v}") for key, v in widths.items()}
+    q_latent = _hf_number(cfg, "q_lora_rank", file) if cfg.get("q_lora_rank") else 0
+    widths["q_lora_rank"] = q_latent if q_latent is not None else 0
+    return {key: (str(v), f"{file}: {key} = {cfg.get(key)}") for key, v in widths.items()}
 
 
 def _hf_experts(cfg: dict, n_layers: float, file: str) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:

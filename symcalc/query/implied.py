@@ -35,6 +35,7 @@ class Implication:
     compatible: tuple[str, ...]     # other values that hold under it too
     values: tuple[str, ...]         # "n_kv_heads = 8", "n_heads = 128"
     from_preset: bool               # every value in the condition came from a preset
+    names: tuple[str, ...] = ()     # the quantities the condition reads: used, by deciding it
 
     def reason(self) -> str:
         return f"{self.option}={self.value}, since {self.condition} ({', '.join(self.values)})"
@@ -52,7 +53,7 @@ def implied_options(library, knowns: Mapping[str, GivenValue]) -> list[Implicati
                 names = sorted(cond.names)
                 shown = tuple(f"{n} = {fmt(scalars[n] / library.quantities[n].factor)}" for n in names)
                 out.append(Implication(opt.name, value, cond.text, cond.compatible, shown,
-                                       from_preset=all(knowns[n].origin for n in names)))
+                                       from_preset=all(knowns[n].origin for n in names), names=tuple(names)))
                 break
     return out
 

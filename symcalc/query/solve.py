@@ -229,7 +229,10 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
         layout_breaks = answer_breaks(tq.name, rounded, {k: g.magnitude for k, g in knowns.items()})
     else:
         rounded = round_whole(exact, how)
-    findings = answer_findings(lib, derivation, ev, tq, exact, rounded, knowns, disagree.checked, how, brief=brief)
+    # a value that decided an option (q_lora_rank = 0: queries without a latent) was used by it
+    deciding = {n for imp in posed.resolved.implied for n in imp.names}
+    findings = answer_findings(lib, derivation, ev, tq, exact, rounded, knowns, set(disagree.checked) | deciding, how,
+                               brief=brief)
     findings += [c["finding"] for c in disagree.found] + idle_options(lib, posed.resolved.values, explicit_options)
     findings += [unused_disagreement(disagree.dismissed, disagree.assumed)] if disagree.dismissed else []
     if not brief:
