@@ -92,6 +92,27 @@ def _finetune_options(row: dict, other: str, o: dict, g: dict) -> None:
         g["lora_rank"] = adapter["rank"]
 
 
+def _moe_and_latent(a: dict, lay: dict, g: dict, o: dict) -> None:
+    """A mixture of experts' counts and layout (ep, etp) and multi-head latent attention's widths,
+    as the row's arch records them (its moe and mla tables)."""
+    moe, mla = a.get("moe"), a.get("mla")
+    if moe:
+        o["architecture"] = "moe"
+        g.update(n_routed_experts=moe["n_experts"], d_ffn_expert=moe["d_ffn_expert"],
+                 n_experts_activated=moe["top_k"] + moe.get("n_shared", 0), ep=lay.get("ep", 1))
+        if lay.get("etp"):
+            g["etp"] = lay["etp"]
+        o["shared_experts"] = "some" if moe.get("n_shared") else "none"
+        if moe.get("n_shared"):
+            g.update(n_shared_experts=moe["n_shared"], d_ffn_shared=moe.get("d_ffn_shared", moe["d_ffn_expert"]))
+        o["moe_layers"] = "mixed" if moe.get("first_dense_layers") else "all"
+        if moe.get("first_dense_layers"):
+            g["n_dense_layers"] = moe["first_dense_layers"]
+    if mla:
+        g.update({k: mla[k] for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                        "v_head_dim")})
+
+
 def translate(source: str, row: dict) -> MemoryRun:
     """One row as a symcalc question, from what the row records (architecture, layout,
     precision, recompute, loss, optimizer, counter)."""
@@ -113,6 +134,7 @@ def translate(source: str, row: dict) -> MemoryRun:
     if a.get("head_dim") and a["head_dim"] * a["n_heads"] != a["d_model"]:
         g["head_dim"] = a["head_dim"]
     o = run.options
+    _moe_and_latent(a, lay, g, o)
     o["memory_figure"] = run.figure
     o["ffn"] = "swiglu" if "swiglu" in a.get("ffn", "") else "gelu"
     o["tied_embeddings"] = "true" if a.get("tied_embeddings") else "false"
@@ -134,7 +156,10 @@ def translate(source: str, row: dict) -> MemoryRun:
     # precision: Megatron keeps fp32 main gradients; torchtune's pure bf16 keeps no fp32 copy
     prec = row.get("precision", "").lower()
     if megatron:
-        o["precision"] = "bf16_main_grads"
+        # fp32 main gradients unless the optimizer keeps them in bf16 (precision-aware optimizer)
+        o["precision"] = "mixed_fp16_adam" if "bf16 main grads" in prec else "bf16_main_grads"
+        if "bf16 exp_avg" in prec:
+            o["optimizer"] = "adam_bf16_moments"
     elif "pure bf16" in prec and o["stack"] != "torchtune":     # torchtune's stack says it itself
         g["master_weight_bytes_per_param"] = "0 byte"
         if "8bit" not in row.get("optimizer", "").lower():
