@@ -137,6 +137,14 @@ def test_a_unit_in_the_wrong_case_gets_the_right_spelling(unit, hint):
                       peak_flops="989 TFLOP/s", to=unit)
 
 
+@pytest.mark.parametrize("text", ["32k", "128k token", "32K"])
+def test_a_context_written_in_thousands_is_told_to_write_the_number_out(text):
+    # "128k" for a context length usually means 128 x 1024 = 131072 tokens, for anything else
+    # 128 x 1000: the suffix is refused, and the message gives both readings
+    with pytest.raises(MalformedValueError, match="usually 32768 token, 32 x 1024"):
+        symcalc.solve("kv_cache_memory", {"batch_size": 1, "seq_len": text}, model="llama3-8b")
+
+
 def test_a_tuple_that_is_not_a_value_and_its_unit_says_so():
     with pytest.raises(MalformedValueError, match=r"peak_flops: a value with its unit is a pair \(value, 'unit'\); "
                                                   "got a tuple of 3 items"):

@@ -35,6 +35,10 @@ def test_a_request_rate_target_gives_the_replicas_and_the_gpus():
     target = {**rate, "cluster_requests_per_second": "25 req/s", "tp": 4}
     assert solve("replicas", target).value == 3
     assert solve("n_gpus", target).value == 12
+    # a load below one replica's still takes one: 8 req/s on replicas of 10 rounds 0.8 up to 1
+    assert solve("n_gpus", {**rate, "cluster_requests_per_second": "8 req/s", "tp": 4}).value == 4
+    # a day's requests as a rate: 864,000 a day is 10 a second, one replica
+    assert solve("replicas", {**rate, "cluster_requests_per_second": "864000 request/day"}).value == 1
     # a target given as one replica's rate leaves the GPUs open: the refusal says which to give
     served = {"tp": 4, "batch_size": 32, "prompt_len": "500 token", "output_len": "200 token"}
     with pytest.raises(UnderdeterminedError) as e:
@@ -46,7 +50,7 @@ def test_a_request_rate_target_gives_the_replicas_and_the_gpus():
     ({"output_len": "0 token"}, "output_len must lie in [1, inf)"),
     ({"prompt_len": "10000 token", "output_len": "16 token"}, "prompt_len = 10000 token is more than "
                                                                "max_position_embeddings = 8192 token"),
-    ({"replicas": -2}, "replicas must lie in [1, inf)"),
+    ({"replicas": -2}, "replicas must lie in (0, inf)"),
 ])
 def test_impossible_requests_are_one_line(given, says):
     with pytest.raises(DomainError) as e:

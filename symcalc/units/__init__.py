@@ -202,12 +202,16 @@ def _parse(norm: str, raw: str, what: str, expected: str):
         raise MalformedValueError(f"{what}: cannot read '{raw}' as {expected}") from None
 
 
+# "32k" for a context length usually means 32 x 1024 tokens; for anything else 32 x 1000
+_THOUSANDS = "e3 (a '32k' context is usually 32768 token, 32 x 1024: write the number out)"
+
+
 def _unit_hint(name: str) -> str:
     known = {
         "Gbps": "Gb/s", "GBps": "GB/s", "Mbps": "Mb/s", "tokens_per_second": "token/s",
         "hours": "hour", "days": "day", "gb": "GB (gigabyte) or Gb (gigabit)",
         "tflop": "TFLOP", "flop": "FLOP", "T": "e12 (write 7e12, not 7T)",
-        "K": "e3", "bn": "e9", "gib": "GiB", "mib": "MiB", "tib": "TiB",
+        "K": _THOUSANDS, "k": _THOUSANDS, "M": "e6 (a '1M' context is usually 1048576 token, 2^20)", "bn": "e9", "gib": "GiB", "mib": "MiB", "tib": "TiB",
     }
     if name in known:
         return f"; did you mean {known[name]}?"
