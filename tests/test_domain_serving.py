@@ -68,6 +68,16 @@ def test_kv_cache_from_a_real_config_json_and_a_context_above_its_limit(tmp_path
     assert not [f for f in ok.findings if f.kind == "above_limit"]
 
 
+def test_a_moe_servers_workspace_is_its_routed_copies_through_the_experts():
+    # Mixtral 8x7B at tp 2, one prefill chunk of 8192 tokens (the default), bf16: each token's 2
+    # routed copies through the experts' two gated inner tensors of 14336 / 2, beside the hidden
+    # state: 8192 x (4096 + 2 x 2 x 14336 / 2) x 2 bytes = 536,870,912 (vLLM's fused_moe
+    # intermediate cache); not a dense FFN width Mixtral does not have (no d_ffn is derived)
+    r = symcalc.solve("serving_workspace_memory", {"tp": 2}, model="mixtral")
+    assert r.base_value == 8192 * (4096 + 2 * 2 * 14336 / 2) * 2 == 536_870_912
+    assert "d_ffn" not in r.values and not any("d_ffn" in w for w in r.warnings)
+
+
 def test_a_batch_of_zero_is_refused_naming_it():
     with pytest.raises(DomainError, match="batch_size"):
         symcalc.solve("kv_cache_memory", model="llama3-70b", batch_size=0, seq_len="8192 token")

@@ -39,6 +39,13 @@ def test_a_request_rate_target_gives_the_replicas_and_the_gpus():
     assert solve("n_gpus", {**rate, "cluster_requests_per_second": "8 req/s", "tp": 4}).value == 4
     # a day's requests as a rate: 864,000 a day is 10 a second, one replica
     assert solve("replicas", {**rate, "cluster_requests_per_second": "864000 request/day"}).value == 1
+    # without the request's lengths the request rate settles nothing: the output a mean context
+    # leaves is asked backwards only (a context with no prompt given is all prompt, output 0), so
+    # the refusal asks for output_len instead of dividing by a zero output
+    with pytest.raises(UnderdeterminedError) as e:
+        solve("replicas", {"tp": 8, "batch_size": 64, "cluster_requests_per_second": "20 req/s"},
+              model="llama3-70b", hardware="h100")
+    assert ["output_len"] in e.value.missing
     # a target given as one replica's rate leaves the GPUs open: the refusal says which to give
     served = {"tp": 4, "batch_size": 32, "prompt_len": "500 token", "output_len": "200 token"}
     with pytest.raises(UnderdeterminedError) as e:
