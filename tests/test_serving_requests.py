@@ -53,6 +53,18 @@ def test_a_request_rate_target_gives_the_replicas_and_the_gpus():
     assert e.value.rescopings == [["request_throughput", "cluster_request_throughput"]]
 
 
+def test_a_latency_target_rounds_the_layout_the_way_that_keeps_it():
+    # tp for a 20 ms decode step of Llama 3 70B (batch 1, 4096 tokens): exactly about 3.99 GPUs'
+    # worth, so tp = 4 keeps the target and tp = 3 would not; a time per output token is a limit
+    # (given_is at_most), so the answer rounds up, and says why
+    r = solve("tp", {"batch_size": 1, "seq_len": "4096 token", "decode_step_time": "20 ms"}, model="llama3-70b",
+              hardware="h100")
+    assert r.value == 4 and r.rounding == "up"
+    at = solve("decode_step_time", {"batch_size": 1, "seq_len": "4096 token", "tp": 4}, model="llama3-70b",
+               hardware="h100")
+    assert at.base_value <= 0.020
+
+
 @pytest.mark.parametrize("given, says", [
     ({"output_len": "0 token"}, "output_len must lie in [1, inf)"),
     ({"prompt_len": "10000 token", "output_len": "16 token"}, "prompt_len = 10000 token is more than "
