@@ -238,6 +238,42 @@ def test_a_collective_asked_without_its_group_is_offered_the_group_the_values_se
     assert err.err.strip().endswith("also give one of: dp | n_gpus | n_nodes; or --option collective_group=ep")
 
 
+def test_the_runs_layout_is_read_where_the_question_leaves_it_open():
+    # the page's "with the run above" (symcalc.solve's layout=, the HTTP API's "layout"): a
+    # memory question on Llama 3 8B at micro-batch 1 reads the layout's tp 8 and pp 1 where it
+    # would have taken the defaults (tp = 1), the same answer as the degrees typed, and says so
+    layout = {"tp": 8, "dp": 8, "pp": 1}
+    a = solve("total_memory_per_gpu", {"micro_batch_size": 1}, model="llama3-8b", hardware="h100", layout=layout)
+    b = solve("total_memory_per_gpu", {"micro_batch_size": 1, **layout}, model="llama3-8b", hardware="h100")
+    assert a.base_value == pytest.approx(b.base_value, rel=1e-12)
+    assert any(line.strip().startswith("run:") and "tp = 8 (layout of the run)" in line for line in a.text().splitlines())
+    # under ZeRO-3 the question's values settle nothing without dp: the whole layout is read
+    z3 = {"options": {"zero_stage": "3"}, "model": "llama3-8b", "hardware": "h100"}
+    assert solve("total_memory_per_gpu", {"micro_batch_size": 1}, layout=layout, **z3).base_value == pytest.approx(
+        solve("total_memory_per_gpu", {"micro_batch_size": 1, **layout}, **z3).base_value, rel=1e-12)
+    # a value typed beside the layout wins
+    typed = solve("total_memory_per_gpu", {"micro_batch_size": 1, "tp": 4}, model="llama3-8b", hardware="h100",
+                  layout=layout)
+    assert typed.values["tp"] == 4
+    # the serving load on a page at tp 8, dp 64: the load reads tp 8 (where it leaned on
+    # tp = 1) but not dp 64, which would have fixed n_gpus = 512 before the load was read:
+    # 13 replicas of 8 (test_a_throughput_target_gives_the_replicas_and_the_gpus), 104 GPUs
+    load = {"batch_size": 64, "seq_len": "4096 token", "cluster_decode_tokens_per_second": "50000 token/s"}
+    gpus = solve("n_gpus", load, model="llama3-70b", hardware="h100", layout={"tp": 8, "dp": 64, "pp": 1})
+    assert gpus.value == 104
+    # 6 x 7e9 x 150,000 / (64 x 989e12) = 9.95 % MFU, which no degree of the layout enters: none
+    # is read, and none is said to go unused
+    mfu = solve("mfu", {"n_params": 7e9, "tokens_per_second": "150000 token/s", "n_gpus": 64,
+                        "peak_flops": "989 TFLOP/s"}, layout={"tp": 1, "pp": 1, "dp": 64, "micro_batch_size": 1})
+    assert mfu.base_value == pytest.approx(6 * 7e9 * 150000 / (64 * 989e12)) and mfu.warnings == []
+    with pytest.raises(symcalc.SymcalcError, match="not one of its fields"):
+        solve("mfu", {}, layout={"n_params": 7e9})
+    # a layout that breaks a rule with the values typed says the layout took part
+    with pytest.raises(symcalc.SymcalcError, match="with the run's layout: tp = 8, dp = 64"):
+        solve("step_time", {"n_gpus": 128}, model="llama3-8b", hardware="h100",
+              layout={"tp": 8, "dp": 64, "pp": 1, "micro_batch_size": 1, "global_batch_size": 512})
+
+
 def test_a_given_achievable_hbm_rate_is_decodes_rate_not_the_presets_measured_one():
     # the H100 preset's decode figure (1.905 TB/s, a measured batch-1 decode) describes the same
     # fact as a given achievable_hbm_bandwidth: the user's value wins, and the answer says which

@@ -60,6 +60,18 @@ def test_a_repeated_question_is_answered_by_the_same_warm_workers(client):
     assert {w.process.pid for w in client.pool.workers} == before
 
 
+def test_the_runs_layout_answers_as_the_same_degrees_typed(client):
+    # the page's "with the run above": the layout goes as "layout", read where the values leave
+    # it open; a memory question's answer equals the one with the degrees among the values
+    base = {"target": "total_memory_per_gpu", "model": "llama3-8b", "hardware": "h100",
+            "values": {"micro_batch_size": "1"}}
+    with_layout = post(client, "/api/solve", {**base, "layout": {"tp": "8", "dp": "8"}}).json()
+    typed = post(client, "/api/solve", {**base, "values": {"micro_batch_size": "1", "tp": "8", "dp": "8"}}).json()
+    assert with_layout["value"] == pytest.approx(typed["value"], rel=1e-12)
+    bad = post(client, "/api/solve", {**base, "layout": {"n_params": "7e9"}})
+    assert bad.status_code == 400 and "not one of its fields" in bad.json()["error"]["message"]
+
+
 def test_a_plan_request_mirrors_the_python_api(client, cli):
     body = {"model": "llama3-8b", "hardware": "h100", "gpus": 64, "top": 3, "global_batch_size": 512,
             "options": {"zero_stage": "1"}}

@@ -31,13 +31,18 @@ from symcalc.library.registry import Library
 from symcalc.query.values import GivenValue, read_value
 
 
-def presets_of(hardware: str | None, model: str | None) -> list[Preset]:
-    """The presets a question names (hardware first: its values win over the model's)."""
+def presets_of(hardware: str | None, model: str | None, layout: Mapping[str, object] | None = None) -> list[Preset]:
+    """The presets a question names (hardware first: its values win over the model's), then the
+    values of the run's layout admitted to it (symcalc.query.runlayout), as a preset of its own:
+    known as a preset's are, below the values given, and said as the layout's in the answer."""
     out = []
     if hardware:
         out.append(find_preset("hardware", str(hardware)))
     if model:
         out.append(find_preset("model", str(model)))
+    if layout:
+        out.append(Preset(kind="layout", key="of the run", title="the run's layout", source="the run's layout",
+                          values={name: (str(v), "where the question's values leave it open") for name, v in layout.items()}))
     return out
 
 

@@ -194,6 +194,7 @@ class SolveRequest(_Run):
     round: str | None = None
     allow_conflicts: bool = False
     sensitivity: bool = False
+    layout: dict = field(default_factory=dict)   # the run's layout (the page's Layout fields): solve's layout
 
     def __post_init__(self) -> None:
         _require_target(self, "to solve for", "mfu")
@@ -203,7 +204,8 @@ class SolveRequest(_Run):
         obj = json_object(request, cls)
         return cls(target=_target_of(obj), to=_text(obj, "to", JSON),
                    round=_text(obj, "round", JSON), allow_conflicts=_flag(obj, "allow_conflicts", False, JSON),
-                   sensitivity=_flag(obj, "sensitivity", False, JSON), **_run_fields(obj, JSON))
+                   sensitivity=_flag(obj, "sensitivity", False, JSON),
+                   layout=given_pairs(obj.get("layout", {}), JSON, "layout"), **_run_fields(obj, JSON))
 
     def arguments(self, lib, face: Face) -> tuple[tuple, dict[str, Any]]:
         """``symcalc.solve``'s arguments for this request, checked against ``lib``."""
@@ -212,7 +214,8 @@ class SolveRequest(_Run):
             raise RequestError(f"{face('round')} is one of {', '.join(ROUNDING)}; got {self.round!r}")
         return (self.target, self.values), dict(
             options=self.run_options(lib, face), to=self.to, library=lib, hardware=self.hardware, model=self.model,
-            rounding=self.round, conflicts="warn" if self.allow_conflicts else True, sensitivity=self.sensitivity)
+            rounding=self.round, conflicts="warn" if self.allow_conflicts else True, sensitivity=self.sensitivity,
+            layout=self.layout or None)
 
 
 @dataclass(frozen=True)

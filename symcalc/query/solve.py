@@ -29,18 +29,13 @@ from symcalc.library.printed import Printed
 from symcalc.query import fit, stacks, unused
 from symcalc.query.implied import idle_options
 from symcalc.query.nofit import with_fitting_options
-from symcalc.query.conflicts import (
-    assumed_by,
-    contradicts,
-    cross_check,
-    unused_disagreement,
-    without_contradicted_defaults,
-)
+from symcalc.query.conflicts import assumed_by, contradicts, cross_check, unused_disagreement, without_contradicted_defaults
 from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, space_data
 from symcalc.query.limits import round_to_limits
 from symcalc.query.rescope import refusal
+from symcalc.query.runlayout import solve_in_layout
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
 from symcalc.query.question import Posed, check_hardware_dtypes, option_mapping, output_unit, pose, read_given
 from symcalc.query.results import Result, StepView, later, sentences
@@ -103,7 +98,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
           library: Library | None = None, on_bounds: str = "raise",
           hardware: str | None = None, model: str | None = None, diagnose: bool = True,
           conflicts: bool | str = True, rtol: float = 0.02, rounding: str | None = None,
-          sensitivity: bool = False, **values) -> Solved:
+          sensitivity: bool = False, layout: Mapping[str, object] | None = None, **values) -> Solved:
     """Solve for ``target`` from known values, under ``options``.
 
     ``given`` (a mapping) and keyword arguments name known quantities (aliases allowed); each
@@ -134,6 +129,7 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     ``rounding`` ("up", "down" or "nearest") overrides both.
     ``sensitivity=True`` adds the elasticity d ln(target) / d ln(input) to each given value
     at the answer (``result.sensitivity``, see :mod:`symcalc.query.sensitivity`).
+    ``layout`` (the page's Layout fields) is the run's, read where the values leave it open.
 
     Raises UnknownNameError, DimensionError, DomainError, MalformedValueError (bad input),
     BadOptionValueError (an option value not allowed, not supported by the stack in force, or
@@ -142,10 +138,13 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     satisfies the equations; NotDeterminedError: a whole range does), ConflictError and
     OutOfBoundsError.
     """
+    def ask(admitted: dict) -> Solved:     # with the run's layout values admitted (symcalc.query.runlayout)
+        return _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
+                      hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
+                      rounding=rounding, brief=False, layout=admitted)
     try:
-        result = _solve(target, given, values, options=options, to=to, library=library, on_bounds=on_bounds,
-                        hardware=hardware, model=model, diagnose=diagnose, conflicts=conflicts, rtol=rtol,
-                        rounding=rounding, brief=False)
+        result = ask({}) if not layout else solve_in_layout(ask, library or default_library(), target,
+                                                            {*(given or {}), *values}, layout)
     except NoFitError as e:     # nothing fits: which option the planner searches would make it fit
         raise with_fitting_options(e, library or default_library(), target, {**(given or {}), **values},
                                    option_mapping(options), solve_unshown, hardware=hardware, model=model) from None
@@ -166,7 +165,7 @@ def solve_unshown(target: str, given: Mapping[str, object] | None = None, /, *,
     question is not diagnosed (``conflicts=False, diagnose=False``)."""
     return _solve(target, given, {}, options=options, to=None, library=library, on_bounds=on_bounds,
                   hardware=hardware, model=model, diagnose=False, conflicts=False, rtol=0.02, rounding=None,
-                  brief=True)
+                  brief=True, layout=None)
 
 
 def _solve(target, given, values: Mapping[str, object], **kw) -> Solved:
@@ -184,12 +183,12 @@ def _solve(target, given, values: Mapping[str, object], **kw) -> Solved:
 
 
 def _solve_question(target, given, values: Mapping[str, object], *, options, to, library, on_bounds: str, hardware,
-                    model, diagnose: bool, conflicts, rtol: float, rounding, brief: bool) -> Solved:
+                    model, diagnose: bool, conflicts, rtol: float, rounding, brief: bool, layout) -> Solved:
     """:func:`solve`'s work; ``brief``: :func:`solve_unshown`'s (the findings for a reader left out)."""
     lib, tq, on_conflict = _checked_arguments(target, given, library, on_bounds, conflicts, rounding, rtol)
     typed = read_given(lib, [*(given or {}).items(), *values.items()])
     explicit_options = dict(option_mapping(options) or {})
-    presets = presets_of(hardware, model)
+    presets = presets_of(hardware, model, layout)
     for p in presets:
         if p.file:
             check_profile(lib, p)

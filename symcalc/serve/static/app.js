@@ -218,7 +218,13 @@ async function updateSolve() {
     return;
   }
   const body = {target: $("target").value.trim(), values: values};
-  if ($("use-run").checked) Object.assign(body, run());
+  if ($("use-run").checked) {
+    // the whole run above: its presets and options, and its layout as the layout panel reads it,
+    // which the answer reads where the pairs leave it open (symcalc.query.runlayout)
+    Object.assign(body, run());
+    body.layout = layoutValues();
+    for (const id of ["seq_len", "global_batch_size"]) if ($(id).value.trim()) body.layout[id] = $(id).value.trim();
+  }
   const data = await ask("solve", "/api/solve", body);
   if (data === null) return;
   if (showError("solve", data)) {
