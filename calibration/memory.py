@@ -141,7 +141,7 @@ def translate(source: str, row: dict) -> MemoryRun:
     megatron = row["stack"].startswith("megatron")
     o["stack"] = {"torchtitan": "torchtitan", "megatron-core": "megatron-core", "deepspeed": "deepspeed",
                   "torchtune": "torchtune"}.get(row["stack"], "fsdp")
-    o["dropout"] = "true" if megatron else "false"
+    o["dropout"] = "true" if row.get("dropout", megatron) else "false"     # as the row records it, else the stack's
     o["position_encoding"] = "learned" if megatron else "rotary"
     # sharding: FSDP full shard is ZeRO-3; Megatron's distributed optimizer ZeRO-1; one GPU none
     sharding = lay.get("sharding", "").lower()
@@ -186,7 +186,11 @@ def translate(source: str, row: dict) -> MemoryRun:
         o["allocator_segments"] = "expandable"
     # recompute
     rec = row.get("recompute", "").lower()
-    if rec.startswith("selective op"):
+    if rec.startswith("selective modules"):       # Megatron-Core's recompute_modules, output-discarding
+        named = [m for m in ("layernorm", "mla_up_proj", "moe_act") if m in rec]
+        o["recompute"] = "selective"
+        o["selective_recompute"] = "output_discarding" if len(named) == 3 else "_".join(named)
+    elif rec.startswith("selective op"):
         o["recompute"], o["selective_recompute"] = "selective", "non_matmul"
     elif rec.startswith("selective"):
         o["recompute"], o["selective_recompute"] = "selective", "attention_core"

@@ -121,6 +121,23 @@ def test_output_discarding_frees_norm_outputs_up_projections_and_expert_activati
     assert r.values[key] == pytest.approx(4096 * kept, rel=1e-9)
 
 
+@pytest.mark.parametrize("modules, freed", [
+    ("moe_act", 58 * 8 * 2048 / 61),                                  # the experts' activation outputs
+    ("mla_up_proj", 24576 + 24576 + 16384 - 2112),                     # Q, K, V less the latents
+    ("layernorm", 2 * 7168),                                          # the two norms' outputs
+    ("layernorm_moe_act", 2 * 7168 + 58 * 8 * 2048 / 61),
+])
+def test_each_recompute_module_frees_its_own_piece(modules, freed):
+    # Megatron-Core's recompute_modules named apart (Megatron-Bridge recipes use ["moe_act"] and
+    # ["layernorm", "moe_act"]): each frees its piece of output_discarding's total (the test
+    # above), at 2 bytes an element, 4096 tokens, DeepSeek-V3 at tp 1
+    base = run("activation_memory_per_layer", DSV3, {"zero_stage": "1", "recompute": "none"}, "deepseek-v3", "h800")
+    r = run("activation_memory_per_layer", DSV3,
+            {"zero_stage": "1", "recompute": "selective", "selective_recompute": modules}, "deepseek-v3", "h800")
+    key = "activation_memory_per_layer"
+    assert base.values[key] - r.values[key] == pytest.approx(4096 * 2 * freed, rel=1e-9)
+
+
 def test_output_discarding_without_latents_or_experts_frees_the_norm_outputs_only():
     # Llama 3 8B, tp 1, one sequence of 4096: 2 x 4096 elements of 2 bytes a token
     given = dict(tp=1, pp=1, dp=8, micro_batch_size=1, seq_len="4096 token")
