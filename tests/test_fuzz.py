@@ -37,10 +37,10 @@ SCALE = float(os.environ.get("SYMCALC_FUZZ_SCALE", "1"))
 
 
 def examples(n: int) -> int:
-    """A quarter of ``n`` generated cases, times SYMCALC_FUZZ_SCALE (the suite's share: its five
-    minutes on two cores; SYMCALC_FUZZ_SCALE=4 runs them all; benchmarks/random_questions.py asks
+    """A sixth of ``n`` generated cases, times SYMCALC_FUZZ_SCALE (the suite's share: its five
+    minutes on two cores; SYMCALC_FUZZ_SCALE=6 runs them all; benchmarks/random_questions.py asks
     a thousand)."""
-    return max(1, round(n * SCALE / 4))
+    return max(1, round(n * SCALE / 6))
 LIB = symcalc.default_library()
 NAMES = sorted(LIB.quantities)
 OPTIONS = {k: sorted(o.values) for k, o in LIB.options.items()}
