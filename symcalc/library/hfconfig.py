@@ -192,8 +192,7 @@ def _hf_mla(cfg: dict, file: str) -> dict[str, tuple[str, str]] | None:
     widths = {key: _hf_number(cfg, key, file, positive=True) for key in _MLA_KEYS if key != "q_lora_rank"}
     if any(v is None for v in widths.values()):
         return {}
-    q_latent = _hf_number(cfg, "q_lora_rank", file) if cfg.get("q_lora_rank") else 0
-    widths["q_lora_rank"] = q_latent if q_latent is not None else 0
+    widths["q_lora_rank"] = _hf_number(cfg, "q_lora_rank", file) or 0
     return {key: (str(v), f"{file}: {key} = {cfg.get(key)}") for key, v in widths.items()}
 
 

@@ -83,8 +83,12 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
     def reads(name: str, names: frozenset) -> tuple[str, ...]:   # an UnderdeterminedError: no route
         return derivation_for(lib, name, names, dict(options), diagnose=False)[0].route.given
 
+    def settles(names: frozenset) -> bool:
+        reads(target, names)
+        return True
+
     given = [n for n, gv in knowns.items() if not gv.origin]
-    found = rescopings(lib, target, knowns, given, lambda names: reads(target, names) is not None)
+    found = rescopings(lib, target, knowns, given, settles)
     related = settled_related(lib, target, knowns, given, reads)
     if not found and not related:
         return error
@@ -101,4 +105,3 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
     out.rescopings = [list(p) for p in found]
     out.related = related
     return out
-

@@ -5,7 +5,8 @@ layout (tp, pp, dp, the batch shape). A question asked "with the run above" must
 as the layout panel does, or the two answer one run two ways. The layout cannot simply be
 given with the question's values: given, dp = 64 settles n_gpus = tp x pp x cp x dp before a
 throughput target is read, and "the GPUs for 50,000 token/s" would answer 512 where it is 104.
-Nor is it a preset (a preset's values are known like given ones, with the same effect).
+Nor can the whole layout be a preset (a preset's values are known like given ones, with the
+same effect): only the values admitted below become one.
 
 What the layout is instead: the run's own stand-ins for the library's defaults. The question
 is first solved from its own values; a layout value is admitted where the answer leaned on the
