@@ -93,7 +93,7 @@ class _Builder:
             solved = self._to_compose.pop(0)
             with bounded(budget.DEFAULT_SYMBOLIC_LIMIT) as limit:
                 for name, expr in solved.candidates[0].items():
-                    composed = expr.subs(self._in_knowns)
+                    composed = expr.xreplace(self._in_knowns)
                     if _small(composed):    # else it stays an intermediate for what follows
                         self._in_knowns[self._sym(name)] = composed
             if limit.expired:
@@ -157,7 +157,7 @@ class _Builder:
         xs = tuple(self._sym(u) for u in solves_for)
         equations = tuple((clean(f.lhs), clean(f.rhs)) for f in formulas)
         known = self._knowns()
-        in_knowns = tuple((lhs.subs(known), rhs.subs(known)) for lhs, rhs in equations)
+        in_knowns = tuple((lhs.xreplace(known), rhs.xreplace(known)) for lhs, rhs in equations)
         dependent = dependent_equation(in_knowns, xs)
         if dependent is not None:
             raise SingularBlock(formulas[dependent].id, tuple(f.id for f in formulas))
