@@ -318,6 +318,23 @@ def test_a_preset_answers_a_target_nothing_else_determines(cli):
     assert r.value == pytest.approx(312) and r.looked_up is None
 
 
+def test_a_measured_preset_figure_wins_over_the_default_rule_for_it():
+    # achievable_hbm_bandwidth = hbm_bandwidth is an assumption taken only when no measured value
+    # is known; the H100 preset carries BabelStream's 2.97 TB/s (Azure's ND H100 v5 results) and
+    # torchao's batch-1 decode 1.905 TB/s: asked for, they are read, not the datasheet's 3.35 TB/s
+    r = symcalc.solve("achievable_hbm_bandwidth", hardware="h100")
+    assert r.value == pytest.approx(2.97) and r.looked_up.startswith("hardware h100_sxm")
+    r = symcalc.solve("decode_hbm_bandwidth", hardware="h100")
+    assert r.value == pytest.approx(1.905) and r.looked_up
+    # a measured decode step does settle it, and is derived, not looked up: 2 x 6.738e9 bytes of
+    # bf16 Llama 2 7B weights read in the 10 ms left after the KV cache of its 4096-token context
+    # (512 KiB a token, 2.147 GB) and a token's 5.78 MB of activation traffic stream at 2.97 TB/s
+    r = symcalc.solve("decode_hbm_bandwidth", hardware="h100", model="llama2-7b", tp=1, batch_size=1,
+                      decode_memory_time="10 ms")
+    expected = 2 * 6_738_415_616 / (10e-3 - (524_288 * 4096 + 5.78e6) / 2.97e12)
+    assert r.looked_up is None and r.value * 1e12 == pytest.approx(expected, rel=1e-3)
+
+
 # -- 8. infeasible is an answer -----------------------------------------------------------------
 
 def test_a_layout_that_does_not_fit_names_the_part(cli):

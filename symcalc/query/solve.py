@@ -199,6 +199,13 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     check_hardware_dtypes(lib, posed.resolved.values, presets)
     if posed.derivation is None:
         return _without_derivation(lib, tq, posed, presets, to, diagnose)
+    if tq.name in posed.defaults_used:
+        # the target reached only through its own default rule (achievable_hbm_bandwidth =
+        # hbm_bandwidth, "taken only when no measured value is known"): a preset's value of it
+        # is that known value, and wins over the assumption
+        looked_up = preset_values(lib, presets, posed.resolved.values, None, posed.knowns).get(tq.name)
+        if looked_up is not None:
+            return _looked_up(lib, tq, posed, presets, to, looked_up)
     derivation, defaults_used, knowns = posed.derivation, posed.defaults_used, posed.knowns
     ev = evaluate_on(derivation, knowns, defaults_used)
     disagree = _Disagreements(derivation, defaults_used, ev)
@@ -327,12 +334,18 @@ def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str |
         looked_up = preset_values(lib, presets, opts, None, knowns).get(tq.name)
         if looked_up is None:
             raise refusal(e, lib, tq.name, knowns, opts) from None
-        result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, posed.options, to)
-        result.run = posed.run
-        result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
-                              *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name])]
-        result.looked_up = looked_up.origin
-        return result
+        return _looked_up(lib, tq, posed, presets, to, looked_up)
+
+
+def _looked_up(lib: Library, tq, posed: Posed, presets: list, to: str | None, looked_up) -> Solved:
+    """The answer read off a preset's value of the target (``looked_up``), said as such."""
+    opts = posed.resolved.values
+    result = _conversion(lib, tq, {**posed.knowns, tq.name: looked_up}, posed.options, to)
+    result.run = posed.run
+    result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
+                          *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name])]
+    result.looked_up = looked_up.origin
+    return result
 
 
 @dataclass
