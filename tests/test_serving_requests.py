@@ -53,6 +53,22 @@ def test_a_request_rate_target_gives_the_replicas_and_the_gpus():
     assert e.value.rescopings == [["request_throughput", "cluster_request_throughput"]]
 
 
+def test_a_request_rate_without_a_batch_asks_for_the_batch_not_another_rate():
+    # 100 req/s of 1,000-token prompts and 300-token outputs on replicas of tp 8: what is missing
+    # is how many requests a replica holds (the batch, or the largest that fits: memory_headroom
+    # 0), a serving question though the default workload is training; the training formulas'
+    # only route, a cluster decode rate, restates the rate given and then has no solution
+    served = {"tp": 8, "cluster_requests_per_second": "100 req/s", "prompt_len": "1000 token",
+              "output_len": "300 token"}
+    with pytest.raises(UnderdeterminedError) as e:
+        solve("n_gpus", served, model="llama3-70b", hardware="h100")
+    assert ["batch_size"] in e.value.missing and ["memory_headroom"] in e.value.missing
+    assert e.value.missing[0] == ["memory_headroom"]    # the largest batch that fits, first
+    # and what it asks settles it: the largest batch that fits, tp 8 x a whole number of replicas
+    r = solve("n_gpus", {**served, "memory_headroom": "0 GB"}, model="llama3-70b", hardware="h100")
+    assert r.run.workload == "serving" and r.value % 8 == 0
+
+
 def test_a_latency_target_rounds_the_layout_the_way_that_keeps_it():
     # tp for a 20 ms decode step of Llama 3 70B (batch 1, 4096 tokens): exactly about 3.99 GPUs'
     # worth, so tp = 4 keeps the target and tp = 3 would not; a time per output token is a limit
