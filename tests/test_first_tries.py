@@ -149,3 +149,17 @@ def test_a_tuple_that_is_not_a_value_and_its_unit_says_so():
     with pytest.raises(MalformedValueError, match=r"peak_flops: a value with its unit is a pair \(value, 'unit'\); "
                                                   "got a tuple of 3 items"):
         symcalc.solve("mfu", **{**MFU, "peak_flops": (1, "TFLOP/s", 3)})
+
+
+@pytest.mark.parametrize("typed, means", [
+    # the names a capacity engineer types first, from the papers and tools they read: Hugging
+    # Face config keys (num_attention_heads' short forms), vLLM's --max-concurrency, InternEvo's
+    # TGS (tokens per GPU per second), "training cost" for the run's GPU bill
+    ("training_cost", "total_cost"), ("gpu_count", "n_gpus"), ("peak_memory", "total_memory_per_gpu"),
+    ("num_layers", "n_layers"), ("num_heads", "n_heads"), ("num_kv_heads", "n_kv_heads"),
+    ("num_params", "n_params"), ("max_concurrency", "batch_size"), ("tgs", "tokens_per_second_per_gpu"),
+    ("time_to_train", "train_time"), ("compute_budget", "total_flops"),
+])
+def test_the_names_people_type_first_are_the_quantities_they_mean(cli, typed, means):
+    run = cli("show", typed)
+    assert run.code == 0 and run.out.split()[:2] == ["quantity", means]
