@@ -197,15 +197,12 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     # here on: the given values are cross-checked under it, and the answer says it first
     explicit_options.update(posed.fallback)
     check_hardware_dtypes(lib, posed.resolved.values, presets)
-    if posed.derivation is None:
-        return _without_derivation(lib, tq, posed, presets, to, diagnose)
-    if tq.name in posed.defaults_used:
-        # the target reached only through its own default rule (achievable_hbm_bandwidth =
-        # hbm_bandwidth, "taken only when no measured value is known"): a preset's value of it
-        # is that known value, and wins over the assumption
-        looked_up = preset_values(lib, presets, posed.resolved.values, None, posed.knowns).get(tq.name)
-        if looked_up is not None:
-            return _looked_up(lib, tq, posed, presets, to, looked_up)
+    # the target reached only through its own default rule (achievable = the datasheet's, taken
+    # only when no measured value is known) is read off a preset's value of it, which beats it
+    own = preset_values(lib, presets, posed.resolved.values, None, posed.knowns).get(tq.name) \
+        if tq.name in posed.defaults_used else None
+    if posed.derivation is None or own is not None:
+        return _without_derivation(lib, tq, posed, presets, to, diagnose, own)
     derivation, defaults_used, knowns = posed.derivation, posed.defaults_used, posed.knowns
     ev = evaluate_on(derivation, knowns, defaults_used)
     disagree = _Disagreements(derivation, defaults_used, ev)
@@ -314,33 +311,29 @@ def _checked_arguments(target, given, library: Library | None, on_bounds: str, c
     return lib, tq, on_conflict
 
 
-def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str | None, diagnose: bool) -> Solved:
+def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str | None, diagnose: bool,
+                        own: GivenValue | None) -> Solved:
     """The answer to a question with no derivation: the target given (or published), or looked
-    up in a preset when nothing derives it; else the error that says why (diagnosed)."""
-    opts, knowns = posed.resolved.values, posed.knowns
-    if posed.error is None:      # the target is given (or published)
+    up in a preset (``own``, or when nothing derives it); else the error that says why (diagnosed)."""
+    opts, knowns, looked_up = posed.resolved.values, posed.knowns, own
+    if posed.error is None and own is None:      # the target is given (or published)
         result = _conversion(lib, tq, knowns, posed.options, to)
         result.run = posed.run
         if knowns[tq.name].origin:
             result.findings[:] = [Finding("published", tq.name, {"origin": knowns[tq.name].origin}),
                                   *unmeasured(lib, presets, opts, knowns, [tq.name])]
         return result
-    try:
-        if posed.diagnosed or not diagnose:
-            raise posed.error
-        derivation_for(lib, tq.name, frozenset(knowns), opts, diagnose=True)    # raises, with the diagnosis
-        raise posed.error       # pragma: no cover - the same question fails the same way
-    except UnderdeterminedError as e:
-        looked_up = preset_values(lib, presets, opts, None, knowns).get(tq.name)
-        if looked_up is None:
-            raise refusal(e, lib, tq.name, knowns, opts) from None
-        return _looked_up(lib, tq, posed, presets, to, looked_up)
-
-
-def _looked_up(lib: Library, tq, posed: Posed, presets: list, to: str | None, looked_up) -> Solved:
-    """The answer read off a preset's value of the target (``looked_up``), said as such."""
-    opts = posed.resolved.values
-    result = _conversion(lib, tq, {**posed.knowns, tq.name: looked_up}, posed.options, to)
+    if looked_up is None:
+        assert posed.error is not None
+        try:
+            if not posed.diagnosed and diagnose:
+                derivation_for(lib, tq.name, frozenset(knowns), opts, diagnose=True)    # raises, with the diagnosis
+            raise posed.error       # the same question fails the same way
+        except UnderdeterminedError as e:
+            looked_up = preset_values(lib, presets, opts, None, knowns).get(tq.name)
+            if looked_up is None:
+                raise refusal(e, lib, tq.name, knowns, opts) from None
+    result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, posed.options, to)
     result.run = posed.run
     result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
                           *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name])]
