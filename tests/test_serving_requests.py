@@ -105,3 +105,17 @@ def test_a_given_checkpoint_interval_is_a_choice_not_evidence_of_the_mtbf():
     # asked for, the same law still gives the MTBF that makes an interval optimal (the seed's inverse)
     assert solve("mtbf", {"checkpoint_interval": "30 min", "checkpoint_write_time": "98 s"}).base_value == \
         pytest.approx(1800 ** 2 / (2 * 98), rel=1e-9)
+
+
+def test_a_sweep_over_tp_rounds_each_gpu_count_as_solve_does():
+    # 25 req/s on replicas of 10 req/s each (2,000 output token/s, 200 tokens a request) is 2.5
+    # replicas, so 3 whole replicas: 3 x tp GPUs at every tp, not 2.5 x tp rounded up to a whole
+    # GPU (10 at tp 4 would split a replica); the sweep's table is solve's answer point by point
+    from symcalc import sweep
+    rate = {"continuous_tokens_per_second": "2000 token/s", "output_len": "200 token",
+            "cluster_requests_per_second": "25 req/s"}
+    s = sweep("n_gpus", rate, vary={"tp": [1, 2, 4, 8]})
+    assert list(s.values) == [3, 6, 12, 24]
+    assert [solve("n_gpus", {**rate, "tp": tp}).value for tp in (4, 8)] == [12, 24]
+    ruled = [f for f in s.findings if f.kind == "rounded_to_rule"]
+    assert len(ruled) == 1 and ruled[0].values["points"] == 3     # tp 1 needs no moving

@@ -391,7 +391,7 @@ def nearest_valid(name: str, exact: Any, rounded: Any, how: object, values: Mapp
     ``rounded`` unchanged, and None, when it already keeps them, is not a degree, or no value
     up to MAX_CANDIDATES does. O(candidates x rules), vectorised."""
     if np.ndim(exact) or np.ndim(rounded):
-        return rounded, None
+        return _nearest_valid_points(name, exact, rounded, how, values)
     x = float(exact)
     if not np.isfinite(x) or x > MAX_CANDIDATES / 2:
         return rounded, None
@@ -411,3 +411,60 @@ def nearest_valid(name: str, exact: Any, rounded: Any, how: object, values: Mapp
                                                    "rules": [r.name for r in broken],
                                                    "reasons": [r.reason for r in broken], "how": how,
                                                    "still": [r.reason for r, _ in given_breaks({**values, name: best})]})
+
+
+MAX_STEPS = 4096        # whole values tried on each side of a point of a grid
+
+
+def _nearest_valid_points(name: str, exact: Any, rounded: Any, how: object, values: Mapping[str, Any]
+                          ) -> tuple[Any, Finding | None]:
+    """:func:`nearest_valid` over a grid (a sweep of the same question): every point whose
+    rounded value a rule refuses moves to the nearest whole value on the side ``how`` says that
+    keeps every rule there, as one question at that point would; the finding is the first moved
+    point's, with how many moved. Candidates are tried in order of distance, all the points
+    still open at once: O(distance x open points x rules)."""
+    arrays = {k: v for k, v in values.items() if np.ndim(v)}
+    shape = np.broadcast_shapes(np.shape(exact), np.shape(rounded), *(np.shape(v) for v in arrays.values()))
+    x = np.broadcast_to(np.asarray(exact, dtype=float), shape).ravel()
+    out = np.array(np.broadcast_to(np.asarray(rounded, dtype=float), shape)).ravel()
+    flat = {k: np.broadcast_to(v, shape).ravel() for k, v in arrays.items()}
+
+    def refused(cand: np.ndarray, at: np.ndarray) -> np.ndarray:
+        bad = np.zeros(cand.shape, bool)
+        for _, b in given_breaks({**values, **{k: v[at] for k, v in flat.items()}, name: cand}, "refuse"):
+            bad |= np.broadcast_to(b, cand.shape)
+        return bad
+
+    every = np.arange(out.size)
+    todo = every[refused(out, every) & np.isfinite(x)]
+    if todo.size == 0:
+        return rounded, None
+    first = int(todo[0])
+    was = float(out[first])
+    lo, hi = np.floor(x[todo] + 1e-9), np.ceil(x[todo] - 1e-9)
+    open_ = np.ones(todo.size, bool)
+    for step in range(MAX_STEPS):
+        sides = ([hi + step] if how == "up" else [lo - step] if how == "down" else [lo - step, hi + step])
+        found = np.full(todo.size, np.nan)
+        for cand in sides:          # below first: of two as near, the smaller
+            fresh = open_ & np.isnan(found) & (cand >= 1)
+            if fresh.any():
+                ok = ~refused(cand[fresh], todo[fresh])
+                idx = np.flatnonzero(fresh)[ok]
+                near = np.abs(cand[idx] - x[todo[idx]])
+                found[idx] = np.where(np.isnan(found[idx]) | (near < np.abs(found[idx] - x[todo[idx]])), cand[idx],
+                                      found[idx])
+        hit = ~np.isnan(found)
+        out[todo[hit]] = found[hit]
+        open_ &= ~hit
+        if not open_.any():
+            break
+    moved = int(np.sum(~open_))
+    if moved == 0 or open_[0]:
+        return (out.reshape(shape), None) if moved else (rounded, None)
+    point = {**values, **{k: v[first] for k, v in flat.items()}}
+    broken = [r for r, _ in given_breaks({**point, name: was}, "refuse")]
+    return out.reshape(shape), Finding("rounded_to_rule", name, {
+        "value": float(x[first]), "rounded": float(out[first]), "was": was, "rules": [r.name for r in broken],
+        "reasons": [r.reason for r in broken], "how": how, "points": moved, "of": int(out.size),
+        "still": [r.reason for r, _ in given_breaks({**point, name: float(out[first])})]})

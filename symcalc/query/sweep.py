@@ -37,7 +37,7 @@ from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.query import reuse
 from symcalc.query.findings import bounds_text, out_of_bounds, over_capacity
-from symcalc.query.layout_rules import given_breaks
+from symcalc.query.layout_rules import given_breaks, nearest_valid, space_data
 from symcalc.query.question import order_breaks
 from symcalc.query import fit
 from symcalc.query.results import Result, sentences
@@ -191,6 +191,7 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     shape = tuple(len(a.base) for a in axes)
     kw: dict[str, Any] = dict(options=options, to=to, library=lib, hardware=hardware, model=model)
     r, vals, exact, outside, capacity_values, over = _evaluated(lib, tq, fixed, axes, shape, kw)
+    vals, ruled = _to_layout_rules(tq, r, axes, vals, exact)
     feasible, infeasible, capacity = _feasible(lib, tq, r, vals, outside, capacity_values, over)
     feasible, infeasible = _ordered(lib, r, axes, feasible, infeasible)
     feasible, infeasible = _workload_fit(lib, tq, r, axes, fixed, vals, feasible, infeasible, kw)
@@ -198,9 +199,26 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
     # (a report, such as the busiest pipeline stage, is the first point's: it may differ across
     # the grid; so is the first point's fit, which the grid's own mask replaces)
     findings = [f for f in r.findings if not f.violation and f.kind not in ("reported", "fit")
-                and not (capacity and f.kind == "over_capacity")]
+                and not (capacity and f.kind == "over_capacity") and not (ruled and f.kind == "rounded_to_rule")]
+    findings += [ruled] if ruled else []
     return Sweep(target=tq.name, quantity=tq, unit=r.unit, axes=axes, values=vals, exact=exact,
                  feasible=feasible, infeasible=infeasible, capacity=capacity, result=r, findings=findings)
+
+
+def _to_layout_rules(tq, r: Result, axes: list[Axis], vals: np.ndarray, exact) -> tuple[np.ndarray, Finding | None]:
+    """The grid's answer with every point rounded to a value the layout rules allow, as
+    :func:`symcalc.solve` rounds one point (a GPU count for replicas of tp 8 a multiple of 8):
+    a whole layout degree, or any whole answer whose derivation solves one on the way; and the
+    finding that says so, or None. The grid branch evaluates the first point's derivation and
+    rounds only to whole numbers."""
+    degrees = space_data()["search"]["degrees"]
+    if exact is None or not (tq.name in degrees or any(n in degrees for s in r.derivation.steps for n in s.unknowns)):
+        return vals, None
+    knowns = {k: g.magnitude for k, g in r.given.items()}
+    knowns.update({a.name: a.base.reshape([-1 if j == i else 1 for j in range(len(axes))]) for i, a in enumerate(axes)})
+    how = r.rounding if r.rounding in ("up", "down") else "nearest"
+    rounded, ruled = nearest_valid(tq.name, exact * r.factor, vals * r.factor, how, knowns)
+    return np.asarray(rounded, dtype=float) / r.factor, ruled
 
 
 def _axes(lib: Library, target: str, vary, fixed: dict) -> list[Axis]:

@@ -163,7 +163,8 @@ def _layout_rule(f: Finding, v: dict[str, Any]) -> str:
 
 def _rounded_to_rule(f: Finding, v: dict[str, Any]) -> str:
     way = {"up": "the nearest above", "down": "the nearest below"}.get(v["how"], "the nearest")
-    return (f"{f.quantity} = {fmt(v['value'], 6)} rounds to {fmt(v['rounded'])}, {way} that keeps the layout rules: "
+    at = f" (and {v['points'] - 1} more of the {v['of']} points)" if v.get("points", 1) > 1 else ""
+    return (f"{f.quantity} = {fmt(v['value'], 6)} rounds to {fmt(v['rounded'])}{at}, {way} that keeps the layout rules: "
             f"{fmt(v['was'])} is refused: {'; '.join(f'{r} (rule {n})' for r, n in zip(v['reasons'], v['rules']))}"
             + (f" (no value near keeps every rule: {fmt(v['rounded'])} still breaks {'; '.join(v['still'])}, "
                "which is allowed with a warning)" if v.get("still") else ""))
