@@ -606,3 +606,17 @@ def test_a_plan_takes_the_training_tokens_the_model_was_published_with():
     assert best.metrics["train_time"] == pytest.approx(15e12 / best.metrics["tokens_per_second"], rel=1e-9)
     with pytest.raises(QueryError, match="max_virtual_stages is a whole number of at least 1 and at most 128"):
         symcalc.plan("llama3-8b", "h100", 8, max_virtual_stages=10**6)      # 6 GB of layouts once
+
+
+def test_a_serving_plan_is_refused_with_the_questions_that_size_a_deployment(cli):
+    # the planner's space is training layouts (step time, training memory); asked for a serving
+    # run it said "give the GPU count", and with one would have ranked training layouts
+    run = cli("plan", "--model", "llama3-70b", "--hardware", "h100", "--gpus", "16", "--option", "workload=serving")
+    assert run.code == 2 and run.err.startswith("error: symcalc plan searches the layouts of training runs, not "
+                                                "workload=serving")
+    said = run.err.split("`")[1]
+    assert said.startswith("solve n_gpus tp=8 memory_headroom=0GB")
+    # and the question it names answers: 20 req/s of 1,000 + 300 tokens on replicas of 8 H100s
+    asked = cli(*said.split(" ", 2)[:2], "--model", "llama3-70b", "--hardware", "h100", "tp=8", "memory_headroom=0GB",
+                "cluster_requests_per_second=20 req/s", "prompt_len=1000 token", "output_len=300 token", "--json")
+    assert asked.code == 0 and asked.json()["value"] % 8 == 0
