@@ -187,8 +187,9 @@ def _plan_options(options: Mapping | None, lib: Library) -> tuple[dict[str, str]
     it, its attention kernel, its loss), and whether the stack was given."""
     out = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
     search = space_data()["search"]
-    workload = lib.option_values(out).get("workload")
-    if workload is not None and workload not in search["workloads"]:
+    # the workload as given (a value it does not have is refused with the other options, later)
+    workload = out.get("workload")
+    if "workload" in lib.options and workload in lib.options["workload"].values and workload not in search["workloads"]:
         raise QueryError(f"symcalc plan searches the layouts of {' and '.join(search['workloads'])} runs, not "
                          f"workload={workload}: {search['elsewhere'].get(workload, 'ask symcalc solve instead')}")
     stack_given = "stack" in out
