@@ -12,6 +12,20 @@ def test_gigabit_per_second_is_an_eighth_of_a_gigabyte_per_second():
     # 400 Gb/s = 400e9 bit/s / 8 = 50e9 byte/s (a stock pint registry reads Gb as a gilbert)
     assert base("400 Gb/s") == pytest.approx(50e9)
     assert units.parse_quantity("400 Gb/s").to("GB/s").magnitude == pytest.approx(50)
+    # the network's own spelling, Gbps, is bits too (a ConnectX-7 port: 400 Gbps, 50 GB/s); GBps is bytes
+    assert base("400 Gbps") == pytest.approx(50e9)
+    assert base("50 GBps") == pytest.approx(50e9)
+    assert base("100 Mbps") == pytest.approx(12.5e6)
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("1 month", "did you mean 30 day (a month is not one length"),
+    ("15 trillion", "did you mean e12 (write 15e12)"),
+])
+def test_a_word_for_a_length_of_time_or_a_count_gets_the_number_to_write(text, hint):
+    with pytest.raises(MalformedValueError) as e:
+        units.parse_quantity(text, "train_time")
+    assert hint in str(e.value)
 
 
 def test_gb_is_decimal_and_gib_is_binary():

@@ -206,9 +206,14 @@ def _parse(norm: str, raw: str, what: str, expected: str):
 _THOUSANDS = "e3 (a '32k' context is usually 32768 token, 32 x 1024: write the number out)"
 
 
+# a month is not one length of time: the answer would depend on which
+_MONTH = "30 day (a month is not one length: write the days, or 730 hour for a twelfth of a year)"
+
+
 def _unit_hint(name: str) -> str:
     known = {
-        "Gbps": "Gb/s", "GBps": "GB/s", "Mbps": "Mb/s", "tokens_per_second": "token/s",
+        "tokens_per_second": "token/s", "month": _MONTH, "months": _MONTH,
+        "trillion": "e12 (write 15e12)", "billion": "e9 (write 7e9)", "million": "e6 (write 2e6)",
         "hours": "hour", "days": "day", "gb": "GB (gigabyte) or Gb (gigabit)",
         "tflop": "TFLOP", "flop": "FLOP", "T": "e12 (write 7e12, not 7T)",
         "K": _THOUSANDS, "k": _THOUSANDS, "M": "e6 (a '1M' context is usually 1048576 token, 2^20)", "bn": "e9", "gib": "GiB", "mib": "MiB", "tib": "TiB",
