@@ -205,26 +205,38 @@ def test_the_collective_family_runs_over_the_data_parallel_groups_link():
     assert solve("allreduce_time", given).base_value == pytest.approx(2 * 0.875e9 / 100e9)
     back = solve("message_size", {"allgather_time": "8.75 ms", "n_gpus": 8, "link_bandwidth": "100 GB/s"})
     assert back.base_value == pytest.approx(1e9)
-    # on H100s, 64 data-parallel ranks span 8 nodes: the group's link is its NICs (8 ranks a node
-    # x 47 GB/s = 376 GB/s of bus bandwidth), with 63 inter-node steps of 10 us
+    # on H100s, 64 data-parallel ranks span 8 nodes: the group's ring link is its NICs (8 ranks a
+    # node x 47 GB/s = 376 GB/s of bus bandwidth: an AllGather's eight rings share them), with 63
+    # inter-node steps of 10 us
+    ag = solve("allgather_time", {"message_size": "1 GB", "dp": 64}, hardware="h100")
+    assert ag.values["dp_link_bandwidth"] == pytest.approx(8 * 47e9)
+    assert ag.base_value == pytest.approx(1e9 * 63 / 64 / (8 * 47e9) + 63 * 10e-6, rel=1e-6)
+    # an AllToAll sends the 56/64 of its bytes bound for the other 7 nodes through each rank's own
+    # 47 GB/s NIC (DeepEP's internode bound), NVLink carrying the 7/64 for its node meanwhile:
+    # 0.875 GB / 47 GB/s = 18.6 ms + 0.63 ms, six times the AllGather's
     a2a = solve("alltoall_time", {"message_size": "1 GB", "dp": 64}, hardware="h100")
-    assert a2a.values["dp_link_bandwidth"] == pytest.approx(8 * 47e9)
-    assert a2a.base_value == pytest.approx(1e9 * 63 / 64 / a2a.values["dp_link_bandwidth"] + 63 * 10e-6, rel=1e-6)
+    assert a2a.base_value == pytest.approx(56 / 64 * 1e9 / 47e9 + 63 * 10e-6, rel=1e-6)
+    # inside one node the AllToAll is the group's link, as the AllGather: 7/8 GB at 476 GB/s + 7 x 7.88 us
+    one = solve("alltoall_time", {"message_size": "1 GB", "dp": 8}, hardware="h100")
+    assert one.base_value == pytest.approx(7 / 8 * 1e9 / 476e9 + 7 * 7.88e-6, rel=1e-6)
 
 
 def test_the_collective_family_runs_over_the_group_the_option_names():
-    # an AllToAll of 1 GB a rank over 64 expert-parallel ranks on H100s: the group spans 8 nodes,
-    # each node's 8 ranks on their own NICs (8 x 47 GB/s = 376 GB/s of bus bandwidth), 63 steps of
-    # 10 us: 63/64 GB / 376 GB/s + 0.63 ms = 3.248 ms, the same as 64 data-parallel ranks
+    # an AllToAll of 1 GB a rank over 64 expert-parallel ranks on H100s: the group spans 8 nodes
+    # (its rings would have 8 x 47 GB/s = 376 GB/s of bus bandwidth), and each rank sends the 56/64
+    # bound for other nodes through its own 47 GB/s NIC, 63 steps of 10 us: 18.6 + 0.63 = 19.25 ms,
+    # the same as 64 data-parallel ranks
     a2a = solve("alltoall_time", {"message_size": "1 GB", "ep": 64}, hardware="h100",
                 options={"collective_group": "ep"})
     assert a2a.values["ep_bus_bandwidth"] == pytest.approx(8 * 47e9)
-    assert a2a.base_value == pytest.approx(1e9 * 63 / 64 / (8 * 47e9) + 63 * 10e-6, rel=1e-6)
+    assert a2a.base_value == pytest.approx(56 / 64 * 1e9 / 47e9 + 63 * 10e-6, rel=1e-6)
     # with tp = 2 (and etp = tp, Megatron-Core's expert grid) an EP group takes every second GPU:
-    # 4 of its 8 ranks a node, so it spans 2 nodes at 4 x 47 GB/s
+    # 4 of its 8 ranks a node, so it spans 2 nodes (rings at 4 x 47 GB/s), and half of each
+    # rank's bytes leave through its NIC: 0.5 GB / 47 GB/s + 7 x 10 us
     spread = solve("alltoall_time", {"message_size": "1 GB", "ep": 8, "tp": 2}, hardware="h100",
                    options={"collective_group": "ep"})
     assert spread.values["ep_bus_bandwidth"] == pytest.approx(4 * 47e9)
+    assert spread.base_value == pytest.approx(0.5e9 / 47e9 + 7 * 10e-6, rel=1e-6)
     # 4 context-parallel ranks in one node: NVLink's ring figure, 3 steps of the intra-node latency
     cp = solve("allgather_time", {"message_size": "1 GB", "cp": 4}, hardware="h100", options={"collective_group": "cp"})
     assert cp.base_value == pytest.approx(0.75e9 / cp.values["cp_ring_bus_bandwidth"] + 3 * cp.values["cp_step_latency"])
