@@ -163,3 +163,15 @@ def test_a_tuple_that_is_not_a_value_and_its_unit_says_so():
 def test_the_names_people_type_first_are_the_quantities_they_mean(cli, typed, means):
     run = cli("show", typed)
     assert run.code == 0 and run.out.split()[:2] == ["quantity", means]
+
+
+def test_a_time_per_output_token_written_per_token_says_to_drop_it(cli):
+    # vLLM prints TPOT in ms and people write "20 ms/token"; a decode step (decode_step_time, alias
+    # tpot) gives every sequence one token, so the value is a time: the refusal says what to write
+    run = cli("solve", "decode_tokens_per_second", "--model", "llama3-8b", "batch_size=1", "tpot=20 ms/token")
+    assert run.code == 2
+    assert run.err.strip().endswith("'/token' makes it a rate per token, and decode_step_time is not one: write it "
+                                    "without '/token'")
+    # and written as a time it answers: one sequence, one token every 20 ms, 50 token/s
+    ok = cli("solve", "decode_tokens_per_second", "--model", "llama3-8b", "batch_size=1", "tpot=20 ms", "--json")
+    assert ok.code == 0 and ok.json()["value"] == pytest.approx(50)

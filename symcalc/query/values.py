@@ -260,7 +260,17 @@ def _dimension_message(q: QuantitySpec, text: str, got) -> str:
         msg += f". '{letter}' is the {unit}: for a count in billions write e.g. 7e9"
     elif not q.dim and "[time]" in got:
         msg += ". A count has no unit"
+    elif _per_token(dict(got), dict(q.dim or {})):
+        # "20 ms/token" for a time per output token: a decode step gives each sequence one token
+        msg += f". '/token' makes it a rate per token, and {q.name} is not one: write it without '/token'"
     return msg
+
+
+def _per_token(got: dict, expected: dict) -> bool:
+    """Whether ``got`` is the ``expected`` dimension divided by a token (and nothing else)."""
+    over = dict(expected)
+    over["[text]"] = over.get("[text]", 0) - 1
+    return {k: v for k, v in got.items() if v} == {k: v for k, v in over.items() if v}
 
 
 # A whole number may differ from the nearest integer by float noise (3.0000000000000004 GPUs),
