@@ -175,3 +175,16 @@ def test_a_time_per_output_token_written_per_token_says_to_drop_it(cli):
     # and written as a time it answers: one sequence, one token every 20 ms, 50 token/s
     ok = cli("solve", "decode_tokens_per_second", "--model", "llama3-8b", "batch_size=1", "tpot=20 ms", "--json")
     assert ok.code == 0 and ok.json()["value"] == pytest.approx(50)
+
+
+def test_a_runs_energy_needs_its_gpu_hours_not_a_gpu_count():
+    # Llama 3 70B on 2T tokens at 40 % MFU of an H100's 989.4 TFLOP/s: 6 x 70.55e9 x 2e12 FLOP /
+    # (0.4 x 989.4e12 FLOP/s) = 594,247 GPU-hours whatever the GPU count, at the preset's 700 W:
+    # 416 MWh; and the same with 512 GPUs given (they only split the hours into days)
+    run = dict(model="llama3-70b", hardware="h100")
+    given = {"n_tokens": "2e12 token", "mfu": "40%"}
+    hours = 6 * 70_553_706_496 * 2e12 / (0.4 * 989.4e12) / 3600
+    energy = symcalc.solve("cluster_gpu_energy", given, **run)
+    assert energy.base_value == pytest.approx(hours * 700 * 3600, rel=1e-6)
+    assert symcalc.solve("cluster_gpu_energy", {**given, "n_gpus": 512}, **run).base_value == \
+        pytest.approx(energy.base_value, rel=1e-9)
