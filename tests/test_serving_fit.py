@@ -21,9 +21,14 @@ def workspace(tp: int) -> float:
     return 8192 * (8192 + 2 * 28672 / tp) * 2
 
 
-def serving_memory(batch: int, tp: int, weight_bytes: int = 2) -> float:
-    """Weights over tp + the GPU's share of the KV cache (8 KV heads split over tp <= 8) + the workspace."""
-    return weight_bytes * N / tp + batch * CONTEXT * KV_TOKEN / tp + workspace(tp)
+EMBEDDINGS = 2 * 128256 * 8192             # the input embedding and the untied LM head
+
+
+def serving_memory(batch: int, tp: int, weight_bytes: float = 2) -> float:
+    """Weights over tp (the layers at weight_bytes, the embeddings and LM head at 2 bytes) + the GPU's
+    share of the KV cache (8 KV heads split over tp <= 8) + the workspace."""
+    weights = weight_bytes * (N - EMBEDDINGS) + 2 * EMBEDDINGS
+    return weights / tp + batch * CONTEXT * KV_TOKEN / tp + workspace(tp)
 
 
 def fit_of(r):
@@ -77,13 +82,28 @@ def test_a_serving_answer_says_the_served_weights_not_the_training_recipe(cli):
 
 
 def test_fp8_weights_halve_the_weights_and_need_fp8_hardware():
-    # 70.55 GB / 8 = 8.82 GB of weights instead of 17.64: 19.81 GB a GPU at batch 32
+    # the layers' 68.45e9 weights at 1 byte and the two 128,256 x 8,192 embeddings (2.10e9) kept in
+    # bf16, as vLLM's FP8 W8A8 keeps lm_head: 72.65 GB / 8 = 9.08 GB of weights instead of 17.64
     r = symcalc.solve("serving_memory_per_gpu", model="llama3-70b", hardware="h100", tp=8, batch_size=32,
                       options={"weight_dtype": "fp8"})
     assert r.base_value == pytest.approx(serving_memory(32, 8, weight_bytes=1), rel=1e-9)
+    assert r.values["serving_weight_memory"] == pytest.approx((N + EMBEDDINGS) / 8, rel=1e-9)
     with pytest.raises(BadOptionValueError, match="weight_dtype=fp8 needs FP8"):
         symcalc.solve("serving_memory_per_gpu", model="llama3-70b", hardware="a100", tp=8, batch_size=32,
                       options={"weight_dtype": "fp8"})
+
+
+def test_a_4_bit_checkpoint_fits_a_70b_model_on_one_80_gb_gpu():
+    # AWQ's groups of 128: 4 bits, an fp16 scale and a 4-bit zero point a group, 0.5195 byte a
+    # weight; the embeddings and LM head stay 16-bit: 0.5195 x 68.45e9 + 2 x 2.10e9 = 39.77 GB, and
+    # no FP8 hardware is needed (an A100)
+    r = symcalc.solve("serving_weight_memory", model="llama3-70b", hardware="a100", tp=1,
+                      options={"weight_dtype": "int4"})
+    assert r.base_value == pytest.approx((0.5 + 2.5 / 128) * (N - EMBEDDINGS) + 2 * EMBEDDINGS, rel=1e-9)
+    # without the model's vocabulary, every weight at the quantized size, and said
+    bare = symcalc.solve("serving_weight_memory", n_params=7e9, options={"weight_dtype": "int4"})
+    assert bare.base_value == pytest.approx(7e9 * 0.51953125, rel=1e-9)
+    assert "served_bytes_all_quantized" in {d.get("rule") for d in bare.defaults_used.values()}
 
 
 @pytest.mark.parametrize("headroom,expected", [("0GB", 201), ("5GB", 186)])
