@@ -140,3 +140,14 @@ def test_a_sweep_marks_the_points_whose_layout_solve_refuses():
     [why] = [f for f in s.infeasible if f.values.get("why") == "rule"]
     assert why.values["rule"] == "tp_heads" and why.values["points"] == 1
     assert abs(s.values[1] * 3 - s.values[0]) < 1e-9 * s.values[0]
+
+
+def test_a_count_rounds_to_the_rules_alike_asked_once_or_over_a_grid():
+    from symcalc.query.layout_rules import nearest_valid
+    # pp = 3: a GPU count is a multiple of 3; 4.7 is 1.3 from 6 and 1.7 from 3, so 6, asked once
+    # or as one point of a grid
+    assert nearest_valid("n_gpus", 4.7, 5.0, "nearest", {"pp": 3})[0] == 6
+    assert list(nearest_valid("n_gpus", np.array([4.7, 7.2]), np.array([5.0, 7.0]), "nearest", {"pp": 3})[0]) == [6, 6]
+    # tp 8 x pp 3: a multiple of 24, however far above the 4.6 GPUs solved (up: at least as many)
+    value, found = nearest_valid("n_gpus", 4.6, 5.0, "up", {"tp": 8, "pp": 3})
+    assert value == 24 and found.values["was"] == 5

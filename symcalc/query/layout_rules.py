@@ -378,7 +378,7 @@ def answer_breaks(name: str, answer: Any, values: Mapping[str, Any]) -> list[Fin
     return out
 
 
-MAX_CANDIDATES = 1_000_000      # whole values tried when a solved degree is rounded to the rules
+MAX_CANDIDATES = 1_000_000      # twice the largest value rounded to the rules (beyond it, left as solved)
 
 
 def nearest_valid(name: str, exact: Any, rounded: Any, how: object, values: Mapping[str, Any]
@@ -389,28 +389,25 @@ def nearest_valid(name: str, exact: Any, rounded: Any, how: object, values: Mapp
     (the way ``how`` says: up keeps a limit that needs at least it, down one that needs at most),
     with a finding that says why and which warning rules it still breaks;
     ``rounded`` unchanged, and None, when it already keeps them, is not a degree, or no value
-    up to MAX_CANDIDATES does. O(candidates x rules), vectorised."""
+    within MAX_STEPS of it does. One point of :func:`_nearest_valid_points`, the grid's search, so
+    that a question and a sweep through it round alike."""
     if np.ndim(exact) or np.ndim(rounded):
         return _nearest_valid_points(name, exact, rounded, how, values)
     x = float(exact)
     if not np.isfinite(x) or x > MAX_CANDIDATES / 2:
         return rounded, None
-    broken = [r for r, _ in given_breaks({**values, name: float(rounded)}, "refuse")]
-    if not broken:
-        return rounded, None
-    cand = np.arange(1, int(min(max(4 * np.ceil(x), 16), MAX_CANDIDATES)) + 1, dtype=float)
-    side = cand >= x - 1e-9 if how == "up" else cand <= x + 1e-9 if how == "down" else np.ones(cand.shape, bool)
-    keep = side.copy()
-    for _, bad in given_breaks({**values, name: cand}, "refuse"):
-        keep &= ~np.broadcast_to(bad, cand.shape)
-    ok = cand[keep]
-    if ok.size == 0:
-        return rounded, None
-    best = float(ok[np.argmin(np.abs(ok - x) + 1e-9 * ok)])     # the nearest; of two as near, the smaller
-    return best, Finding("rounded_to_rule", name, {"value": x, "rounded": best, "was": float(rounded),
-                                                   "rules": [r.name for r in broken],
-                                                   "reasons": [r.reason for r in broken], "how": how,
-                                                   "still": [r.reason for r, _ in given_breaks({**values, name: best})]})
+    moved, found = _nearest_valid_points(name, np.array([x]), np.array([float(rounded)]), how, values)
+    return (rounded, None) if found is None else (float(moved[0]), found)
+
+
+def _rounded_to_rule(name: str, x: float, best: float, was: float, how: object, values: Mapping[str, Any],
+                     broken: list, **extra) -> Finding:
+    """The finding of a value ``x`` that rounded to ``was``, which the ``broken`` rules refuse,
+    and moved to ``best`` (with the warning rules ``best`` still breaks at ``values``)."""
+    return Finding("rounded_to_rule", name, {"value": x, "rounded": best, "was": was,
+                                             "rules": [r.name for r in broken], "reasons": [r.reason for r in broken],
+                                             "how": how, **extra,
+                                             "still": [r.reason for r, _ in given_breaks({**values, name: best})]})
 
 
 MAX_STEPS = 4096        # whole values tried on each side of a point of a grid
@@ -427,11 +424,15 @@ def _nearest_valid_points(name: str, exact: Any, rounded: Any, how: object, valu
     shape = np.broadcast_shapes(np.shape(exact), np.shape(rounded), *(np.shape(v) for v in arrays.values()))
     x = np.broadcast_to(np.asarray(exact, dtype=float), shape).ravel()
     out = np.array(np.broadcast_to(np.asarray(rounded, dtype=float), shape)).ravel()
+    was = out.copy()
     flat = {k: np.broadcast_to(v, shape).ravel() for k, v in arrays.items()}
 
-    def refused(cand: np.ndarray, at: np.ndarray) -> np.ndarray:
+    def at(i) -> dict:
+        return {**values, **{k: v[i] for k, v in flat.items()}}
+
+    def refused(cand: np.ndarray, i: np.ndarray) -> np.ndarray:
         bad = np.zeros(cand.shape, bool)
-        for _, b in given_breaks({**values, **{k: v[at] for k, v in flat.items()}, name: cand}, "refuse"):
+        for _, b in given_breaks({**at(i), name: cand}, "refuse"):
             bad |= np.broadcast_to(b, cand.shape)
         return bad
 
@@ -439,32 +440,27 @@ def _nearest_valid_points(name: str, exact: Any, rounded: Any, how: object, valu
     todo = every[refused(out, every) & np.isfinite(x)]
     if todo.size == 0:
         return rounded, None
-    first = int(todo[0])
-    was = float(out[first])
-    lo, hi = np.floor(x[todo] + 1e-9), np.ceil(x[todo] - 1e-9)
+    xt = x[todo]
+    lo, hi = np.floor(xt + 1e-9), np.ceil(xt - 1e-9)
     open_ = np.ones(todo.size, bool)
     for step in range(MAX_STEPS):
-        sides = ([hi + step] if how == "up" else [lo - step] if how == "down" else [lo - step, hi + step])
-        found = np.full(todo.size, np.nan)
+        sides = [hi + step] if how == "up" else [lo - step] if how == "down" else [lo - step, hi + step]
+        best = np.full(todo.size, np.nan)
         for cand in sides:          # below first: of two as near, the smaller
-            fresh = open_ & np.isnan(found) & (cand >= 1)
-            if fresh.any():
-                ok = ~refused(cand[fresh], todo[fresh])
-                idx = np.flatnonzero(fresh)[ok]
-                near = np.abs(cand[idx] - x[todo[idx]])
-                found[idx] = np.where(np.isnan(found[idx]) | (near < np.abs(found[idx] - x[todo[idx]])), cand[idx],
-                                      found[idx])
-        hit = ~np.isnan(found)
-        out[todo[hit]] = found[hit]
+            ok = open_ & (cand >= 1)
+            ok[ok] = ~refused(cand[ok], todo[ok])
+            nearer = ok & (np.isnan(best) | (np.abs(cand - xt) < np.abs(best - xt)))
+            best[nearer] = cand[nearer]
+        hit = ~np.isnan(best)
+        out[todo[hit]] = best[hit]
         open_ &= ~hit
         if not open_.any():
             break
-    moved = int(np.sum(~open_))
-    if moved == 0 or open_[0]:
-        return (out.reshape(shape), None) if moved else (rounded, None)
-    point = {**values, **{k: v[first] for k, v in flat.items()}}
-    broken = [r for r, _ in given_breaks({**point, name: was}, "refuse")]
-    return out.reshape(shape), Finding("rounded_to_rule", name, {
-        "value": float(x[first]), "rounded": float(out[first]), "was": was, "rules": [r.name for r in broken],
-        "reasons": [r.reason for r in broken], "how": how, "points": moved, "of": int(out.size),
-        "still": [r.reason for r, _ in given_breaks({**point, name: float(out[first])})]})
+    moved = todo[~open_]
+    if moved.size == 0:
+        return rounded, None
+    i = int(moved[0])
+    broken = [r for r, _ in given_breaks({**at(i), name: float(was[i])}, "refuse")]
+    grid = dict(points=int(moved.size), of=int(out.size)) if out.size > 1 else {}    # one question: one point
+    return out.reshape(shape), _rounded_to_rule(name, float(x[i]), float(out[i]), float(was[i]), how, at(i), broken,
+                                                **grid)
