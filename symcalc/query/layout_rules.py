@@ -378,6 +378,15 @@ def answer_breaks(name: str, answer: Any, values: Mapping[str, Any]) -> list[Fin
     return out
 
 
+def rounds_to_rules(target: str, derivation) -> bool:
+    """Whether a whole answer rounds to the layout rules: a parallel degree, or any whole answer
+    whose derivation solves one on the way (a GPU count from replicas of tp 8: 103 is 104). One
+    that solves none (seed 004's GPU count from a per-GPU rate, beside a given dp) is a count,
+    not a layout: a rule it breaks is said instead."""
+    degrees = space_data()["search"]["degrees"]
+    return target in degrees or any(n in degrees for s in derivation.steps for n in s.unknowns)
+
+
 MAX_CANDIDATES = 1_000_000      # twice the largest value rounded to the rules (beyond it, left as solved)
 
 

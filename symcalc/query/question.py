@@ -174,10 +174,10 @@ def _reaches_only(lib: Library, target: str, typed: Mapping, options: Mapping[st
     and of no other (symcalc.query.fit.decide): by what it names, else by all its target is
     written in (a deployment's rate reaches a batch), else by all its given values are written
     in (a request rate reaches a serving batch's KV cache, whatever the target)."""
-    given_terms = set().union(*(fit.written_in(lib, q, options) for q in typed))
-    return any([w.value for w in fit.decide(lib, options, (), footprint) if w.option == name] == [value]
-               for footprint in ({target, *typed}, {*fit.written_in(lib, target, options), *typed},
-                                 {target, *given_terms}))
+    footprints = (lambda: {target, *typed}, lambda: {*fit.written_in(lib, target, options), *typed},
+                  lambda: {target, *set().union(*(fit.written_in(lib, q, options) for q in typed))})
+    return any([w.value for w in fit.decide(lib, options, (), footprint()) if w.option == name] == [value]
+               for footprint in footprints)
 
 
 def _declared(lib: Library, tq, posed: Posed, presets: list) -> Posed:

@@ -32,7 +32,7 @@ from symcalc.query.nofit import with_fitting_options
 from symcalc.query.conflicts import assumed_by, contradicts, cross_check, unused_disagreement, without_contradicted_defaults
 from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
-from symcalc.query.layout_rules import answer_breaks, nearest_valid, space_data
+from symcalc.query.layout_rules import answer_breaks, nearest_valid, rounds_to_rules
 from symcalc.query.limits import round_to_limits
 from symcalc.query.rescope import refusal
 from symcalc.query.runlayout import solve_in_layout
@@ -222,12 +222,8 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     if tq.whole and rounding is None:
         rounded, how, reason = round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, posed.options,
                                                _solve_again)
-        # a layout degree rounds to a value the planner's structure rules allow (tp = 5.3 on 64
-        # heads: 4); so does any whole answer whose derivation solves a degree on the way (a GPU
-        # count from replicas of tp 8: 103 is 104). One that solves none (seed 004's GPU count
-        # from a per-GPU rate, beside a given dp) is a count, not a layout: a rule it breaks is said
-        degrees = space_data()["search"]["degrees"]
-        if tq.name in degrees or any(n in degrees for s in derivation.steps for n in s.unknowns):
+        # a layout degree rounds to a value the planner's structure rules allow (tp = 5.3 on 64 heads: 4)
+        if rounds_to_rules(tq.name, derivation):
             rounded, ruled = nearest_valid(tq.name, exact, rounded, how, {k: g.magnitude for k, g in knowns.items()})
         layout_breaks = answer_breaks(tq.name, rounded, {k: g.magnitude for k, g in knowns.items()})
     else:

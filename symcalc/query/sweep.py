@@ -37,7 +37,7 @@ from symcalc.library.loading import Library, default_library
 from symcalc.library.records import QuantitySpec
 from symcalc.query import reuse
 from symcalc.query.findings import bounds_text, out_of_bounds, over_capacity
-from symcalc.query.layout_rules import given_breaks, nearest_valid, space_data
+from symcalc.query.layout_rules import given_breaks, nearest_valid, rounds_to_rules
 from symcalc.query.question import order_breaks
 from symcalc.query import fit
 from symcalc.query.results import Result, sentences
@@ -207,12 +207,10 @@ def sweep(target: str, given: Mapping[str, object] | None = None, /, *, vary: Ma
 
 def _to_layout_rules(tq, r: Result, axes: list[Axis], vals: np.ndarray, exact) -> tuple[np.ndarray, Finding | None]:
     """The grid's answer with every point rounded to a value the layout rules allow, as
-    :func:`symcalc.solve` rounds one point (a GPU count for replicas of tp 8 a multiple of 8):
-    a whole layout degree, or any whole answer whose derivation solves one on the way; and the
-    finding that says so, or None. The grid branch evaluates the first point's derivation and
-    rounds only to whole numbers."""
-    degrees = space_data()["search"]["degrees"]
-    if exact is None or not (tq.name in degrees or any(n in degrees for s in r.derivation.steps for n in s.unknowns)):
+    :func:`symcalc.solve` rounds one point (a GPU count for replicas of tp 8 a multiple of 8;
+    layout_rules.rounds_to_rules says which answers do), and the finding that says so, or None.
+    The grid branch evaluates the first point's derivation and rounds only to whole numbers."""
+    if exact is None or not rounds_to_rules(tq.name, r.derivation):
         return vals, None
     knowns = {k: g.magnitude for k, g in r.given.items()}
     knowns.update({a.name: a.base.reshape([-1 if j == i else 1 for j in range(len(axes))]) for i, a in enumerate(axes)})
