@@ -125,3 +125,19 @@ def test_check_says_it_too():
                       options={"stack": "torchtitan", "fp8_states": "mixed", "precision": "fp8"},
                       model="llama3-8b", hardware="h100")
     assert r.warnings == []
+
+
+@pytest.mark.parametrize("command", [
+    ["solve", "step_time", "micro_batch_size=1", "global_batch_size=8", "seq_len=8192 token", "n_gpus=8"],
+    ["plan", "n_gpus=64", "seq_len=8192 token", "global_batch_size=512"],
+    ["check", "n_params=7e9", "tokens_per_second=150000 token/s", "n_gpus=64", "mfu=50%"],
+])
+def test_fp8_training_on_hardware_without_fp8_is_one_line_in_every_command(cli, command):
+    # an A100 has no FP8 tensor cores (its datasheet lists BF16, FP16, TF32, FP32 tensor rates
+    # only), so FP8 GEMMs cannot run there: every command refuses the run the same way, where
+    # the planner said only 'cannot determine step_time' and solve asked for peak_flops
+    r = cli(command[0], *command[1:], "--model", "llama3-8b", "--hardware", "a100", "--option", "precision=fp8")
+    assert r.code == 2 and not r.out
+    assert r.err.strip().splitlines() == [
+        "error: --option precision=fp8 needs FP8 support, which hardware a100_80gb lacks "
+        "(it computes in bf16, fp16, fp32, tf32)"]

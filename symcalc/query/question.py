@@ -307,15 +307,3 @@ def order_breaks(lib: Library, magnitudes: Mapping[str, object]):
                 over = a > b * (1 + 1e-12)
                 if np.any(over):
                     yield name, other, over
-
-
-def check_hardware_dtypes(lib: Library, opts: Mapping[str, str], presets) -> None:
-    """An option value that needs a number format the named hardware lacks (``hardware_dtype``
-    in the option data: an FP8 KV cache on an A100) is refused, naming both."""
-    for name, opt in lib.options.items():
-        value = opts.get(name, opt.default)
-        need = opt.hardware_dtype.get(value)
-        for p in presets:
-            if need and p.kind == "hardware" and p.peak_flops and need not in p.peak_flops:
-                raise BadOptionValueError(f"--option {name}={value} needs {need.upper()} support, which {p.label} "
-                                          f"lacks (it computes in {', '.join(sorted(p.peak_flops))})")

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from symcalc.errors import BadOptionValueError
 from symcalc.query import fit
 from symcalc.query.layout_rules import space_data
 
@@ -147,6 +148,8 @@ def declare(library, *, options: Mapping[str, str], settled: Iterable[str], foot
     Complexity: one pass over the workloads (cached per library) and the declared groups.
     """
     knowns, defaults = knowns or {}, defaults or {}
+    presets = tuple(presets)
+    check_hardware_dtypes(library, options, presets)
     # the layout is every workload's: what decides one is the rest of what the question reaches
     shared = set(space_data()["question"].get("shared", ()))
     chosen = fit.decide(library, options, settled, set(footprint) - shared)
@@ -158,6 +161,23 @@ def declare(library, *, options: Mapping[str, str], settled: Iterable[str], foot
     stack = tuple((name, options[name]) for name in sorted(in_force))
     return Run(tuple(chosen), given, stack, stack_why if stack else "none", named.get("hardware"),
                named.get("model"), groups)
+
+
+def check_hardware_dtypes(library, options: Mapping[str, str], presets: Iterable) -> None:
+    """Refuse an option value that needs a number format the named hardware lacks
+    (``hardware_dtype`` in the option data: FP8 training or an FP8 KV cache on an A100), naming
+    both: the run cannot exist, so no command may answer for it.
+
+    Raises BadOptionValueError. Complexity: one pass over the options.
+    """
+    hardware = [p for p in presets if p.kind == "hardware" and p.peak_flops]
+    for name, opt in library.options.items():
+        value = options.get(name, opt.default)
+        need = opt.hardware_dtype.get(value)
+        for p in hardware if need else ():
+            if need not in p.peak_flops:
+                raise BadOptionValueError(f"--option {name}={value} needs {need.upper()} support, which {p.label} "
+                                          f"lacks (it computes in {', '.join(sorted(p.peak_flops))})")
 
 
 def stack_reason(in_force: Iterable[str], settled: Iterable[str], about_run: bool) -> str:

@@ -37,7 +37,7 @@ from symcalc.query.limits import round_to_limits
 from symcalc.query.rescope import refusal
 from symcalc.query.runlayout import solve_in_layout
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
-from symcalc.query.question import Posed, check_hardware_dtypes, option_mapping, output_unit, pose, read_given
+from symcalc.query.question import Posed, option_mapping, output_unit, pose, read_given
 from symcalc.query.results import Result, StepView, later, sentences
 from symcalc.query.sensitivity import sensitivity_of
 from symcalc.query.values import GivenValue, implausible
@@ -196,7 +196,6 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     # an option's fallback, taken where its default leaves the question open, is asked for from
     # here on: the given values are cross-checked under it, and the answer says it first
     explicit_options.update(posed.fallback)
-    check_hardware_dtypes(lib, posed.resolved.values, presets)
     # the target reached only through its own default rule (achievable = the datasheet's, taken
     # only when no measured value is known) is read off a preset's value of it, which beats it
     own = preset_values(lib, presets, posed.resolved.values, None, posed.knowns).get(tq.name) \
