@@ -326,12 +326,13 @@ def test_a_measured_preset_figure_wins_over_the_default_rule_for_it():
     assert r.value == pytest.approx(2.97) and r.looked_up.startswith("hardware h100_sxm")
     r = symcalc.solve("decode_hbm_bandwidth", hardware="h100")
     assert r.value == pytest.approx(1.905) and r.looked_up
-    # a measured decode step does settle it, and is derived, not looked up: 2 x 6.738e9 bytes of
-    # bf16 Llama 2 7B weights read in the 10 ms left after the KV cache of its 4096-token context
+    # a measured decode step does settle it, and is derived, not looked up: 2 x (6.738e9 - 32,000 x
+    # 4096) bytes of bf16 Llama 2 7B weights (all but the input embedding's table, which a step
+    # only looks up rows in) read in the 10 ms left after the KV cache of its 4096-token context
     # (512 KiB a token, 2.147 GB) and a token's 5.78 MB of activation traffic stream at 2.97 TB/s
     r = symcalc.solve("decode_hbm_bandwidth", hardware="h100", model="llama2-7b", tp=1, batch_size=1,
                       decode_memory_time="10 ms")
-    expected = 2 * 6_738_415_616 / (10e-3 - (524_288 * 4096 + 5.78e6) / 2.97e12)
+    expected = 2 * (6_738_415_616 - 32_000 * 4096) / (10e-3 - (524_288 * 4096 + 5.78e6) / 2.97e12)
     assert r.looked_up is None and r.value * 1e12 == pytest.approx(expected, rel=1e-3)
 
 

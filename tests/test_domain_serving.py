@@ -19,6 +19,10 @@ SMALL = dict(n_params=7e9, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, 
              tp=1)
 SMALL_KV_TOKEN = 2 * 32 * (8 * 128) * 2     # 131,072 bytes a token
 WEIGHTS = 2 * 7e9                           # bf16
+# what a step reads of them: all but the input embedding's table (a lookup of one row a sequence).
+# The 7e9 parameters less the 32 layers' 2 x 4096^2 x 1.25 + 2 x 4096 x 14336 leave two untied
+# 4096-wide embeddings of 231,900 rows each; one of them, the input's, is not read
+READ_WEIGHTS = WEIGHTS - 2 * (7e9 - 32 * (2 * 4096**2 * 1.25 + 2 * 4096 * 14336)) / 2
 # what a token's forward moves besides the weights, in bf16 over 32 layers: 2 norms and 2 residual
 # adds (10 d_model elements read and written), the GELU of the library's default FFN (2 d_ffn; no
 # rotary by default), then its keys and values written to the cache: 4.59 MB
@@ -84,18 +88,18 @@ def test_a_batch_of_zero_is_refused_naming_it():
 
 
 def test_decode_step_is_memory_bound_at_small_batch():
-    # weights 14 GB + KV 8 x 4096 x 131,072 = 4.295 GB + 8 tokens' activation traffic (36.7 MB),
-    # over 3 TB/s (here both bandwidths): 6.110 ms; the FLOPs, 8 x (2 x 7e9 + 2 x 32 x 32 x 256 x
+    # weights read 12.1 GB (14 GB less the input embedding) + KV 8 x 4096 x 131,072 = 4.295 GB + 8 tokens' activation traffic (36.7 MB),
+    # over 3 TB/s (here both bandwidths): 5.477 ms; the FLOPs, 8 x (2 x 7e9 + 2 x 32 x 32 x 256 x
     # 4096) = 1.292e11 at 700 TFLOP/s, add 0.185 ms (a kernel's math and its reads add, as the
-    # training model's GEMMs do): 6.299 ms
+    # training model's GEMMs do): 5.662 ms
     kv = 8 * 4096 * SMALL_KV_TOKEN
     flops = 8 * (2 * 7e9 + 2 * 32 * 32 * 256 * 4096)
-    step = (WEIGHTS + kv + 8 * SMALL_ACT_TOKEN) / 3e12 + flops / 700e12
+    step = (READ_WEIGHTS + kv + 8 * SMALL_ACT_TOKEN) / 3e12 + flops / 700e12
     r = symcalc.solve("decode_step_time", batch_size=8, seq_len="4096 token", **SMALL)
     assert r.base_value == pytest.approx(step, rel=1e-9)
     [bound] = [f for f in r.findings if f.kind == "reported"]
     assert (bound.quantity, bound.values["value"]) == ("decode_bound", "memory")
-    # tokens per second and their cost: 8 / 6.283 ms = 1,273.3 token/s; $2 an hour on one GPU
+    # tokens per second and their cost: 8 / 5.662 ms = 1,413 token/s; $2 an hour on one GPU
     rate = symcalc.solve("decode_tokens_per_second", batch_size=8, seq_len="4096 token", **SMALL)
     assert rate.base_value == pytest.approx(8 / step, rel=1e-9)
     cost = symcalc.solve("cost_per_output_token", batch_size=8, seq_len="4096 token", gpu_hour_price="2 USD/hour",
@@ -109,7 +113,7 @@ def test_decode_turns_compute_bound_at_a_large_batch():
     # activation traffic, 9.4 GB, over 3 TB/s = 19.3 ms; near the ridge the two add: 60.7 ms,
     # compute the larger part
     flops = 2048 * (2 * 7e9 + 2 * 32 * 32 * 256 * 128)
-    reads = WEIGHTS + 2048 * 128 * SMALL_KV_TOKEN + 2048 * SMALL_ACT_TOKEN
+    reads = READ_WEIGHTS + 2048 * 128 * SMALL_KV_TOKEN + 2048 * SMALL_ACT_TOKEN
     r = symcalc.solve("decode_step_time", batch_size=2048, seq_len="128 token", **SMALL)
     assert r.base_value == pytest.approx(flops / 700e12 + reads / 3e12, rel=1e-9)
     [bound] = [f for f in r.findings if f.kind == "reported"]
@@ -123,7 +127,7 @@ def test_prefill_is_compute_bound_with_causal_attention():
     # reads: 50.3 ms, compute-bound
     flops = 2048 * (2 * 7e9 + 32 * 32 * 256 * 2048)
     r = symcalc.solve("prefill_time", batch_size=1, prompt_len="2048 token", **SMALL)
-    assert r.base_value == pytest.approx(flops / 700e12 + (WEIGHTS + 2048 * SMALL_ACT_TOKEN) / 3e12, rel=1e-9)
+    assert r.base_value == pytest.approx(flops / 700e12 + (READ_WEIGHTS + 2048 * SMALL_ACT_TOKEN) / 3e12, rel=1e-9)
     [bound] = [f for f in r.findings if f.kind == "reported"]
     assert bound.values["value"] == "compute"
 
@@ -161,14 +165,14 @@ def test_decode_from_datasheet_figures_alone_says_what_it_assumed():
 def test_tensor_parallel_allreduces_count_on_real_hardware():
     # on an H100 node the one-shot AllReduce costs a hop (7.88 us) plus 32 x 8192 x 2 bytes x 7/8
     # over 476 GB/s, twice a layer: 160 x (7.88 us + 0.964 us) = 1.415 ms on top of the reads:
-    # the weights (17.6 GB) at the 1.905 TB/s a batch-1 decode reaches on an H100 (torchao),
-    # 9.26 ms, and the KV cache (10.7 GB) at the 2.97 TB/s a streaming kernel reaches, 3.62 ms,
+    # the weights but the input embedding's table (17.37 GB) at the 1.905 TB/s a batch-1 decode reaches on an H100 (torchao),
+    # 9.12 ms, and the KV cache (10.7 GB) at the 2.97 TB/s a streaming kernel reaches, 3.62 ms,
     # with the 32 tokens' activation traffic (norms and residuals of 8192 in full on each rank,
     # SwiGLU's 3 x 28672 and rotary's 2 x (8192 + 1024) split 8 ways, over 80 layers in bf16, and
     # each token's keys and values, a KV head a GPU: 14.0 MB in all), 0.16 ms; the math (0.7 ms)
     # is read from the answer, it is counted elsewhere
     kv = 32 * 8192 * KV_70B
-    weights = 2 * 70553706496              # the preset's shapes, bf16
+    weights = 2 * (70553706496 - 128256 * 8192)   # the preset's shapes, bf16, less the input embedding
     act = 2 * 80 * (10 * 8192 + (3 * 28672 + 2 * (8192 + 1024)) / 8) + KV_70B / 8
     r = symcalc.solve("decode_step_time", model="llama3-70b", hardware="h100", tp=8, batch_size=32,
                       seq_len="8192 token")
@@ -189,12 +193,14 @@ def test_cli_json_carries_the_bound(cli):
 def test_moe_decode_reads_the_experts_its_batch_routes_to():
     # Mixtral 8x7B: 32 layers x 8 experts x 3 x 4096 x 14336 = 45,097,156,608 routed parameters.
     # One sequence reads 2 of 8 experts a layer: n_params - 0.75 x that = 12,879,925,248, the
-    # published active count; 32 sequences leave 0.75^32 of them unread
+    # published active count; 32 sequences leave 0.75^32 of them unread. A step reads none of the
+    # input embedding's 32,000 x 4096 table but the rows of its tokens
     routed = 32 * 8 * 3 * 4096 * 14336
+    table = 32000 * 4096
     one = symcalc.solve("decode_weight_bytes", model="mixtral-8x7b", batch_size=1)
-    assert one.base_value == pytest.approx(2 * 12_879_925_248, rel=1e-9)
+    assert one.base_value == pytest.approx(2 * (12_879_925_248 - table), rel=1e-9)
     many = symcalc.solve("decode_weight_bytes", model="mixtral-8x7b", batch_size=32)
-    assert many.base_value == pytest.approx(2 * (46_702_792_704 - routed * 0.75 ** 32), rel=1e-9)
+    assert many.base_value == pytest.approx(2 * (46_702_792_704 - routed * 0.75 ** 32 - table), rel=1e-9)
 
 
 def test_cost_per_token_from_a_run_and_back():
@@ -212,12 +218,14 @@ def test_the_largest_model_a_decode_rate_allows_bounds_a_real_one():
     r = symcalc.solve("largest_servable_params", {"batch_size": 1, "decode_tokens_per_second": "100 token/s"},
                       hardware="h100")
     assert r.base_value == pytest.approx(1.905e12 / (2 * 100), rel=1e-9)
-    # and backwards: the rate at which an 8.03e9-parameter model's weights can be read at most,
-    # 1.905e12 / (2 x 8.03e9) = 118.6 token/s, which Llama 3 8B's modelled decode (KV cache and
-    # math added) stays under
-    bound = symcalc.solve("decode_tokens_per_second", {"batch_size": 1, "largest_servable_params": 8030261248},
+    # and backwards: the rate at which the weights a step reads of Llama 3 8B (8.03e9 parameters
+    # less the input embedding's 128,256 x 4,096 table, which a step only looks rows up in:
+    # 7.505e9) can be read at most, 1.905e12 / (2 x 7.505e9) = 126.9 token/s, which its
+    # modelled decode (KV cache and math added) stays under
+    read = 8030261248 - 128256 * 4096
+    bound = symcalc.solve("decode_tokens_per_second", {"batch_size": 1, "largest_servable_params": read},
                           hardware="h100").base_value
-    assert bound == pytest.approx(1.905e12 / (2 * 8030261248), rel=1e-9)
+    assert bound == pytest.approx(1.905e12 / (2 * read), rel=1e-9)
     real = symcalc.solve("decode_tokens_per_second", {"batch_size": 1, "seq_len": "512 token"},
                          model="llama3-8b", hardware="h100").base_value
     assert 0.95 * bound < real < bound
@@ -228,7 +236,7 @@ def test_a_continuously_batched_step_carries_its_share_of_the_prompts():
     # with 1024-token prompts and 512-token outputs: each step decodes 8 tokens at the mean context
     # 1024 + 256 = 1280 and carries 8 x 1024 / 512 = 16 prompt tokens, whose math and activation
     # traffic add (the weights are read once a step already; no AllReduce at tp 1)
-    decode = ((WEIGHTS + 8 * 1280 * SMALL_KV_TOKEN + 8 * SMALL_ACT_TOKEN) / 3e12
+    decode = ((READ_WEIGHTS + 8 * 1280 * SMALL_KV_TOKEN + 8 * SMALL_ACT_TOKEN) / 3e12
               + 8 * (2 * 7e9 + 2 * 32 * 32 * 256 * 1280) / 700e12)
     prompts = (8 * 1024 * (2 * 7e9 + 32 * 32 * 256 * 1024) / 700e12 + 8 * 1024 * SMALL_ACT_TOKEN / 3e12) / 512
     given = dict(batch_size=8, prompt_len="1024 token", output_len="512 token", **SMALL)

@@ -424,4 +424,4 @@ def test_a_replicas_rate_is_not_told_to_give_all_replicas_rate(cli):
     assert run.code == 2
     asked = run.err.strip().split("also give ", 1)[1]
     assert "cluster_decode_tokens_per_second" not in asked
-    assert {"n_layers", "n_heads", "seq_len", "achievable_hbm_bandwidth"} <= set(asked.replace(",", " ").split())
+    assert {"n_layers", "seq_len", "achievable_hbm_bandwidth"} <= set(asked.replace(",", " ").split())

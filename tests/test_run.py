@@ -289,15 +289,16 @@ def test_the_runs_layout_is_read_where_the_question_leaves_it_open():
 def test_a_given_achievable_hbm_rate_is_decodes_rate_not_the_presets_measured_one():
     # the H100 preset's decode figure (1.905 TB/s, a measured batch-1 decode) describes the same
     # fact as a given achievable_hbm_bandwidth: the user's value wins, and the answer says which
-    # figure it replaced. Batch 1 of Llama 3 8B at 1k context reads 16.06 GB of bf16 weights and
-    # 1024 x 128 KiB of KV cache each step, and moves one token's activations (2 bytes x 32 layers
-    # x (10 x 4096 + 3 x 14336 + 2 x (4096 + 1024)) elements, and its 128 KiB of keys and values):
-    # (16.06e9 + 0.134e9 + 6.16e6) / 3e12 = 5.400 ms at 3 TB/s
+    # figure it replaced. Batch 1 of Llama 3 8B at 1k context reads its bf16 weights but the input
+    # embedding's table (8.03e9 - 128,256 x 4,096 parameters: 15.01 GB) and 1024 x 128 KiB of KV
+    # cache each step, and moves one token's activations (2 bytes x 32 layers x (10 x 4096 + 3 x
+    # 14336 + 2 x (4096 + 1024)) elements, and its 128 KiB of keys and values):
+    # (15.01e9 + 0.134e9 + 6.16e6) / 3e12 = 5.050 ms at 3 TB/s
     r = solve("decode_memory_time", {"batch_size": 1, "seq_len": "1024 token", "achievable_hbm_bandwidth": "3 TB/s"},
               model="llama3-8b", hardware="h100")
     assert r.values["decode_hbm_bandwidth"] == pytest.approx(3e12)
     act = 2 * 32 * (10 * 4096 + 3 * 14336 + 2 * (4096 + 1024)) + 131072
-    assert r.base_value == pytest.approx((2 * 8030261248 + 1024 * 131072 + act) / 3e12, rel=1e-6)
+    assert r.base_value == pytest.approx((2 * (8030261248 - 128256 * 4096) + 1024 * 131072 + act) / 3e12, rel=1e-6)
     assert any(n.startswith("decode_hbm_bandwidth: hardware h100_sxm's 1.905 TB/s is not used") for n in r.notes)
 
 

@@ -24,7 +24,7 @@ from symcalc import units
 from symcalc.engine.evaluate import MIN_SIZE, Target, evaluate
 from symcalc.errors import QueryError, SymcalcError
 from symcalc.query.stacks import check_new_values
-from symcalc.query.values import read_value
+from symcalc.query.values import WHOLE_RTOL, read_value
 
 
 def function(result, values: dict, solve: Callable) -> pint.Quantity:
@@ -59,6 +59,8 @@ def companion(result, name: str, ask: Callable) -> float | str | None:
             continue
         if not np.all(q.domain.contains(v)):    # a part that came out 0 where a given one must be positive
             continue
+        if q.whole is not None and abs(v - round(v)) > WHOLE_RTOL * abs(v):
+            continue            # a count backed out of others (a vocabulary from n_params): not a given one
         known[k] = (float(v), q.unit) if q.unit else float(v)
     try:
         r = ask(name, known, options=result.all_options, library=lib)
