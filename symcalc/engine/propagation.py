@@ -64,7 +64,7 @@ class _Propagation:
     hence one object rather than functions passing a dozen locals around)."""
 
     __slots__ = ("by_quantity", "bridged", "asked", "remaining", "cost", "producer", "order", "tie", "heap",
-                 "estimates", "rules", "unsettled", "open_to_blocks", "peeling", "by_lhs", "with_rules",
+                 "estimates", "unsettled", "open_to_blocks", "peeling", "by_lhs", "with_rules",
                  "law_defines", "blocks_changed")
 
     def __init__(self, formulas: list[FormulaSpec], hard: set[str], soft: Iterable[str],
@@ -80,7 +80,6 @@ class _Propagation:
         self.heap: list = []
         self._seed(hard, soft)
         self.estimates = {f.id for f in formulas if f.approximate}
-        self.rules = {f.id for f in formulas if f.default_rule}
         self._track_blocks(formulas)
         for f in formulas:   # constant definitions ("x = 6 FLOP/token") need no trigger
             if len(f.quantities) == 1:
@@ -166,14 +165,6 @@ class _Propagation:
         step = self.producer.get(q)
         return step is not None and len(step.formulas) == 1 and step.formulas[0] in self.estimates
 
-    def _ruled(self, q: str) -> bool:
-        """Whether ``q`` was settled by a default rule of ``q`` (a stand-in for its law where the
-        law's inputs are unknown: the decode step's weights as every weight, when the embeddings'
-        size is not). The law run backwards from that value would only find what makes the two
-        agree (an embedding of 0 parameters), never a fact."""
-        step = self.producer.get(q)
-        return step is not None and len(step.formulas) == 1 and step.formulas[0] in self.rules
-
     def offer(self, f: FormulaSpec) -> None:
         """f has one unsettled quantity left: offer it, if f can be solved for it.
 
@@ -187,8 +178,6 @@ class _Propagation:
         if f.lhs_name not in (None, v) and (self.estimated(f.lhs_name) if f.id not in self.estimates
                                             else self.producer.get(f.lhs_name) is not None):
             return
-        if f.lhs_name not in (None, v) and not f.default_rule and self._ruled(f.lhs_name):
-            return      # a law is not solved backwards from its own left side's stand-in (see _ruled)
         if v in f.asked_backwards and v != self.asked and f.lhs_name in self.bridged:
             return      # from a given left side, solved for this input only when the question asks for it
         if f.solvability[v] != "none":
