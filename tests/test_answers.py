@@ -411,6 +411,15 @@ def test_a_nic_typed_in_bytes_warns_with_the_likely_slip():
                for w in r.warnings)
 
 
+def test_a_batch_no_run_has_is_warned_of():
+    # 1e12 sequences a GPU is ten million times any published micro-batch (1 to a few hundred;
+    # BERT-era recipes up to 1024): the answer is given, and the slip is named; a real one is not
+    r = symcalc.solve("total_memory_per_gpu", micro_batch_size=1e12, model="llama3-8b")
+    assert any(w.startswith("micro_batch_size = 1e12 is far above 100000") for w in r.warnings)
+    r = symcalc.solve("total_memory_per_gpu", micro_batch_size=4, model="llama3-8b")
+    assert not any("far above" in w for w in r.warnings)
+
+
 def test_json_errors_carry_the_sets(cli):
     run = cli("solve", "mfu", "n_params=7e9", "n_gpus=64", "--json")
     err = run.json()["error"]
