@@ -78,6 +78,7 @@ def model_from_hf_config(path: str | Path) -> Preset:
     elif "layer_norm_eps" in cfg or "layer_norm_epsilon" in cfg:
         options["norms"] = "layernorm"
     _hf_tied_embeddings(cfg, family, options)
+    values.update(_hf_window(cfg, int(float(values["n_layers"][0])), family, options, p.name))
     name = label(cfg.get("_name_or_path") or cfg.get("model_type") or p.stem)
     return Preset(kind="model", key=name, title=f"{name} (from {p.name})", source=str(p), values=values,
                   options=options, notes=_hf_mtp_notes(cfg, p.name), findings=tuple(findings))
@@ -145,6 +146,46 @@ def _hf_tied_embeddings(cfg: dict, family: str, options: dict[str, str]) -> None
         options["tied_embeddings"] = "true"
     if "tie_word_embeddings" not in cfg and family.startswith("gemma"):
         options["tied_embeddings"] = "true"      # Gemma ties its embeddings by default
+
+
+# families whose config.json leaves the local/global pattern implicit: one layer in n attends over
+# the whole context (transformers' Gemma2Config alternates the two; Gemma3TextConfig's
+# sliding_window_pattern defaults to 6)
+_WINDOW_EVERY = {"gemma2": 2, "gemma3": 6}
+
+
+def _hf_window(cfg: dict, n_layers: int, family: str, options: dict[str, str], file: str
+               ) -> dict[str, tuple[str, str]]:
+    """The sliding window and the share of the layers that use it (attention_window = sliding),
+    nothing where every layer attends over the whole context. Read from layer_types (the layers
+    named sliding_attention), else sliding_window_pattern (one layer in p global), max_window_layers
+    (Qwen: the layers from that one on are windowed), the family's implicit pattern, else every
+    layer (Mistral 7B v0.1, Phi-3). A window switched off (use_sliding_window false) is none."""
+    window = _hf_number(cfg, "sliding_window", file)
+    if not window or cfg.get("use_sliding_window") is False:
+        return {}
+    types = cfg.get("layer_types")
+    pattern = _hf_number(cfg, "sliding_window_pattern", file, positive=True)
+    every = next((n for f, n in _WINDOW_EVERY.items() if family.startswith(f)), None)
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n_layers or not all(isinstance(t, str) for t in types):
+            raise MalformedValueError(f"config.json '{file}': 'layer_types' must list one attention type a layer "
+                                      f"({n_layers}), got {types!r:.60}")
+        windowed, why = sum("sliding" in t for t in types), f"layer_types: {sum('sliding' in t for t in types)} of {n_layers} sliding_attention"
+    elif pattern:
+        windowed, why = n_layers - n_layers // int(pattern), f"sliding_window_pattern = {pattern}: one layer in {pattern} global"
+    elif _hf_number(cfg, "max_window_layers", file) is not None:
+        first = int(cfg["max_window_layers"])
+        windowed, why = max(0, n_layers - first), f"max_window_layers = {first}: the layers from it on windowed"
+    elif every:
+        windowed, why = n_layers - n_layers // every, f"model_type {family}: one layer in {every} global"
+    else:
+        windowed, why = n_layers, "every layer windowed"
+    if not windowed:
+        return {}
+    options["attention_window"] = "sliding"
+    return {"sliding_window": (f"{window} token", f"{file}: sliding_window = {window}"),
+            "windowed_layer_fraction": (str(windowed / n_layers), f"{file}: {why}")}
 
 
 def _hf_mtp_notes(cfg: dict, file: str) -> str:

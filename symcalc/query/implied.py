@@ -22,7 +22,7 @@ import numpy as np
 from symcalc.errors import BadOptionValueError
 from symcalc.findings import Finding
 from symcalc.query.values import GivenValue
-from symcalc.units.format import fmt
+from symcalc.units.format import with_unit
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ def implied_options(library, knowns: Mapping[str, GivenValue]) -> list[Implicati
         for value, cond in opt.implied_by:
             if cond.holds(scalars):
                 names = sorted(cond.names)
-                shown = tuple(f"{n} = {fmt(scalars[n] / library.quantities[n].factor)}" for n in names)
+                shown = tuple(f"{n} = {with_unit(scalars[n] / library.quantities[n].factor, library.quantities[n].display_unit)}"
+                              for n in names)
                 out.append(Implication(opt.name, value, cond.text, cond.compatible, shown,
                                        from_preset=all(knowns[n].origin for n in names), names=tuple(names)))
                 break

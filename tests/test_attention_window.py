@@ -1,0 +1,101 @@
+"""Sliding-window attention: a windowed layer caches and attends over its window only (Mistral 7B
+v0.1, Gemma 2 and 3, GPT-OSS), read from the model's config.json as the Hugging Face configs
+state it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import symcalc
+from symcalc.errors import SymcalcError
+
+GEMMA2_9B = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 256,
+             "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "intermediate_size": 14336,
+             "max_position_embeddings": 8192, "num_attention_heads": 16, "num_hidden_layers": 42,
+             "num_key_value_heads": 8, "sliding_window": 4096, "vocab_size": 256000, "rms_norm_eps": 1e-6}
+MISTRAL_7B_V01 = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+                  "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+                  "num_hidden_layers": 32, "vocab_size": 32000, "max_position_embeddings": 32768,
+                  "sliding_window": 4096, "rms_norm_eps": 1e-5, "hidden_act": "silu"}
+GPT_OSS_20B = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
+               "intermediate_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+               "num_hidden_layers": 24, "num_local_experts": 32, "num_experts_per_tok": 4, "vocab_size": 201088,
+               "max_position_embeddings": 131072, "sliding_window": 128, "rms_norm_eps": 1e-5,
+               "layer_types": ["sliding_attention", "full_attention"] * 12}
+
+
+def config(tmp_path, cfg: dict, name: str = "config.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_gemma2_keeps_its_window_in_half_the_layers(tmp_path):
+    # Gemma 2 9B: 42 layers x 8 KV heads x 256 wide x key and value x 2 bytes = 344,064 bytes a
+    # token; local and global layers alternate (transformers' Gemma2Config), the local ones
+    # keeping 4,096 tokens: at 8,192 tokens a layer holds 0.5 x 8,192 + 0.5 x 4,096 = 6,144 on
+    # average, 6,144 x 344,064 = 2.114e9 bytes, not the 2.819e9 of full attention
+    r = symcalc.solve("kv_cache_memory", batch_size=1, seq_len="8192 token", model=config(tmp_path, GEMMA2_9B))
+    assert r.base_value == pytest.approx(6144 * 344_064, rel=1e-12)
+    assert r.values["windowed_layer_fraction"] == 0.5 and r.values["sliding_window"] == 4096
+
+
+def test_mistral_v01_caches_its_window_whatever_the_context():
+    # its published config.json: every layer windowed at 4,096 (Jiang et al. 2023: a rolling cache
+    # of W tokens): 32 layers x 8 x 128 x 2 x 2 = 131,072 bytes a token, 4,096 of them a sequence
+    # at 8k and at 32k alike
+    path = str(Path(__file__).parent / "data" / "hf" / "mistral-7b-v0.1-config.json")
+    for context in ("8192 token", "32768 token"):
+        r = symcalc.solve("kv_cache_memory", batch_size=1, seq_len=context, model=path)
+        assert r.base_value == pytest.approx(4096 * 131_072, rel=1e-12)
+    # and a decoded token attends over its window: 2 x 4,096 keys and values x 32 heads x 128 x
+    # 32 layers of attention FLOPs beside 2 N, the same at 32k as at 4k
+    at_4k = symcalc.solve("serving_flops_per_token", seq_len="4096 token", model=path).base_value
+    at_32k = symcalc.solve("serving_flops_per_token", seq_len="32768 token", model=path).base_value
+    assert at_4k == pytest.approx(at_32k, rel=1e-12)
+
+
+def test_gpt_oss_reads_its_layer_types(tmp_path):
+    # GPT-OSS 20B: layer_types alternate sliding (128 tokens) and full over 24 layers: 24 x 8 x 64
+    # x 2 x 2 = 49,152 bytes a token; at 8,192 tokens 0.5 x 8,192 + 0.5 x 128 = 4,160 a layer
+    r = symcalc.solve("kv_cache_memory", batch_size=1, seq_len="8192 token", model=config(tmp_path, GPT_OSS_20B))
+    assert r.base_value == pytest.approx(4160 * 49_152, rel=1e-12)
+
+
+def test_a_windowed_prefill_attends_over_less_than_the_prompt():
+    # causal, every layer windowed at w = 4,096 over an s = 8,192-token prompt: token i attends
+    # over min(i, w) keys, w - w^2 / (2 s) = 3,072 on average against the full layers' s / 2 =
+    # 4,096. Per token, 2 x 1e9 FLOPs of weights plus 32 layers x 32 heads x 256 x 2 x 3,072
+    shapes = dict(n_params=1e9, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, batch_size=1,
+                  prompt_len="8192 token")
+    r = symcalc.solve("prefill_flops", sliding_window="4096 token", windowed_layer_fraction=1, **shapes)
+    assert r.base_value == pytest.approx(8192 * (2e9 + 32 * 32 * 256 * 2 * 3072), rel=1e-12)
+    full = symcalc.solve("prefill_flops", **shapes)
+    assert full.base_value == pytest.approx(8192 * (2e9 + 32 * 32 * 256 * 8192), rel=1e-12)
+
+
+@pytest.mark.parametrize("extra, windowed", [
+    ({"use_sliding_window": False}, None),                 # Qwen2's switch: no window at all
+    ({"use_sliding_window": True, "max_window_layers": 28, "num_hidden_layers": 32}, 4 / 32),
+    ({"sliding_window_pattern": 6, "num_hidden_layers": 48}, 40 / 48),     # Gemma 3: one in six global
+])
+def test_the_configs_other_ways_of_saying_which_layers(tmp_path, extra, windowed):
+    cfg = {**MISTRAL_7B_V01, "model_type": "qwen2", **extra}
+    r = symcalc.solve("kv_cache_memory", batch_size=1, seq_len="8192 token", model=config(tmp_path, cfg))
+    if windowed is None:
+        assert "windowed_layer_fraction" not in r.values and r.base_value == pytest.approx(
+            8192 * 2 * cfg["num_hidden_layers"] * 1024 * 2, rel=1e-12)
+    else:
+        assert r.values["windowed_layer_fraction"] == pytest.approx(windowed, rel=1e-12)
+
+
+def test_layer_types_that_do_not_match_the_layers_are_one_line(cli, tmp_path):
+    path = config(tmp_path, {**GPT_OSS_20B, "layer_types": ["sliding_attention"] * 3})
+    run = cli("solve", "kv_cache_memory", "--model", path, "batch_size=1", "seq_len=8192")
+    assert run.code == 2 and len(run.err.strip().splitlines()) == 1
+    assert "'layer_types' must list one attention type a layer (24)" in run.err
+    with pytest.raises(SymcalcError, match="layer_types"):
+        symcalc.solve("kv_cache_memory", batch_size=1, seq_len="8192 token", model=path)
