@@ -318,6 +318,16 @@ def test_a_preset_answers_a_target_nothing_else_determines(cli):
     assert r.value == pytest.approx(312) and r.looked_up is None
 
 
+def test_a_value_given_beside_a_looked_up_answer_is_said_to_be_unused():
+    # "how many tokens at 20 a parameter" for Llama 3 8B: 20 tokens a parameter gives Chinchilla's
+    # count (chinchilla_tokens), not the run's n_tokens, which the preset states (15T); the answer
+    # is the preset's, and it says the given ratio went unused and what it gives
+    r = symcalc.solve("n_tokens", tokens_per_param=20, model="llama3-8b")
+    assert r.value == pytest.approx(15e12) and r.looked_up
+    assert any(w.startswith("not used by this derivation: tokens_per_param") and "gives chinchilla_tokens" in w
+               for w in r.warnings)
+
+
 def test_a_measured_preset_figure_wins_over_the_default_rule_for_it():
     # achievable_hbm_bandwidth = hbm_bandwidth is an assumption taken only when no measured value
     # is known; the H100 preset carries BabelStream's 2.97 TB/s (Azure's ND H100 v5 results) and

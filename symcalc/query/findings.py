@@ -74,12 +74,7 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
              if (q not in given or not given[q].origin) and not (capacity and q == capacity[0])
              and q not in checked]
     if typed:
-        users = {q: u for q in typed if (u := unused.users(lib, q, derivation.options))}
-        values: dict = {"used_by": users} if users else {}
-        if together := unused.combined_with(lib, derivation.route.target, typed, derivation.options):
-            values["with_target"] = together
-            values["target"] = derivation.route.target
-        findings.append(Finding("not_used", related=tuple(typed), values=values))
+        findings.append(not_used_finding(lib, derivation.route.target, typed, derivation.options))
     for i in sorted(ev.numeric_steps):
         s = derivation.steps[i]
         if s.tearing is not None:     # a forward model run backwards: one search, the rest follows
@@ -90,6 +85,19 @@ def answer_findings(lib, derivation: Derivation, ev, tq, exact, rounded, given: 
             findings.append(Finding("found_numerically", s.unknowns[0], {"torn": False},
                                     related=tuple(s.unknowns), formulas=tuple(f.id for f in s.formulas)))
     return findings
+
+
+def not_used_finding(lib, target: str, typed: list[str], options: Mapping[str, str], derived: bool = True
+                     ) -> Finding:
+    """The finding that the given values ``typed`` were not used for ``target``, with what each
+    gives instead (a quantity not asked for, or a count under another option) and, for a
+    ``derived`` target, what they give together with it."""
+    users = {q: u for q in typed if (u := unused.users(lib, q, options))}
+    values: dict = {"used_by": users} if users else {}
+    if derived and (together := unused.combined_with(lib, target, typed, options)):
+        values["with_target"] = together
+        values["target"] = target
+    return Finding("not_used", related=tuple(typed), values=values)
 
 
 def _implausible_answer(tq, exact) -> Finding | None:

@@ -31,7 +31,8 @@ from symcalc.query.implied import idle_options
 from symcalc.query.nofit import with_fitting_options
 from symcalc.query.conflicts import assumed_by, contradicts, cross_check, unused_disagreement, without_contradicted_defaults
 from symcalc.query.derivations import Display, derivation_for, evaluate_on
-from symcalc.query.findings import above_limits, answer_findings, check_displayable, reported_findings
+from symcalc.query.findings import (above_limits, answer_findings, check_displayable, not_used_finding,
+                                    reported_findings)
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, rounds_to_rules
 from symcalc.query.limits import round_to_limits
 from symcalc.query.rescope import refusal
@@ -330,8 +331,10 @@ def _without_derivation(lib: Library, tq, posed: Posed, presets: list, to: str |
                 raise refusal(e, lib, tq.name, knowns, opts) from None
     result = _conversion(lib, tq, {**knowns, tq.name: looked_up}, posed.options, to)
     result.run = posed.run
+    typed = [q for q, g in knowns.items() if not g.origin and q != tq.name]
     result.findings[:] = [Finding("looked_up", tq.name, {"origin": looked_up.origin}),
-                          *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name])]
+                          *unmeasured(lib, presets, opts, {tq.name: looked_up}, [tq.name]),
+                          *([not_used_finding(lib, tq.name, typed, opts, derived=False)] if typed else [])]
     result.looked_up = looked_up.origin
     return result
 
