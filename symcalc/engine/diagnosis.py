@@ -373,8 +373,14 @@ def underdetermined_error(target: str, given: set[str], sets: list[list[str]],
                                         "the formulas that give it)", [])
         return UnderdeterminedError(f"cannot determine {target} from {known}: no combination of other values "
                                     f"settles it; give {target} itself", [])
-    limits = limits or {}
-    options = " | ".join(", ".join(f"{q} ({limits[q]})" if q in limits else q for q in s) for s in sets)
+    limits, said = limits or {}, set()
+
+    def named(q: str) -> str:       # what is said beside a quantity, at its first mention only
+        if q in limits and q not in said:
+            said.add(q)
+            return f"{q} ({limits[q]})"
+        return q
+    options = " | ".join(", ".join(named(q) for q in s) for s in sets)
     return UnderdeterminedError(
         f"cannot determine {target} from {known}: also give {'one of: ' if len(sets) > 1 else ''}{options}",
         sets)
