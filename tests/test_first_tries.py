@@ -188,3 +188,22 @@ def test_a_runs_energy_needs_its_gpu_hours_not_a_gpu_count():
     assert energy.base_value == pytest.approx(hours * 700 * 3600, rel=1e-6)
     assert symcalc.solve("cluster_gpu_energy", {**given, "n_gpus": 512}, **run).base_value == \
         pytest.approx(energy.base_value, rel=1e-9)
+
+
+def test_a_runs_step_time_asks_for_the_batches_the_model_runs_on_first(cli):
+    # "how long is a step of Llama 3 8B on 8 H100s?": the step-time model needs the micro-batch
+    # and the global batch, the two a person chooses (each with its usual value, said once);
+    # the pairs that restate the answer (a token rate, an MFU) come after
+    run = cli("solve", "step_time", "--model", "llama3-8b", "--hardware", "h100", "n_gpus=8")
+    assert run.code == 2
+    asked = run.err.split("also give one of: ", 1)[1]
+    first = asked.split(" | ")[0]
+    assert first.startswith("micro_batch_size (usually 1 to 16") and ", global_batch_size (usually 256 to 4096" in first
+    assert asked.count("usually 256 to 4096") == 1 and "global_batch_size, tokens_per_second" in asked
+    # and given them, it answers from the model: 6 x 8.03e9 x 64 x 8,192 = 2.53e16 FLOPs a step
+    # over 8 x 989.4 TFLOP/s is an MFU between the 30 and 70 % real dense runs reach
+    ok = cli("solve", "step_time", "--model", "llama3-8b", "--hardware", "h100", "n_gpus=8", "micro_batch_size=1",
+             "global_batch_size=64", "--json")
+    assert ok.code == 0
+    mfu = 6 * 8_030_261_248 * 64 * 8192 / (8 * 989.4e12 * ok.json()["value"])
+    assert 0.3 < mfu < 0.7
