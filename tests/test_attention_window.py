@@ -99,3 +99,17 @@ def test_layer_types_that_do_not_match_the_layers_are_one_line(cli, tmp_path):
     assert "'layer_types' must list one attention type a layer (24)" in run.err
     with pytest.raises(SymcalcError, match="layer_types"):
         symcalc.solve("kv_cache_memory", batch_size=1, seq_len="8192 token", model=path)
+
+
+def test_a_windowed_layer_trains_on_its_window_under_a_flash_kernel(tmp_path):
+    # GPT-OSS 20B at 8,192 tokens: a full layer's causal scores are 2 x 8,192 x 8,192 x 64 heads x
+    # 64 wide = 549.8 GFLOP a micro-batch; a windowed one's queries see w - w^2 / (2 s) = 127 keys on
+    # average, written against s / 2 as 2 x 128 - 128^2 / 8,192 = 254: half the layers each way,
+    # 2 x 8,192 x (4,096 + 127) x 4,096 = 283.4 GFLOP
+    path = config(tmp_path, GPT_OSS_20B)
+    given = dict(micro_batch_size=1, seq_len="8192 token", tp=1, model=path)
+    flash = symcalc.solve("layer_score_flops", options={"attention_kernel": "flash"}, **given)
+    assert flash.base_value == pytest.approx(2 * 8192 * (4096 + 127) * 64 * 64, rel=1e-12)
+    # eager attention computes every score and masks it afterwards: no saving
+    eager = symcalc.solve("layer_score_flops", options={"attention_kernel": "eager"}, **given)
+    assert eager.base_value == pytest.approx(4 * 8192 * 8192 * 64 * 64, rel=1e-12)
