@@ -113,3 +113,21 @@ def test_a_windowed_layer_trains_on_its_window_under_a_flash_kernel(tmp_path):
     # eager attention computes every score and masks it afterwards: no saving
     eager = symcalc.solve("layer_score_flops", options={"attention_kernel": "eager"}, **given)
     assert eager.base_value == pytest.approx(4 * 8192 * 8192 * 64 * 64, rel=1e-12)
+
+
+def test_gpt_oss_120b_fits_one_80_gb_gpu_in_its_mxfp4_checkpoint():
+    # the model card: MoE weights in MXFP4 (4.25 bits: 0.53125 byte), "so gpt-oss-120b runs on a
+    # single 80 GB GPU". Routed experts 36 x 128 x 3 x 2,880^2 = 114.6e9 parameters at 0.53125
+    # byte, the other 2.2e9 (attention, router-free embeddings, LM head) in bf16: 65.2 GB, the
+    # published checkpoint's 60.8 GiB; in bf16 throughout 233.6 GB
+    experts = 36 * 128 * 3 * 2880**2
+    total = symcalc.solve("n_params", model="gpt-oss-120b").base_value
+    assert total == pytest.approx(116.83e9, rel=2e-3)         # the model card's count
+    r = symcalc.solve("serving_weight_memory", tp=1, model="gpt-oss-120b", options={"weight_dtype": "mxfp4"})
+    assert r.base_value == pytest.approx(experts * 0.53125 + (total - experts) * 2, rel=1e-9)
+    assert symcalc.solve("serving_weight_memory", tp=1, model="gpt-oss-120b").base_value == pytest.approx(2 * total)
+    # a batch-1 decode reads the bf16 rest but the input embedding's table, and 4 of 128 experts
+    # a layer at 0.53125 byte: (2.2e9 - 201,088 x 2,880) x 2 + 4/128 x 114.6e9 x 0.53125 = 5.0 GB
+    d = symcalc.solve("decode_weight_bytes", batch_size=1, model="gpt-oss-120b", options={"weight_dtype": "mxfp4"})
+    assert d.base_value == pytest.approx((total - experts - 201088 * 2880) * 2 + experts * 4 / 128 * 0.53125,
+                                         rel=1e-9)
