@@ -12,7 +12,6 @@ import numpy as np
 from symcalc import units
 from symcalc.engine.derivation import Derivation
 from symcalc.errors import (
-    BadOptionValueError,
     DimensionError,
     DomainError,
     NoSolutionError,
