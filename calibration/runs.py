@@ -340,6 +340,9 @@ def held_out_run(row: dict) -> Run:
         options["attention"] = "gqa_head_dim"
     else:
         options["attention"] = "gqa" if given["n_kv_heads"] < a["n_heads"] else "mha"
+    if a.get("sliding_window"):       # windowed layers, as the architecture states them
+        given.update(sliding_window=a["sliding_window"], windowed_layer_fraction=a["windowed_layer_fraction"])
+        options["attention_window"] = "sliding"
     if options["attention"] != "mla" and "n_kv_heads" not in given:
         given["n_kv_heads"] = a["n_heads"]
     gated = str(a.get("ffn", "")).startswith("swiglu")

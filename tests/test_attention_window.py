@@ -131,3 +131,17 @@ def test_gpt_oss_120b_fits_one_80_gb_gpu_in_its_mxfp4_checkpoint():
     d = symcalc.solve("decode_weight_bytes", batch_size=1, model="gpt-oss-120b", options={"weight_dtype": "mxfp4"})
     assert d.base_value == pytest.approx((total - experts - 201088 * 2880) * 2 + experts * 4 / 128 * 0.53125,
                                          rel=1e-9)
+
+
+def test_a_windowed_layers_kernel_runs_at_the_rate_of_its_window():
+    # flash kernels saturate with the keys a query block sees (s / (s + s_1/2)); one length for
+    # all the layers gives their time when each share of the score FLOPs runs at its own length:
+    # GPT-OSS 20B at 8,192 tokens, half the layers windowed at 128, shares 4,096 and 127 (in the
+    # units layer_score_flops writes), lengths 8,192 and 128: (4,096 + 127) / (4,096 / 8,192 +
+    # 127 / 128) = 2,830 tokens; without windows (Llama 3 8B) at cp 2, 8,192 / 2
+    r = symcalc.solve("attention_kernel_sequence", seq_len="8192 token", cp=1, model="gpt-oss-20b")
+    windowed = 0.5 * (2 * 128 - 128**2 / 8192)          # 127
+    assert r.base_value == pytest.approx((4096 + windowed) / (4096 / 8192 + windowed / 128), rel=1e-12)
+    assert r.base_value == pytest.approx((4096 + 127) / (4096 / 8192 + 127 / 128), rel=1e-12)
+    full = symcalc.solve("attention_kernel_sequence", seq_len="8192 token", cp=2, model="llama3-8b")
+    assert full.base_value == 4096
