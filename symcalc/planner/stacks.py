@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from symcalc.errors import BadOptionValueError
 from symcalc.library.loading import default_library
 from symcalc.planner import dims
 from symcalc.planner.space import searched_options
+from symcalc.query.stacks import unsupported
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers
     from symcalc.library.records import Condition, Requirement
@@ -47,7 +47,7 @@ def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]
                 current = searched.get(other, all_searched[other])
                 keep = tuple(v for v in current if v in allowed)
                 if not keep:
-                    _refuse(other, current[0], name, value, allowed)
+                    raise unsupported(library, other, current[0], name, value, allowed)
                 searched[other] = keep
             elif other == dims.schedule().schedule_option:
                 sched = dims.schedule().name
@@ -55,7 +55,7 @@ def narrow(library: Library, options: dict[str, str], fixed: dict[str, list[int]
                 stages = fixed.get(sched, list(range(1, max_virtual_stages + 1)))
                 kept = [v for v in stages if ("interleaved" if v > 1 else single) in allowed]
                 if not kept:
-                    _refuse(other, "interleaved" if stages[0] > 1 else single, name, value, allowed)
+                    raise unsupported(library, other, "interleaved" if stages[0] > 1 else single, name, value, allowed)
                 fixed[sched] = kept
         for r in spec.requires.get(value, ()):
             scope = _scope(library, r, options, spec.option_defaults.get(value, {}), all_searched)
@@ -77,11 +77,6 @@ def _scope(library: Library, req: Requirement, options: dict[str, str], stack_de
         elif options.get(option, stack_defaults.get(option, library.options[option].default)) not in values:
             return None
     return tuple(scope)
-
-
-def _refuse(option: str, value: str, stack: str, stack_value: str, allowed: tuple[str, ...]) -> None:
-    raise BadOptionValueError(f"option {option}={value} is not supported by {stack}={stack_value} "
-                              f"(it runs: {', '.join(allowed)})")
 
 
 def one_chunk_schedule(library: Library | None, options: dict[str, str]) -> str:

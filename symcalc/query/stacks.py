@@ -88,8 +88,23 @@ def check_supports(library, options: Mapping[str, str], in_force: Iterable[str],
         value = options[name]
         for other, allowed in library.options[name].supports.get(value, {}).items():
             if other in matter and options[other] not in allowed:
-                raise BadOptionValueError(f"option {other}={options[other]} is not supported by {name}={value} "
-                                          f"(it runs: {', '.join(allowed)})")
+                raise unsupported(library, other, options[other], name, value, allowed)
+
+
+def unsupported(library, option: str, value: str, setting: str, setting_value: str,
+                allowed: Iterable[str]) -> BadOptionValueError:
+    """The refusal of ``option=value`` under ``setting=setting_value``, naming what it runs and
+    the other values of the setting that list the option's value as one they run
+    (``option finetune=qlora is not supported by stack=megatron-core (it runs: full, lora);
+    --stack torchtune runs it``)."""
+    spec = library.options[setting]
+    # the values that run it: those whose supports list it; else those that leave the option free
+    others = [v for v in spec.values if v != setting_value and value in spec.supports.get(v, {}).get(option, ())] or \
+        [v for v in spec.values if v != setting_value and option not in spec.supports.get(v, {})]
+    flag = "--stack " if setting == "stack" else f"--option {setting}="
+    runs = f"; {' or '.join(flag + v for v in others)} {'runs' if len(others) == 1 else 'run'} it" if others else ""
+    return BadOptionValueError(f"option {option}={value} is not supported by {setting}={setting_value} "
+                               f"(it runs: {', '.join(allowed)}){runs}")
 
 
 def check_requires(library, options: Mapping[str, str], in_force: Iterable[str], knowns: Mapping[str, GivenValue],
