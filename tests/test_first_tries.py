@@ -207,3 +207,22 @@ def test_a_runs_step_time_asks_for_the_batches_the_model_runs_on_first(cli):
     assert ok.code == 0
     mfu = 6 * 8_030_261_248 * 64 * 8192 / (8 * 989.4e12 * ok.json()["value"])
     assert 0.3 < mfu < 0.7
+
+
+def test_a_gpu_count_for_a_load_says_the_load_it_would_miss(cli):
+    # 100 requests a second of GPT-OSS 120B (MXFP4, one H100 a replica, the largest batch that
+    # fits): 7.807 GPUs exactly, so 8. Both the memory margin and the load agree on rounding up;
+    # the note names the load, the question's goal: 7 replicas serve 7 / 7.807 of 100 req/s
+    run = cli("solve", "n_gpus", "--model", "gpt-oss-120b", "--hardware", "h100", "tp=1", "--option",
+              "weight_dtype=mxfp4", "memory_headroom=0GB", "cluster_requests_per_second=100 req/s",
+              "prompt_len=1000token", "output_len=500token", "--json")
+    assert run.code == 0
+    d = run.json()
+    assert d["value"] == 8
+    text = cli("solve", "n_gpus", "--model", "gpt-oss-120b", "--hardware", "h100", "tp=1", "--option",
+               "weight_dtype=mxfp4", "memory_headroom=0GB", "cluster_requests_per_second=100 req/s",
+               "prompt_len=1000token", "output_len=500token", "--brief").out.splitlines()[0]
+    assert "rounded up: 7 would give cluster_request_throughput = " in text and "below the given 100 1/s" in text
+    exact = float(text.split("(exact ")[1].split(",")[0])
+    said = float(text.split("cluster_request_throughput = ")[1].split(" ")[0])
+    assert said == pytest.approx(7 / exact * 100, rel=1e-3)
