@@ -245,3 +245,18 @@ def test_a_continuously_batched_step_carries_its_share_of_the_prompts():
     assert r.base_value == pytest.approx(decode + prompts, rel=1e-9)
     assert symcalc.solve("continuous_tokens_per_second", **given).base_value == pytest.approx(8 / (decode + prompts),
                                                                                                 rel=1e-9)
+
+
+def test_model_bandwidth_utilization_of_a_measured_step():
+    # Databricks' MBU: (parameter bytes + KV cache bytes) / TPOT over the peak bandwidth. Llama 3
+    # 70B at tp 8 on H100s, batch 32 at 8,192 tokens, 15 ms a step measured: the step reads
+    # 2 x (70,553,706,496 - 128,256 x 8,192) bytes of weights (all but the input embedding's
+    # table) and 32 x 8,192 x 327,680 bytes of KV cache, over 15 ms x 8 x 3.35 TB/s
+    weights = 2 * (70_553_706_496 - 128_256 * 8192)
+    kv = 32 * 8192 * 327_680
+    r = symcalc.solve("mbu", model="llama3-70b", hardware="h100", tp=8, batch_size=32, seq_len="8192 token",
+                      tpot="15 ms")
+    assert r.base_value == pytest.approx((weights + kv) / (15e-3 * 8 * 3.35e12), rel=1e-9)
+    # as people type it
+    assert symcalc.solve("MBU", model="llama3-70b", hardware="h100", tp=8, batch_size=32, seq_len="8192 token",
+                         tpot="15 ms").base_value == r.base_value
