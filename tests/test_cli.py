@@ -143,6 +143,11 @@ def test_show_quantity_formula_and_option(cli):
     assert o["kind"] == "option" and set(o["values"]) == {"0", "1", "2", "3"}
     run = cli("show", "peak_flops")
     assert run.code == 0 and "TFLOP/s" in run.out
+    # a name that is an option's and a quantity's alias (shared_experts: the option none | some, and
+    # what people write for n_shared_experts) shows the option; the quantity has its own name
+    o = json.loads(cli("show", "shared_experts", "--json").out)
+    assert o["kind"] == "option" and set(o["values"]) == {"none", "some"}
+    assert json.loads(cli("show", "n_shared_experts", "--json").out)["kind"] == "quantity"
 
 
 def test_example_command_runs_the_built_in_examples(cli):

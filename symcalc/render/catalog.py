@@ -69,7 +69,8 @@ def describe(lib: Library, name: str) -> dict[str, Any]:
     UnknownNameError
         ``name`` is none of them (the closest names are suggested).
     """
-    if name in lib.quantities or name in lib.aliases:
+    # an option's own name before a quantity's alias (shared_experts is both)
+    if name in lib.quantities or (name in lib.aliases and name not in lib.options):
         q = lib.quantity(name)
         used_in = [f.id for f in lib.formulas.values() if q.name in f.quantities]
         text = q.kind == "text"
