@@ -171,7 +171,8 @@ def _hf_window(cfg: dict, n_layers: int, family: str, options: dict[str, str], f
         if not isinstance(types, list) or len(types) != n_layers or not all(isinstance(t, str) for t in types):
             raise MalformedValueError(f"config.json '{file}': 'layer_types' must list one attention type a layer "
                                       f"({n_layers}), got {types!r:.60}")
-        windowed, why = sum("sliding" in t for t in types), f"layer_types: {sum('sliding' in t for t in types)} of {n_layers} sliding_attention"
+        windowed = sum("sliding" in t for t in types)
+        why = f"layer_types: {windowed} of {n_layers} sliding_attention"
     elif pattern:
         windowed, why = n_layers - n_layers // int(pattern), f"sliding_window_pattern = {pattern}: one layer in {pattern} global"
     elif _hf_number(cfg, "max_window_layers", file) is not None:

@@ -106,9 +106,9 @@ def limit_rounding(library, derivation, env: dict, exact) -> LimitRounding:
     # alone would round every decided element the same way, the lowest priority (a throughput
     # target before the memory margin that only guards it)
     decided = need != 0
-    agreeing = [name for _, name, this in sorted(votes, key=lambda v: v[0])
-                if np.any(decided) and np.all(np.broadcast_to(this, need.shape)[decided] == need[decided])]
-    decided_by = agreeing[0] if agreeing else decided_by
+    if np.any(decided):
+        decided_by = next((name for _, name, this in sorted(votes, key=lambda v: v[0])
+                           if np.all(np.broadcast_to(this, need.shape)[decided] == need[decided])), decided_by)
     if need.ndim == 0:
         return LimitRounding(int(need), decided_by, bool(clash))
     return LimitRounding(need, decided_by, clash)
