@@ -58,6 +58,9 @@ KINDS = {
            "given (symcalc.query.fit: workload, option, fits, value: the amount (its largest for arrays), capacity, "
            "margin or None, limit, unit, excess, free, largest: [part, value] or None, defaults: whole-number inputs "
            "taken by default, points and of for arrays; related: capacity and margin; mask: where it does not fit)",
+    "rescoped": "a given value read as its counterpart (a replica's rate as the deployment's), the only reading "
+                "that settles the target (given: the name it was given as, text, target; total: True when the "
+                "given name is the per-unit side)",
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",
     "given_target": "the target itself is given: the answer is that value converted",

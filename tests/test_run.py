@@ -10,6 +10,7 @@ import pytest
 import symcalc
 
 from symcalc import solve
+from symcalc.query.solve import solve_unshown
 from symcalc.errors import UnderdeterminedError
 from symcalc.library.loading import default_library
 from symcalc.query.check import check
@@ -146,21 +147,30 @@ def test_a_serving_throughput_target_takes_whole_replicas_of_the_given_tp():
     assert gpus.run.workload == "serving" and gpus.fit[0].startswith("fits: serving_memory_per_gpu")
 
 
-def test_a_replicas_rate_given_for_the_deployments_says_which_to_give(cli):
+def test_a_replicas_rate_given_for_the_deployments_is_read_as_the_deployments(cli):
     # the question as first asked: 50,000 token/s given as decode_tokens_per_second, one
-    # replica's rate (decode_tokens_per_second = batch / decode step), leaves n_gpus open; the
-    # refusal says that cluster_decode_tokens_per_second (the same figure summed over the
-    # replicas, data: decode_tokens_per_second's `total`) settles it, and it does: 104 GPUs above
+    # replica's rate (decode_tokens_per_second = batch / decode step), leaves n_gpus open; read
+    # as cluster_decode_tokens_per_second (the same figure summed over the replicas, data:
+    # decode_tokens_per_second's `total`), the only reading that settles it, it is the 104 GPUs
+    # above, and the answer says how it read the value before anything else
     run = {"tp": 8, "batch_size": 64, "seq_len": "4096 token", "decode_tokens_per_second": "50000 token/s"}
+    r = solve("n_gpus", run, model="llama3-70b", hardware="h100")
+    assert r.value == 104 and "cluster_decode_tokens_per_second" in r.given and "decode_tokens_per_second" not in r.given
+    assert r.readings == ["decode_tokens_per_second = 50000 token/s is read as cluster_decode_tokens_per_second "
+                          "(the deployment's total): as one replica's or one GPU's figure it cannot settle n_gpus; "
+                          "give cluster_decode_tokens_per_second=... to say so"]
+    assert not any("is read as" in w for w in r.warnings)
+    out = cli("solve", "n_gpus", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "batch_size=64",
+              "seq_len=4096 token", "decode_tokens_per_second=50000 token/s")
+    assert out.code == 0 and out.out.splitlines()[1] == f"  reading: {r.readings[0]}"
+    data = cli("solve", "n_gpus", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "batch_size=64",
+               "seq_len=4096 token", "decode_tokens_per_second=50000 token/s", "--json").json()
+    assert data["value"] == 104 and data["readings"] == r.readings
+    # the planner's unshown questions never reread a value (no reader to tell): refused as asked,
+    # with the reading as the refusal's suggestion
     with pytest.raises(UnderdeterminedError) as e:
-        solve("n_gpus", run, model="llama3-70b", hardware="h100")
+        solve_unshown("n_gpus", run, model="llama3-70b", hardware="h100")
     assert e.value.rescopings == [["decode_tokens_per_second", "cluster_decode_tokens_per_second"]]
-    assert ("decode_tokens_per_second = 50000 token/s is a per-replica or per-GPU figure; if you meant "
-            "cluster_decode_tokens_per_second (its sum over the deployment), give "
-            "cluster_decode_tokens_per_second=50000 token/s instead: that settles n_gpus") in str(e.value)
-    err = cli("solve", "n_gpus", "--model", "llama3-70b", "--hardware", "h100", "tp=8", "batch_size=64",
-              "seq_len=4096 token", "decode_tokens_per_second=50000 token/s", "--json")
-    assert err.code == 2 and err.json()["error"]["instead"] == e.value.rescopings
 
 
 def test_a_model_size_from_a_decode_rate_points_to_the_bound_the_rate_gives(cli):

@@ -46,11 +46,14 @@ def test_a_request_rate_target_gives_the_replicas_and_the_gpus():
         solve("replicas", {"tp": 8, "batch_size": 64, "cluster_requests_per_second": "20 req/s"},
               model="llama3-70b", hardware="h100")
     assert ["output_len"] in e.value.missing
-    # a target given as one replica's rate leaves the GPUs open: the refusal says which to give
+    # a target given as one replica's rate leaves the GPUs open: read as the deployment's (the
+    # only reading that answers), it is the same answer as the deployment's rate given, said first
     served = {"tp": 4, "batch_size": 32, "prompt_len": "500 token", "output_len": "200 token"}
-    with pytest.raises(UnderdeterminedError) as e:
-        solve("n_gpus", {**served, "requests_per_second": "20 req/s"}, model="llama3-70b", hardware="h100")
-    assert e.value.rescopings == [["request_throughput", "cluster_request_throughput"]]
+    read = solve("n_gpus", {**served, "requests_per_second": "20 req/s"}, model="llama3-70b", hardware="h100")
+    meant = solve("n_gpus", {**served, "cluster_request_throughput": "20 req/s"}, model="llama3-70b",
+                  hardware="h100")
+    assert read.value == meant.value and read.value % 4 == 0
+    assert read.readings[0].startswith("request_throughput = 20 req/s is read as cluster_request_throughput")
 
 
 def test_a_request_rate_without_a_batch_asks_for_the_batch_not_another_rate():

@@ -11,7 +11,10 @@ underdetermined question, the given values whose other side would settle the tar
 refusal can say so. Likewise a quantity may declare the one people ask it by (``answers_for``):
 "n_params for 100 token/s a sequence" has no answer without the model's shapes, but the most
 parameters that rate allows (``largest_servable_params``) has one, and the refusal names it.
-Nothing is answered from either: the user chooses.
+Where exactly one given value settles the question read as its counterpart, and nothing else
+does, the question is answered so (:func:`rescoped`), and the answer says so first: "how many
+GPUs for 50,000 token/s" means the deployment's rate, since one replica's has no GPU count.
+With two such readings, or a related quantity besides, nothing is answered: the user chooses.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from symcalc.errors import SymcalcError, UnderdeterminedError
+from symcalc.findings import Finding
 from symcalc.library.loading import Library
 from symcalc.query.values import GivenValue
 
@@ -105,3 +109,19 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
     out.rescopings = [list(p) for p in found]
     out.related = related
     return out
+
+
+def rescoped(lib: Library, error: UnderdeterminedError, typed: Mapping[str, GivenValue], target: str
+             ) -> tuple[dict[str, GivenValue], Finding] | None:
+    """The given values with the one :func:`refusal` found whose counterpart alone settles
+    ``target`` given as that counterpart, and the finding that says so; None unless the refusal
+    found exactly one such value and no related quantity (then the user chooses)."""
+    pairs = getattr(error, "rescopings", [])
+    if len(pairs) != 1 or getattr(error, "related", []):
+        return None
+    name, other = pairs[0]
+    gv = typed[name]
+    values = {k: v for k, v in typed.items() if k != name}
+    values[other] = GivenValue(other, gv.text, gv.magnitude)
+    return values, Finding("rescoped", other, {"given": name, "text": gv.text, "target": target,
+                                               "total": bool(lib.quantities[name].total)})

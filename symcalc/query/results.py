@@ -169,13 +169,19 @@ class Result(Rendered):
     @property
     def warnings(self) -> list[str]:
         """The warnings as sentences (the findings that are not bound violations or reports)."""
-        return sentences(f for f in self.findings if not f.violation and f.kind not in ("reported", "fit"))
+        return sentences(f for f in self.findings if not f.violation and f.kind not in ("reported", "fit", "rescoped"))
 
     @property
     def fit(self) -> list[str]:
         """Whether the run fits: its workload's memory at this answer's values against the GPU's
         (symcalc.query.fit), as sentences; [] when the question reaches no workload's memory."""
         return sentences(f for f in self.findings if f.kind == "fit")
+
+    @property
+    def readings(self) -> list[str]:
+        """Given values read as their counterpart (a replica's rate as the deployment's), the
+        only reading that answers (symcalc.query.rescope.rescoped), as sentences: said first."""
+        return sentences(f for f in self.findings if f.kind == "rescoped")
 
     @property
     def reported(self) -> list[str]:

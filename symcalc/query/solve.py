@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pint
 
 from symcalc.engine.derivation import Derivation, Evaluation
@@ -26,7 +25,8 @@ from symcalc.errors import ConflictError, NoFitError, OutOfBoundsError, QueryErr
 from symcalc.findings import Finding
 from symcalc.library.loading import Library, default_library
 from symcalc.library.printed import Printed
-from symcalc.query import fit, stacks, unused
+from symcalc.query import fit, unused
+from symcalc.query.assumptions import assumptions, relevant_options
 from symcalc.query.implied import idle_options
 from symcalc.query.nofit import with_fitting_options
 from symcalc.query.conflicts import assumed_by, contradicts, cross_check, unused_disagreement, without_contradicted_defaults
@@ -35,14 +35,13 @@ from symcalc.query.findings import (above_limits, answer_findings, check_display
                                     reported_findings)
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, rounds_to_rules
 from symcalc.query.limits import round_to_limits
-from symcalc.query.rescope import refusal
+from symcalc.query.rescope import refusal, rescoped
 from symcalc.query.runlayout import solve_in_layout
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
 from symcalc.query.question import Posed, option_mapping, output_unit, pose, read_given
 from symcalc.query.results import Result, StepView, later, sentences
 from symcalc.query.sensitivity import sensitivity_of
 from symcalc.query.values import GivenValue, implausible
-from symcalc.units.format import with_unit
 
 if TYPE_CHECKING:   # pragma: no cover - for type checkers only
     from symcalc.query.reuse import Points
@@ -193,16 +192,21 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     for p in presets:
         if p.file:
             check_profile(lib, p)
-    posed = pose(lib, tq, typed, explicit_options, presets, diagnose)
-    # an option's fallback, taken where its default leaves the question open, is asked for from
-    # here on: the given values are cross-checked under it, and the answer says it first
-    explicit_options.update(posed.fallback)
-    # the target reached only through its own default rule (achievable = the datasheet's, taken
-    # only when no measured value is known) is read off a preset's value of it, which beats it
-    own = preset_values(lib, presets, posed.resolved.values, None, posed.knowns).get(tq.name) \
-        if tq.name in posed.defaults_used else None
+    posed, own = _posed(lib, tq, typed, explicit_options, presets, diagnose)
+    said = None
     if posed.derivation is None or own is not None:
-        return _without_derivation(lib, tq, posed, presets, to, diagnose, own)
+        try:
+            return _without_derivation(lib, tq, posed, presets, to, diagnose, own)
+        except UnderdeterminedError as e:
+            # one given value settles it read as its counterpart (a replica's rate as the
+            # deployment's): answered so, and said first (symcalc.query.rescope)
+            again = None if brief else rescoped(lib, e, typed, tq.name)
+            if again is None:
+                raise
+            typed, said = again
+            posed, own = _posed(lib, tq, typed, explicit_options, presets, diagnose)
+            if posed.derivation is None or own is not None:
+                raise e from None
     derivation, defaults_used, knowns = posed.derivation, posed.defaults_used, posed.knowns
     ev = evaluate_on(derivation, knowns, defaults_used)
     disagree = _Disagreements(derivation, defaults_used, ev)
@@ -255,7 +259,23 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
         # what the fit verdict read (gpu_memory, a given memory_headroom) is needed after all
         read = {name for f in fits for name in f.related}
         result.unused = [u for u in result.unused if u not in read]
+        result.findings[:0] = [said] if said else []
     return result
+
+
+def _posed(lib: Library, tq, typed: dict[str, GivenValue], explicit_options: dict, presets: list, diagnose: bool
+           ) -> tuple[Posed, GivenValue | None]:
+    """The question posed (:func:`symcalc.query.question.pose`), and the preset's own value of
+    the target where that beats the derivation."""
+    posed = pose(lib, tq, typed, explicit_options, presets, diagnose)
+    # an option's fallback, taken where its default leaves the question open, is asked for from
+    # here on: the given values are cross-checked under it, and the answer says it first
+    explicit_options.update(posed.fallback)
+    # the target reached only through its own default rule (achievable = the datasheet's, taken
+    # only when no measured value is known) is read off a preset's value of it, which beats it
+    own = preset_values(lib, presets, posed.resolved.values, None, posed.knowns).get(tq.name) \
+        if tq.name in posed.defaults_used else None
+    return posed, own
 
 
 def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, model) -> list[Finding]:
@@ -399,7 +419,7 @@ def _record(lib: Library, tq, posed: Posed, derivation: Derivation, defaults_use
                       solution=later(partial(shown.solution, i)), numeric=i in ev.numeric_steps)
              for i, s in enumerate(derivation.steps)]
     opts = posed.resolved.values
-    relevant = _relevant_options(derivation, defaults_used, explicit_options, opts)
+    relevant = relevant_options(derivation, defaults_used, explicit_options, opts)
     return Solved(library=lib, target=tq.name, quantity=tq, unit=unit,
                   factor=factor, base_value=ev.values[tq.name], rounded_base=rounded, given=posed.knowns,
                   presets={p.kind: p.key for p in presets}, preset_args={"hardware": hardware, "model": model},
@@ -408,7 +428,7 @@ def _record(lib: Library, tq, posed: Posed, derivation: Derivation, defaults_use
                   values=ev.values, steps=steps, on_bounds=on_bounds,
                   derivation=derivation, closed_form=later(shown.closed_form), rounding=how,
                   rounding_reason={k: v for k, v in (reason or {}).items() if k != "clash"} or None,
-                  assumptions=_assumptions(lib, defaults_used, ev.values, relevant, posed),
+                  assumptions=assumptions(lib, defaults_used, ev.values, relevant, posed),
                   stacks={name: name in posed.settled for name in sorted(posed.in_force)}, run=posed.run,
                   notes=[f"option {imp.reason()}" for imp in posed.resolved.implied]
                   + yielded(lib, presets, opts, posed.knowns, ev.values),
@@ -438,61 +458,3 @@ def _solve_again(target: str, given: Mapping[str, object], *, options: Mapping[s
     a test that patches it out (to prove that Solved.function never falls back to it) does not
     catch these."""
     return solve_unshown(target, given, options=options, library=library, on_bounds="flag")
-
-
-def _assumptions(lib, defaults_used: dict, values: dict, relevant: dict, posed: Posed) -> list[dict]:
-    """Defaults that stand in for a main input of the question (the token count, a utilization,
-    the precision), a training stack in force that the question did not give, and the options
-    such a stack set that the derivation uses, an option's fallback taken where its default
-    leaves the question open: each said in the answer's first lines, not only among the defaults."""
-    out = [_fallback_assumption(lib.options[name], value) for name, value in posed.fallback.items()]
-    unnamed = posed.in_force - posed.settled
-    for name in sorted(unnamed):
-        # the stack the question did not name, in force: said first, with why (a run's default)
-        out.append({"name": name, "value": posed.resolved.values[name], "kind": "stack",
-                    "source": f"the default {name}: the question {_why_in_force(posed)}; --{name} NAME to "
-                              f"change, --{name} textbook for the source documents' physics"})
-    for name, d in defaults_used.items():
-        if lib.quantities[name].main_input:
-            entry = {"name": name, "value": d["value"], "source": d["source"], "kind": "rule" if "rule" in d else "default"}
-            if "rule" in d and name in values and np.ndim(values[name]) == 0:
-                q = lib.quantities[name]
-                entry["computed"] = with_unit(float(values[name]) / q.factor, q.display_unit)
-            out.append(entry)
-    setting = {d.get("option") for d in defaults_used.values()}
-    for name, value in relevant.items():
-        opt = lib.options[name]
-        main = opt.main_input and (name in setting or not opt.main_input_by_defaults)
-        if name not in posed.settled | unnamed and name not in posed.resolved.set_by and main:
-            out.append({"name": name, "value": value, "source": f"the default of option {name}: {opt.values[value]}",
-                        "kind": "option"})
-    for name, value in relevant.items():
-        if name in posed.resolved.set_by:
-            by, by_value = posed.resolved.set_by[name]
-            out.append({"name": name, "value": value, "source": f"set by {by}={by_value}", "kind": "set_by_option",
-                        "option": by, "option_value": by_value})
-    return out
-
-
-def _why_in_force(posed: Posed) -> str:
-    """Why a stack the question did not name is in force: it is about a run (a model or a
-    hardware preset named), or its derivation depends on what only a stack sets."""
-    if posed.about_run:
-        return "names a model or hardware, so it is answered as that software runs it"
-    return "depends on what a stack sets"
-
-
-def _fallback_assumption(opt, value: str) -> dict:
-    """The assumption an option's fallback makes (:func:`symcalc.query.question.pose`): its
-    value, what it means, and what the default would count besides and how to get it."""
-    fb = opt.fallback
-    return {"name": opt.name, "value": value, "kind": "fallback", "default": opt.default,
-            "summary": fb.summary, "reason": fb.reason,
-            "source": f"{fb.summary}: the default, {opt.name} = {opt.default}, cannot answer this question; {fb.reason}"}
-
-
-def _relevant_options(derivation: Derivation, defaults_used: dict, explicit: Mapping, opts: dict) -> dict:
-    """The options that shaped this derivation (selected a formula or set a default used),
-    plus any given explicitly."""
-    names = set(explicit) | stacks.options_used(derivation, defaults_used)
-    return {k: opts[k] for k in sorted(names)}

@@ -183,6 +183,13 @@ def _looked_up(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} is looked up, not derived: nothing given determines it ({v['origin']})"
 
 
+def _rescoped(f: Finding, v: dict[str, Any]) -> str:
+    read, other = (("the deployment's total", "one replica's or one GPU's figure") if v["total"]
+                   else ("one replica's or one GPU's figure", "the deployment's total"))
+    return (f"{v['given']} = {v['text']} is read as {f.quantity} ({read}): as {other} it cannot settle "
+            f"{v['target']}; give {f.quantity}=... to say so")
+
+
 def _given_target(f: Finding, v: dict[str, Any]) -> str:
     return f"{f.quantity} is given: the answer is that value converted"
 
@@ -253,7 +260,7 @@ _SENTENCES: dict[str, Callable[[Finding, dict[str, Any]], str]] = {
     "over_capacity": _over_capacity, "not_used": _not_used, "option_idle": _option_idle, "found_numerically": _found_numerically,
     "conflict": _conflict, "unused_disagrees": _unused_disagrees, "preset": _preset, "implausible": _implausible,
     "limits_clash": _limits_clash,
-    "published": _published, "reported": _reported, "above_limit": _above_limit, "looked_up": _looked_up, "given_target": _given_target, "unmeasured": _unmeasured,
+    "published": _published, "reported": _reported, "above_limit": _above_limit, "looked_up": _looked_up, "given_target": _given_target, "rescoped": _rescoped, "unmeasured": _unmeasured,
     "layout_rule": _layout_rule, "rounded_to_rule": _rounded_to_rule,
     "out_of_bounds": _out_of_bounds, "rounds_outside": _rounds_outside,
 }

@@ -60,6 +60,8 @@ def result_dict(result: Result) -> dict:
         "rounding": result.rounding,
         "rounding_reason": dict(result.rounding_reason) if result.rounding_reason else None,
         "assumptions": [dict(a, main=True) for a in result.assumptions],
+        # given values read as their counterpart, the only reading that answers (said first)
+        "readings": list(result.readings),
         "notes": list(result.notes),
         "looked_up": result.looked_up,
         "given": {name: g.text for name, g in result.given.items() if not g.origin},

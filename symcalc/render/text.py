@@ -180,7 +180,8 @@ def rounding_why(result: Result) -> str:
 def first_lines(result: Result) -> list[str]:
     """What the reader must know before the derivation: assumptions that stand in for a main
     input of the question, and options the given values implied."""
-    out = []
+    # a given value read as its counterpart changes what was asked: said before anything else
+    out = [f"reading: {s}" for s in result.readings]
     for a in result.assumptions:
         if a["kind"] in ("fallback", "stack"):
             out.append(f"assuming {a['name']} = {a['value']} ({a['source']})")

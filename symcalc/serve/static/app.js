@@ -242,7 +242,9 @@ async function updateSolve() {
     `<div class="eq"><code>${esc(s.equation)}</code> → <code class="value">${esc(stepValues(s))}</code></div></li>`).join("");
   const notes = [...(data.assumptions || []), ...(data.notes || []), ...(data.warnings || [])]
     .map((n) => `<li>${esc(sentence(n))}</li>`).join("");
-  $("derivation").innerHTML = runLine(data.run) + (data.fit || []).map(fitLine).join("") +
+  // a given value read as its counterpart changes what was asked: said first (symcalc.query.rescope)
+  const readings = (data.readings || []).map((n) => `<p class="reading">Reading: ${esc(n)}</p>`).join("");
+  $("derivation").innerHTML = readings + runLine(data.run) + (data.fit || []).map(fitLine).join("") +
     (data.latex && mathjax() ? `<div class="closed"><h3>Closed form</h3><div class="math">\\[${esc(data.latex)}\\]</div></div>` : "") +
     `<h3>Derivation (${(data.steps || []).length} steps)</h3><ol>${steps}</ol>` +
     (notes ? `<h3>Notes</h3><ul>${notes}</ul>` : "");
