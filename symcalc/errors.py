@@ -109,6 +109,9 @@ class UnderdeterminedError(SymcalcError):
         # quantities that answer what the target is often asked for and that the knowns settle
         # (the most parameters a decode rate allows, for n_params): questions the user may mean
         self.related: list[str] = []
+        # the one of them whose route reads every given value the others read: answered instead
+        # by solve (symcalc.query.rescope.answered_instead), None when there is no one such
+        self.answer_instead: str | None = None
         super().__init__(message)
 
     def to_dict(self) -> dict:

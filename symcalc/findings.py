@@ -60,7 +60,8 @@ KINDS = {
            "taken by default, points and of for arrays; related: capacity and margin; mask: where it does not fit)",
     "rescoped": "a given value read as its counterpart (a replica's rate as the deployment's), the only reading "
                 "that settles the target (given: the name it was given as, text, target; total: True when the "
-                "given name is the per-unit side)",
+                "given name is the per-unit side); or the target answered by the one quantity declared to answer "
+                "for it that the values settle (asked: the target asked for, meaning: what the finding's quantity, the answer, is)",
     "published": "the target is a preset's published value (origin)",
     "looked_up": "the target is looked up in a preset: nothing given determines it (origin)",
     "given_target": "the target itself is given: the answer is that value converted",

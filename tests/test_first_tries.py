@@ -228,14 +228,14 @@ def test_a_gpu_count_for_a_load_says_the_load_it_would_miss(cli):
     assert said == pytest.approx(7 / exact * 100, rel=1e-3)
 
 
-def test_throughput_asked_of_a_replica_names_its_decode_rate(cli):
+def test_throughput_asked_of_a_replica_answers_its_decode_rate(cli):
     # "throughput" is training's token rate (tokens_per_second); asked with a serving replica's
-    # values it has no answer, and the refusal names the rate those values do settle
+    # values it has no answer, and the rate those values do settle is answered, said first
     run = cli("solve", "throughput", "--model", "llama3-8b", "--hardware", "h100", "tp=1", "batch_size=8",
               "prompt_len=1000token", "output_len=200token")
-    assert run.code == 2
-    assert run.err.strip().endswith("the values given settle decode_tokens_per_second (output tokens one replica "
-                                    "produces per second in steady decode (batch_size over the step time)), which "
-                                    "may be what you meant: solve for decode_tokens_per_second")
+    assert run.code == 0 and run.out.startswith("decode_tokens_per_second = ")
+    assert run.out.splitlines()[1] == ("  reading: the values given do not settle tokens_per_second; they settle "
+                                       "decode_tokens_per_second (output tokens one replica produces per second in "
+                                       "steady decode (batch_size over the step time)), answered for it")
     # and a training question is told nothing of it
     assert "decode" not in cli("solve", "tokens_per_second", "n_params=7e9").err

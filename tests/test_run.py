@@ -175,33 +175,42 @@ def test_a_replicas_rate_given_for_the_deployments_is_read_as_the_deployments(cl
 
 def test_a_model_size_from_a_decode_rate_points_to_the_bound_the_rate_gives(cli):
     # "how big a model can serve 100 token/s a sequence on an H100": n_params itself needs the
-    # model's shapes (its KV cache and math), so it is refused, but the refusal names the bound
-    # the rate settles (largest_servable_params, declared in the data as answering for n_params) and
-    # that bound is the weights-only figure: 1.905 TB/s (the preset's decode bandwidth) /
-    # (2 byte x 100 token/s) = 9.525e9 parameters
+    # model's shapes (its KV cache and math), but the rate settles the bound declared in the data
+    # as answering for n_params (largest_servable_params), so that is the answer, said first; it
+    # is the weights-only figure: 1.905 TB/s (the preset's decode bandwidth) / (2 byte x 100
+    # token/s) = 9.525e9 parameters
     run = {"decode_tokens_per_second": "100 token/s", "batch_size": 1}
-    with pytest.raises(UnderdeterminedError) as e:
-        solve("n_params", run, hardware="h100")
-    assert e.value.related == ["largest_servable_params"]
-    assert "which may be what you meant: solve for largest_servable_params" in str(e.value)
-    assert solve("largest_servable_params", run, hardware="h100").value == pytest.approx(1.905e12 / 200, rel=1e-3)
-    err = cli("solve", "n_params", "--hardware", "h100", "decode_tokens_per_second=100 token/s", "batch_size=1",
+    r = solve("n_params", run, hardware="h100")
+    assert r.target == "largest_servable_params" and r.value == pytest.approx(1.905e12 / 200, rel=1e-3)
+    assert r.readings == ["the values given do not settle n_params; they settle largest_servable_params (the most "
+                          "parameters a replica can serve at a decode rate), answered for it"]
+    out = cli("solve", "n_params", "--hardware", "h100", "decode_tokens_per_second=100 token/s", "batch_size=1",
               "--json")
-    assert err.code == 2 and err.json()["error"]["related"] == ["largest_servable_params"]
+    assert out.code == 0 and out.json()["target"] == "largest_servable_params"
     # a refusal whose own values do not reach the bound (no rate given) does not name it
     with pytest.raises(UnderdeterminedError) as e:
         solve("n_params", {"n_layers": 32}, hardware="h100")
     assert e.value.related == []
 
 
+def test_a_throughput_asked_of_a_serving_run_is_the_decode_rate_its_values_reach():
+    # tokens_per_second is a training run's rate; asked of a serving batch it is the decode rate
+    # (declared as answering for it). One replica's when nothing more is given; with the replicas
+    # given, the deployment's, whose route reads them too (4 x one replica's rate)
+    run = {"batch_size": 8, "seq_len": "2048 token"}
+    one = solve("tokens_per_second", run, model="llama3-8b", hardware="h100")
+    assert one.target == "decode_tokens_per_second"
+    four = solve("tokens_per_second", {**run, "replicas": 4}, model="llama3-8b", hardware="h100")
+    assert four.target == "cluster_decode_tokens_per_second"
+    assert four.base_value == pytest.approx(4 * one.base_value)
+
+
 def test_chinchillas_ratio_asked_of_a_trained_run_points_to_the_runs_own_ratio():
     # tokens_per_param is Chinchilla's compute-optimal 20; "tokens per parameter of Llama 3 8B
     # trained on 15T tokens" is the run's own ratio, 15e12 / 8.03e9 = 1,868 (training_tokens_per
-    # _param answers for tokens_per_param in the data): the refusal names it, and it is that
-    with pytest.raises(UnderdeterminedError) as e:
-        solve("tokens_per_param", {"n_tokens": "15e12 token"}, model="llama3-8b")
-    assert e.value.related == ["training_tokens_per_param"]
-    ratio = solve("training_tokens_per_param", {"n_tokens": "15e12 token"}, model="llama3-8b")
+    # _param answers for tokens_per_param in the data): that is the answer, said first
+    ratio = solve("tokens_per_param", {"n_tokens": "15e12 token"}, model="llama3-8b")
+    assert ratio.target == "training_tokens_per_param"
     assert ratio.value == pytest.approx(15e12 / 8.030261248e9)
 
 

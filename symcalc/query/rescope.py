@@ -14,7 +14,9 @@ parameters that rate allows (``largest_servable_params``) has one, and the refus
 Where exactly one given value settles the question read as its counterpart, and nothing else
 does, the question is answered so (:func:`rescoped`), and the answer says so first: "how many
 GPUs for 50,000 token/s" means the deployment's rate, since one replica's has no GPU count.
-With two such readings, or a related quantity besides, nothing is answered: the user chooses.
+Likewise, where the values settle exactly one related quantity and no reading, that quantity
+is the answer, and it says which was asked. With two such readings, or a related quantity
+besides, nothing is answered: the user chooses.
 """
 
 from __future__ import annotations
@@ -64,16 +66,23 @@ def settled_related(lib: Library, target: str, known: Iterable[str], given: Iter
     route that reads one of the ``given`` (the user's own values, not only presets and
     defaults); ``reads(name, names)`` is what the route to ``name`` reads (a routing without
     diagnosis; an error when there is none). One routing per related quantity."""
+    return list(related_reads(lib, target, known, given, reads))
+
+
+def related_reads(lib: Library, target: str, known: Iterable[str], given: Iterable[str],
+                  reads: Callable[[str, frozenset], Iterable[str]]) -> dict[str, frozenset]:
+    """:func:`settled_related`'s quantities, each with the ``given`` values its route reads."""
     names, mine = frozenset(known), set(given)
-    out = []
+    out = {}
     for name, spec in sorted(lib.quantities.items()):
         if spec.answers_for != target or name in names:
             continue
         try:
-            if mine & set(reads(name, names)):
-                out.append(name)
+            used = frozenset(mine & set(reads(name, names)))
         except SymcalcError:
             continue
+        if used:
+            out[name] = used
     return out
 
 
@@ -93,7 +102,8 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
 
     given = [n for n, gv in knowns.items() if not gv.origin]
     found = rescopings(lib, target, knowns, given, settles)
-    related = settled_related(lib, target, knowns, given, reads)
+    used = related_reads(lib, target, knowns, given, reads)
+    related = list(used)
     if not found and not related:
         return error
     said = []
@@ -108,6 +118,10 @@ def refusal(error: UnderdeterminedError, lib: Library, target: str, knowns: Mapp
     out = UnderdeterminedError(f"{error}; or: {'; '.join(said)}", error.missing)
     out.rescopings = [list(p) for p in found]
     out.related = related
+    # the one related quantity whose route reads every given value another one reads (a
+    # deployment's rate when the replicas are given, not one replica's): answers_for's pick
+    widest = [n for n in related if all(used[n] >= used[m] for m in related)]
+    out.answer_instead = widest[0] if len(widest) == 1 else None
     return out
 
 
@@ -125,3 +139,11 @@ def rescoped(lib: Library, error: UnderdeterminedError, typed: Mapping[str, Give
     values[other] = GivenValue(other, gv.text, gv.magnitude)
     return values, Finding("rescoped", other, {"given": name, "text": gv.text, "target": target,
                                                "total": bool(lib.quantities[name].total)})
+
+
+def answered_instead(error: UnderdeterminedError) -> str | None:
+    """The related quantity :func:`refusal` found the values settle (a quantity that
+    ``answers_for`` the target: the most parameters a decode rate allows, for n_params) whose
+    route reads every given value the others read, when no given value could be read
+    otherwise; None when there is none, or no one such."""
+    return None if getattr(error, "rescopings", []) else getattr(error, "answer_instead", None)

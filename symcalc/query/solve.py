@@ -35,7 +35,7 @@ from symcalc.query.findings import (above_limits, answer_findings, check_display
                                     reported_findings)
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, rounds_to_rules
 from symcalc.query.limits import round_to_limits
-from symcalc.query.rescope import refusal, rescoped
+from symcalc.query.rescope import answered_instead, refusal, rescoped
 from symcalc.query.runlayout import solve_in_layout
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
 from symcalc.query.question import Posed, option_mapping, output_unit, pose, read_given
@@ -201,6 +201,14 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
             # one given value settles it read as its counterpart (a replica's rate as the
             # deployment's): answered so, and said first (symcalc.query.rescope)
             again = None if brief else rescoped(lib, e, typed, tq.name)
+            other = None if brief or again else answered_instead(e)
+            if other is not None:     # the one related quantity the values settle (answers_for)
+                result = _solve_question(other, given, values, options=options, to=to, library=library,
+                                         on_bounds=on_bounds, hardware=hardware, model=model, diagnose=diagnose,
+                                         conflicts=conflicts, rtol=rtol, rounding=rounding, brief=brief, layout=layout)
+                meaning = lib.quantities[other].description.split(":")[0]
+                result.findings.insert(0, Finding("rescoped", other, {"asked": tq.name, "meaning": meaning}))
+                return result
             if again is None:
                 raise
             typed, said = again

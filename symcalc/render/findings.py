@@ -184,6 +184,9 @@ def _looked_up(f: Finding, v: dict[str, Any]) -> str:
 
 
 def _rescoped(f: Finding, v: dict[str, Any]) -> str:
+    if "asked" in v:
+        return (f"the values given do not settle {v['asked']}; they settle {f.quantity} ({v['meaning']}), "
+                f"answered for it")
     read, other = (("the deployment's total", "one replica's or one GPU's figure") if v["total"]
                    else ("one replica's or one GPU's figure", "the deployment's total"))
     return (f"{v['given']} = {v['text']} is read as {f.quantity} ({read}): as {other} it cannot settle "
