@@ -186,6 +186,21 @@ def test_tree_is_slower_than_ring_for_large_messages_and_faster_for_small():
         14 * (5 + 1e3 / 8 / 50e9 * 1e6), rel=1e-12)
 
 
+def test_nccls_double_binary_tree_runs_at_full_bandwidth_with_logarithmic_latency():
+    # two pipelined trees, each rank a leaf in one (Sanders et al. 2009; NCCL 2.4): a rank sends
+    # 2 M in all, and the latency is the depth. 2 GB, 8 ranks, 50 GB/s, 5 us: 6 x 5 us + 2 x 2 GB
+    # / 50 GB/s = 80.03 ms, against the ring's 2 x 2 GB x 7/8 / 50 GB/s + 14 x 5 us = 70.07 ms.
+    # 1,024 ranks and 1 MB: the tree's 20 steps (1.14 ms in all) beat the ring's 2,046 (10.27 ms)
+    tree = {"options": {"tree_model": "double_binary"}, "link_bandwidth": "50 GB/s", "link_latency": "5 us"}
+    assert solve("tree_allreduce_time", message_size="2 GB", n_gpus=8, **tree).to("ms").magnitude == pytest.approx(
+        6 * 5e-3 + 2 * 2e9 / 50e9 * 1e3, rel=1e-12)
+    small = solve("tree_allreduce_time", message_size="1 MB", n_gpus=1024, **tree).base_value
+    ring = solve("allreduce_time", message_size="1 MB", n_gpus=1024, link_bandwidth="50 GB/s",
+                 link_latency="5 us").base_value
+    assert small == pytest.approx(20 * 5e-6 + 2 * 1e6 / 50e9, rel=1e-12)
+    assert ring == pytest.approx(2046 * 5e-6 + 2 * 1e6 * 1023 / 1024 / 50e9, rel=1e-12)
+
+
 def test_tree_steps_round_up_for_group_sizes_that_are_not_powers_of_two():
     # 6 ranks: a binary tree is ceil(log2 6) = 3 deep -> 6 steps
     assert solve("tree_allreduce_steps", n_gpus=6).value == 6
