@@ -260,3 +260,23 @@ def test_model_bandwidth_utilization_of_a_measured_step():
     # as people type it
     assert symcalc.solve("MBU", model="llama3-70b", hardware="h100", tp=8, batch_size=32, seq_len="8192 token",
                          tpot="15 ms").base_value == r.base_value
+
+
+def test_a_given_datasheet_hbm_rate_takes_the_presets_measured_rates_with_it():
+    # "the H100 with 2.5 TB/s of HBM": the preset's measured decode rate (1.905 of its 3.35 TB/s,
+    # torchao) and STREAM rate (2.97 of 3.35) are fractions of the datasheet rate, taken to the
+    # given one: 1.905 x 2.5 / 3.35 = 1.4216 TB/s and 2.97 x 2.5 / 3.35 = 2.2164 TB/s
+    h100 = {"hardware": "h100", "hbm_bandwidth": "2.5 TB/s"}
+    assert symcalc.solve("decode_hbm_bandwidth", **h100).base_value == pytest.approx(1.905e12 * 2.5 / 3.35, rel=1e-9)
+    assert symcalc.solve("achievable_hbm_bandwidth", **h100).base_value == pytest.approx(2.97e12 * 2.5 / 3.35,
+                                                                                         rel=1e-9)
+    # a measured figure given beside it is the user's and stands as given
+    own = symcalc.solve("decode_hbm_bandwidth", decode_hbm_bandwidth="2 TB/s", **h100)
+    assert own.base_value == pytest.approx(2e12)
+    # a sweep of the datasheet rate moves the decode step with it, as solve does at each point
+    run, presets = {"batch_size": 1, "seq_len": "1000 token"}, {"model": "llama3-8b", "hardware": "h100"}
+    swept = symcalc.sweep("decode_step_time", run, vary={"hbm_bandwidth": "2TB/s:4TB/s:3"}, **presets)
+    for bw, value in zip((2, 3, 4), swept.values):
+        one = symcalc.solve("decode_step_time", {**run, "hbm_bandwidth": f"{bw} TB/s"}, **presets)
+        assert value == pytest.approx(one.value, rel=1e-9)
+    assert swept.values[0] == pytest.approx(1.5 * swept.values[1], rel=0.02)   # memory-bound: 1/bandwidth

@@ -27,7 +27,7 @@ ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 ROUNDING = ("up", "down", "nearest")
 QUANTITY_KEYS = {"unit", "display_unit", "latex", "description", "aliases", "domain", "whole",
                  "default", "default_source", "source", "limit", "limit_meaning", "fits_in", "exposed_part_of",
-                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "yields_to", "usual", "total", "answers_for",
+                 "given_is", "limit_priority", "input", "main_input", "plausible", "not_above", "warn_above", "yields_to", "usual", "total", "answers_for", "ratio_of",
                  "source_error"}
 GIVEN_IS = ("at_most", "at_least")
 
@@ -95,7 +95,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
     if not all(isinstance(v, bool) for v in flags.values()):
         raise LibraryError(f"{where}: 'input', 'main_input' and 'source_error' must be true or false")
     plausible = _plausible_range(table.get("plausible"), dim, where)
-    names = {key: _names(table.get(key, []), where, key) for key in ("not_above", "yields_to", "warn_above")}
+    names = {key: _names(table.get(key, []), where, key) for key in ("not_above", "yields_to", "warn_above", "ratio_of")}
     sign = "positive" if domain.positive else "nonnegative" if domain.nonnegative else "real"
     symbol = sympy.Symbol(name, **{sign: True})
     return QuantitySpec(
@@ -107,6 +107,7 @@ def _load_quantity(name: str, table, file: str) -> QuantitySpec:
         exposed_part_of=table.get("exposed_part_of"), total=table.get("total"), answers_for=table.get("answers_for"),
         given_is=given_is, limit_priority=priority, input=flags["input"], main_input=flags["main_input"], source_error=flags["source_error"], plausible=plausible,
         not_above=names["not_above"], yields_to=names["yields_to"], warn_above=names["warn_above"],
+        ratio_of=names["ratio_of"],
         usual=str(table.get("usual", "")).strip(),
         dim=dim, factor=factor, symbol=symbol)
 
@@ -148,6 +149,11 @@ def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
             if not isinstance(other, str) or other not in quantities or quantities[other].dim != q.dim:
                 raise LibraryError(f"{q.file}: quantity '{q.name}': names {other!r} (not_above, warn_above, yields_to, "
                                    "total or answers_for), which is not a declared quantity of the same dimension")
+        if q.ratio_of and (len(q.ratio_of) != 2 or q.dim or any(n not in quantities for n in q.ratio_of)
+                           or quantities[q.ratio_of[0]].dim != quantities[q.ratio_of[1]].dim):
+            raise LibraryError(f"{q.file}: quantity '{q.name}': ratio_of names {list(q.ratio_of)}; it names two "
+                               "declared quantities of one dimension (a figure and the datasheet figure it is a "
+                               "fraction of), for a dimensionless quantity")
         if q.fits_in is None:
             continue
         cap = quantities.get(q.fits_in) if isinstance(q.fits_in, str) else None

@@ -129,6 +129,10 @@ class QuantitySpec(LazyFields):
     # achievable rate measured for one case; a request's output sets its mean context): a
     # preset's figure of it yields to a given value of any of them
     yields_to: tuple[str, ...] = ()
+    # (figure, datasheet figure): this fraction is a preset's measured figure over its datasheet
+    # figure (the decode HBM rate over hbm_bandwidth), known where a given datasheet value makes
+    # the preset's figure yield (yields_to), so that a formula scales it to the given value
+    ratio_of: tuple[str, ...] = ()
     # the value most questions take for it ("1" for the micro-batch of a large model), said when
     # a question leaves it out: sets of such quantities are suggested first
     usual: str = ""

@@ -29,6 +29,7 @@ from symcalc.library.builtin_presets import PEAK, peak_dtype
 from symcalc.library.presets import UNMEASURED, Preset, all_presets, find_preset
 from symcalc.library.registry import Library
 from symcalc.query.values import GivenValue, read_value
+from symcalc.units.format import with_unit
 
 
 def presets_of(hardware: str | None, model: str | None, layout: Mapping[str, object] | None = None) -> list[Preset]:
@@ -58,7 +59,8 @@ def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], 
     dtype = lib.compute_dtype(opts)
     same = _same_fact(lib, dtype, given)
     for preset in presets:
-        for name, (text, source) in preset.resolve(dict(opts), dtype).items():
+        figures = preset.resolve(dict(opts), dtype)
+        for name, (text, source) in figures.items():
             if name not in lib.quantities:
                 if peak_dtype(name, dtype) is not None:
                     continue        # a dtype's peak no formula of this library reads
@@ -76,6 +78,31 @@ def preset_values(lib: Library, presets: list[Preset], opts: Mapping[str, str], 
                 gv = read_value(lib.quantities[name], text)
                 gv.origin = f"{preset.label}: {source}"
             out[name] = gv
+        out.update(_fractions(lib, preset, figures, given, out))
+    return out
+
+
+def _fractions(lib: Library, preset: Preset, figures: Mapping[str, tuple[str, str]],
+               given: Mapping[str, GivenValue], known: Mapping[str, GivenValue]) -> dict[str, GivenValue]:
+    """The fractions (``ratio_of``: a measured figure over its datasheet figure) of the preset's
+    figures that yielded to a given datasheet value and to nothing else: the H100's measured
+    decode rate, 1.905 of 3.35 TB/s, is 0.5686 of whatever hbm_bandwidth is given, and a formula
+    of the library scales it there (so a sweep of hbm_bandwidth moves it too). O(quantities)."""
+    out = {}
+    for name, q in lib.quantities.items():
+        if not q.ratio_of or name in given or name in known:
+            continue
+        figure, base = q.ratio_of
+        mine = given.get(base)
+        others = [n for n in lib.quantities[figure].yields_to if n != base and n in given]
+        if mine is None or mine.origin or figure in given or figure in known or others \
+                or figure not in figures or base not in figures:
+            continue
+        top, bottom = (read_value(lib.quantities[n], figures[n][0]) for n in (figure, base))
+        ratio = float(top.magnitude / bottom.magnitude)
+        out[name] = GivenValue(name, with_unit(ratio / q.factor, q.display_unit), ratio,
+                               f"{preset.label}: {figure} over {base}, {top.text} / {bottom.text} "
+                               f"({figures[figure][1]}), taken to the given {base}")
     return out
 
 
@@ -89,8 +116,11 @@ def yielded(lib: Library, presets: list[Preset], opts: Mapping[str, str], given:
             q = lib.quantities.get(name)
             mine = [n for n in (q.yields_to if q else ()) if n in given and not given[n].origin]
             if mine and name in used and name not in given:
-                out.append(f"{name}: {preset.label}'s {text} is not used; the given {mine[0]} = {given[mine[0]].text} "
-                           f"decides it (give {name} to set it apart)")
+                share = [f for f, fq in lib.quantities.items() if fq.ratio_of == (name, mine[0]) and f in given]
+                how = f"is taken as its fraction of the preset's {mine[0]} ({given[share[0]].text}) of the given " \
+                      if share else "is not used; the given "
+                out.append(f"{name}: {preset.label}'s {text} {how}{mine[0]} = {given[mine[0]].text}"
+                           f"{'' if share else ' decides it'} (give {name} to set it apart)")
     return out
 
 

@@ -198,19 +198,15 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
         try:
             return _without_derivation(lib, tq, posed, presets, to, diagnose, own)
         except UnderdeterminedError as e:
-            # one given value settles it read as its counterpart (a replica's rate as the
-            # deployment's): answered so, and said first (symcalc.query.rescope)
-            again = None if brief else rescoped(lib, e, typed, tq.name)
-            other = None if brief or again else answered_instead(e)
-            if other is not None:     # the one related quantity the values settle (answers_for)
-                result = _solve_question(other, given, values, options=options, to=to, library=library,
+            if brief:
+                raise
+            again = rescoped(lib, e, typed, tq.name)
+            if again is None:       # the one related quantity the values settle (answers_for), or none
+                return _answered_instead(e, lib, tq.name, given, values, options=options, to=to, library=library,
                                          on_bounds=on_bounds, hardware=hardware, model=model, diagnose=diagnose,
                                          conflicts=conflicts, rtol=rtol, rounding=rounding, brief=brief, layout=layout)
-                meaning = lib.quantities[other].description.split(":")[0]
-                result.findings.insert(0, Finding("rescoped", other, {"asked": tq.name, "meaning": meaning}))
-                return result
-            if again is None:
-                raise
+            # one given value settles it read as its counterpart (a replica's rate as the
+            # deployment's): answered so, and said first (symcalc.query.rescope)
             typed, said = again
             posed, own = _posed(lib, tq, typed, explicit_options, presets, diagnose)
             if posed.derivation is None or own is not None:
@@ -230,16 +226,7 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     unit, factor = output_unit(tq, to)
     exact = ev.values[tq.name]
     check_displayable(lib, derivation, ev.values, tq.name, unit, factor)
-    how, reason, ruled = rounding or tq.whole, None, None
-    if tq.whole and rounding is None:
-        rounded, how, reason = round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, posed.options,
-                                               _solve_again)
-        # a layout degree rounds to a value the planner's structure rules allow (tp = 5.3 on 64 heads: 4)
-        if rounds_to_rules(tq.name, derivation):
-            rounded, ruled = nearest_valid(tq.name, exact, rounded, how, {k: g.magnitude for k, g in knowns.items()})
-        layout_breaks = answer_breaks(tq.name, rounded, {k: g.magnitude for k, g in knowns.items()})
-    else:
-        rounded = round_whole(exact, how)
+    rounded, how, reason, ruled = _whole(lib, tq, derivation, ev, knowns, defaults_used, exact, posed, rounding)
     # a value that decided an option (q_lora_rank = 0: queries without a latent) was used by it
     deciding = {n for imp in posed.resolved.implied for n in imp.names}
     findings = answer_findings(lib, derivation, ev, tq, exact, rounded, knowns, set(disagree.checked) | deciding, how,
@@ -248,10 +235,7 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     findings += [unused_disagreement(disagree.dismissed, disagree.assumed)] if disagree.dismissed else []
     if not brief:
         findings += _reader_findings(lib, presets, posed.resolved.values, knowns, derivation.route.given)
-    if tq.whole and rounding is None and ruled is not None:
-        findings.append(ruled)
-    if tq.whole and rounding is None:
-        findings += layout_breaks
+    findings += ruled
     if reason and reason.get("clash"):
         findings.append(reason["clash"])
     violations = [f for f in findings if f.violation]
@@ -268,6 +252,36 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
         read = {name for f in fits for name in f.related}
         result.unused = [u for u in result.unused if u not in read]
         result.findings[:0] = [said] if said else []
+    return result
+
+
+def _whole(lib: Library, tq, derivation: Derivation, ev, knowns: dict[str, GivenValue], defaults_used: dict, exact,
+           posed: Posed, rounding: str | None) -> tuple:
+    """(rounded, how, why: the limit that decided, the findings of the layout rules): a
+    whole-number answer rounded the way that keeps the given limits on its route, then to a
+    degree the planner's structure rules allow (tp = 5.3 on 64 heads: 4); ``rounding`` given,
+    or a quantity not whole, rounds its own way."""
+    how = rounding or tq.whole
+    if not (tq.whole and rounding is None):
+        return round_whole(exact, how), how, None, []
+    rounded, how, reason = round_to_limits(lib, derivation, ev, knowns, defaults_used, exact, posed.options,
+                                           _solve_again)
+    magnitudes = {k: g.magnitude for k, g in knowns.items()}
+    ruled = None
+    if rounds_to_rules(tq.name, derivation):
+        rounded, ruled = nearest_valid(tq.name, exact, rounded, how, magnitudes)
+    return rounded, how, reason, [*([ruled] if ruled is not None else []), *answer_breaks(tq.name, rounded, magnitudes)]
+
+
+def _answered_instead(error: UnderdeterminedError, lib: Library, asked: str, given, values, **kw) -> Solved:
+    """The question asked of the one quantity declared to answer for ``asked`` that the values
+    settle (symcalc.query.rescope.answered_instead), saying so first; else ``error`` raised."""
+    other = answered_instead(error)
+    if other is None:
+        raise error
+    result = _solve_question(other, given, values, **kw)
+    meaning = lib.quantities[other].description.split(":")[0]
+    result.findings.insert(0, Finding("rescoped", other, {"asked": asked, "meaning": meaning}))
     return result
 
 
