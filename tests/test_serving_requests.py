@@ -4,7 +4,7 @@ replica's decode rate (issue: every question in every direction, serving include
 import pytest
 
 from symcalc import solve
-from symcalc.errors import DomainError, UnderdeterminedError
+from symcalc.errors import DomainError, NoFitError, UnderdeterminedError
 
 
 def test_a_requests_latency_is_its_prefill_and_its_decode_steps_at_the_mean_context():
@@ -122,3 +122,18 @@ def test_a_sweep_over_tp_rounds_each_gpu_count_as_solve_does():
     assert [solve("n_gpus", {**rate, "tp": tp}).value for tp in (4, 8)] == [12, 24]
     ruled = [f for f in s.findings if f.kind == "rounded_to_rule"]
     assert len(ruled) == 1 and ruled[0].values["points"] == 3     # tp 1 needs no moving
+
+
+def test_a_replica_whose_weights_do_not_fit_says_so_not_a_negative_cache():
+    # Llama 3 70B in bf16 on one H100: its weights alone, 70.55e9 x 2 bytes = 141.1 GB, exceed the
+    # GPU's 85.52 GB, so no replica of tp 1 serves any load; the refusal names the weights (what
+    # does not fit), not the KV cache the remainder would leave (-56.66 GB) or the batch it gives
+    served = {"memory_headroom": "0 GB", "cluster_requests_per_second": "20 req/s", "prompt_len": "1000 token",
+              "output_len": "300 token"}
+    with pytest.raises(NoFitError) as e:
+        solve("n_gpus", {**served, "tp": 1}, model="llama3-70b", hardware="h100")
+    assert str(e.value).startswith("no value of n_gpus fits: serving_weight_memory = 141.1 GB + "
+                                   "serving_workspace_memory = 1.074 GB (together 142.2 GB) already exceed "
+                                   "serving_memory_per_gpu = 85.52 GB")
+    # at tp 2 the weights take 70.55 GB of each GPU and it fits
+    assert solve("n_gpus", {**served, "tp": 2}, model="llama3-70b", hardware="h100").value % 2 == 0

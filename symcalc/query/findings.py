@@ -170,6 +170,11 @@ def _check_fits(lib, derivation: Derivation, values: dict, violations: list[Find
     if not any(derivation.target in s.unknowns for s in derivation.steps[at:]):
         return
     cause = _out_of_range_input(lib, derivation, derivation.steps[at], values)
+    if not cause and at + 1 < len(derivation.steps):
+        # else the violating step's own remainder: the KV cache a serving replica's memory
+        # leaves once its weights are in (a step that solves one part of a sum as what the
+        # others leave), read as the next step would see it
+        cause = _out_of_range_input(lib, derivation, derivation.steps[at + 1], values)
     if cause:
         raise NoFitError(f"no value of {derivation.target} fits: {cause}")
 
