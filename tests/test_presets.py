@@ -6,7 +6,7 @@ import pytest
 
 import symcalc
 from helpers import DATA
-from symcalc.errors import MalformedValueError, UnknownNameError
+from symcalc.errors import DomainError, MalformedValueError, UnknownNameError
 from symcalc.library.presets import all_presets, find_preset, model_from_hf_config
 from symcalc.query.values import read_value
 
@@ -200,3 +200,18 @@ def test_preset_values_are_reported_with_their_source(cli):
     assert not {"gpu_memory", "hbm_bandwidth", "gpu_power"} & set(d["from_presets"])
     text = cli(*args).out
     assert "From presets" in text and "peak_flops = 989.4 TFLOP/s" in text
+
+
+def test_llama_3_1_is_llama_3_with_a_128k_context():
+    # Llama 3.1 and 3.3 keep Llama 3's shapes (config.json: the same layers, widths, heads and
+    # vocabulary) and extend max_position_embeddings from 8192 to 131072: a 32k prompt is a
+    # Llama 3.1 question, and beyond Llama 3's own context
+    old, new = find_preset("model", "llama3-70b"), find_preset("model", "llama-3.1-70b")
+    assert new.key != old.key and find_preset("model", "llama-3.3-70b").key == new.key
+    assert {k: v[0] for k, v in old.values.items() if k != "max_position_embeddings"} == \
+        {k: v[0] for k, v in new.values.items() if k != "max_position_embeddings"}
+    assert new.values["max_position_embeddings"][0] == "131072 token"
+    long = {"tp": 8, "batch_size": 1, "prompt_len": "32000 token"}
+    assert symcalc.solve("prefill_time", long, model="llama3.1-70b", hardware="h100").base_value > 0
+    with pytest.raises(DomainError, match="more than max_position_embeddings = 8192 token"):
+        symcalc.solve("prefill_time", long, model="llama3-70b", hardware="h100")
