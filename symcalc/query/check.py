@@ -14,6 +14,7 @@ allreduce_time) is one relation; it is shown in the direction that runs its form
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -120,7 +121,7 @@ class Check:
         for r in self.relations:
             lines.append(("  ok   " if r.agrees else "  FAIL ") + r.line())
             lines.append(f"       via {', '.join(r.formulas) or 'the given values'}"
-                         + (f"; defaults: {', '.join(f'{k}={v}' for k, v in r.defaults.items())}"
+                         + (f"; defaults: {', '.join(f'{k}={_short(v)}' for k, v in r.defaults.items())}"
                             if r.defaults else ""))
             # an option's fallback the answer took (query.question.pose): said as solve says it
             lines += [f"       assuming {a['name']} = {a['value']} ({a['source']})"
@@ -310,3 +311,9 @@ def _one_per_relation(found: list[Relation], order: list[str]) -> list[Relation]
         if cur is None or (backwards(r), -order.index(r.quantity)) < (backwards(cur), -order.index(cur.quantity)):
             best[key] = r
     return sorted(best.values(), key=lambda r: order.index(r.quantity))
+
+
+def _short(value: object) -> str:
+    """A default as the text line shows it: a preset's value with the preset's name, its source
+    left to --json ('2.97 TB/s (hardware h100_sxm: measured: ...)' -> '2.97 TB/s (hardware h100_sxm)')."""
+    return re.sub(r" \(([^:()]*):.*\)$", r" (\1)", str(value), flags=re.S)
