@@ -224,3 +224,25 @@ def test_an_option_fallback_is_another_of_its_values_with_both_texts(tmp_path, f
         b = "B"
     """)
     assert "toy_choice" in msg and needle in msg, msg
+
+
+def test_a_quantity_answered_for_another_cannot_itself_answer_for_a_third(tmp_path):
+    # solve asks a question in the related quantity's name once: a chain (or a cycle) of
+    # answers_for would ask again and again, so the data is refused at load, naming the link
+    msg = load_error(tmp_path, """
+        [quantities.tokens_per_param_of_run]
+        unit = "token"
+        latex = "r"
+        description = "a test quantity"
+        answers_for = "training_tokens_per_param"
+    """, "chain.toml")
+    assert "chain.toml" in msg and "tokens_per_param_of_run" in msg and "itself answers for another" in msg
+    # ratio_of names a figure and the datasheet figure it is a fraction of, for a fraction
+    msg = load_error(tmp_path, """
+        [quantities.odd_fraction]
+        unit = "s"
+        latex = "f"
+        description = "a test quantity"
+        ratio_of = ["decode_hbm_bandwidth", "hbm_bandwidth"]
+    """, "ratio.toml")
+    assert "odd_fraction" in msg and "dimensionless" in msg

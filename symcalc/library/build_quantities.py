@@ -149,6 +149,10 @@ def _check_capacities(quantities: dict[str, QuantitySpec]) -> None:
             if not isinstance(other, str) or other not in quantities or quantities[other].dim != q.dim:
                 raise LibraryError(f"{q.file}: quantity '{q.name}': names {other!r} (not_above, warn_above, yields_to, "
                                    "total or answers_for), which is not a declared quantity of the same dimension")
+        if q.answers_for is not None and quantities[q.answers_for].answers_for is not None:
+            # a question answered for another is asked once (symcalc.query.solve): no chains, no cycles
+            raise LibraryError(f"{q.file}: quantity '{q.name}': answers_for names {q.answers_for!r}, which itself "
+                               "answers for another quantity; name the one asked for")
         if q.ratio_of and (len(q.ratio_of) != 2 or q.dim or any(n not in quantities for n in q.ratio_of)
                            or quantities[q.ratio_of[0]].dim != quantities[q.ratio_of[1]].dim):
             raise LibraryError(f"{q.file}: quantity '{q.name}': ratio_of names {list(q.ratio_of)}; it names two "
