@@ -48,6 +48,7 @@ def result_html(result: Result) -> str:
     the defaults and options assumed, and the warnings."""
     d: dict[str, Any] = result.as_dict()
     out = [f"<p><b>{_e(d['target'])} = {_num(d['value'])} {_e(d['unit'])}</b></p>"]
+    out.append(_list("Read as", list(d.get("readings") or [])))
     out.append(_list("Does it fit?", list(result.fit)))
     out.append(_list("Warnings", list(d.get("warnings") or [])))
     # the derivation folded under the answer: a step-time derivation is 60 steps long
