@@ -184,6 +184,7 @@ def test_a_model_size_from_a_decode_rate_points_to_the_bound_the_rate_gives(cli)
     assert r.target == "largest_servable_params" and r.value == pytest.approx(1.905e12 / 200, rel=1e-3)
     assert r.readings == ["the values given do not settle n_params; they settle largest_servable_params (the most "
                           "parameters a replica can serve at a decode rate), answered for it"]
+    assert "<p><b>Read as</b></p><ul><li>the values given do not settle n_params" in r._repr_html_()
     out = cli("solve", "n_params", "--hardware", "h100", "decode_tokens_per_second=100 token/s", "batch_size=1",
               "--json")
     assert out.code == 0 and out.json()["target"] == "largest_servable_params"
