@@ -137,3 +137,16 @@ def test_a_replica_whose_weights_do_not_fit_says_so_not_a_negative_cache():
                                    "serving_memory_per_gpu = 85.52 GB")
     # at tp 2 the weights take 70.55 GB of each GPU and it fits
     assert solve("n_gpus", {**served, "tp": 2}, model="llama3-70b", hardware="h100").value % 2 == 0
+
+
+def test_the_largest_batch_that_keeps_each_users_speed():
+    # "how many users at 50 token/s each": each sequence gets one token a step, so the speed is
+    # 1 / the decode step; the largest batch is the last whose step stays within 20 ms
+    run = {"tp": 8, "seq_len": "2048 token"}
+    presets = {"model": "llama3.1-70b", "hardware": "h100"}
+    users = solve("batch_size", {**run, "tokens_per_second_per_user": "50 token/s"}, **presets).value
+    assert solve("decode_step_time", {**run, "batch_size": users}, **presets).base_value <= 0.020
+    assert solve("decode_step_time", {**run, "batch_size": users + 1}, **presets).base_value > 0.020
+    step = solve("decode_step_time", {**run, "batch_size": 64}, **presets).base_value
+    speed = solve("interactivity", {**run, "batch_size": 64}, **presets)
+    assert speed.target == "tokens_per_second_per_user" and speed.base_value == pytest.approx(1 / step, rel=1e-12)
