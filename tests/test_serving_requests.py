@@ -135,8 +135,9 @@ def test_a_replica_whose_weights_do_not_fit_says_so_not_a_negative_cache():
     assert str(e.value).startswith("no value of n_gpus fits: serving_weight_memory = 141.1 GB + "
                                    "serving_workspace_memory = 1.074 GB (together 142.2 GB) already exceed "
                                    "serving_memory_per_gpu = 85.52 GB")
-    # at tp 2 the weights take 70.55 GB of each GPU and it fits
-    assert solve("n_gpus", {**served, "tp": 2}, model="llama3-70b", hardware="h100").value % 2 == 0
+    # at tp 2 the weights take 70.55 GB of each GPU and it fits: the refusal says so, with the answer
+    wider = solve("n_gpus", {**served, "tp": 2}, model="llama3-70b", hardware="h100").value
+    assert wider % 2 == 0 and str(e.value).endswith(f"; it fits with tp=2 (n_gpus = {wider})")
 
 
 def test_the_largest_batch_that_keeps_each_users_speed():

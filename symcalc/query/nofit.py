@@ -43,9 +43,34 @@ def with_fitting_options(error: NoFitError, lib: Library, target: str, given: Ma
                 continue        # rounds to no micro-batch at all, or answers but does not fit
             found.append(f"--option {name}={value} ({target} = {with_unit(r.value, r.unit)})")
             break       # the first value of an option that fits is the one to name
+    searched = len(found)
+    found += _wider_tp(lib, target, given, chosen, ask, presets) if len(found) < MAX_SAID else []
     if not found:
         return error
-    error.message += (f"; it fits with {' or '.join(found)}"
-                      f"{', each alone' if len(found) > 1 else ''} (symcalc plan searches these options)")
+    error.message += (f"; it fits with {' or '.join(found)}{', each alone' if len(found) > 1 else ''}"
+                      f"{' (symcalc plan searches these options)' if searched else ''}")
     error.args = (error.message,)
     return error
+
+
+def _wider_tp(lib: Library, target: str, given: Mapping[str, object], chosen: dict, ask: Callable,
+              presets: dict) -> list[str]:
+    """The given tensor-parallel degree doubled, and doubled again, up to 8 times (it splits
+    the weights, whose share is often what does not fit: a 70B replica at tp 1): the first that
+    answers and fits, as ``tp=2 (n_gpus = 16)``; [] when tp is not given or none does. At
+    most three solves."""
+    key = next((k for k in given if lib.quantities.get(lib.quantity(k).name) is not None
+                and lib.quantity(k).name == "tp"), None)
+    try:
+        tp = int(float(str(given[key]))) if key is not None else 0
+    except ValueError:
+        return []
+    for wider in (2 * tp, 4 * tp, 8 * tp) if tp >= 1 else ():
+        try:
+            r = ask(target, {**given, key: wider}, options=chosen, library=lib, on_bounds="flag", **presets)
+        except SymcalcError:
+            continue
+        if isinstance(r.value, str) or not r.value >= (1 if r.quantity.whole else 0) or r.fit and "DOES NOT" in r.fit[0]:
+            continue
+        return [f"tp={wider} ({target} = {with_unit(r.value, r.unit)})"]
+    return []
