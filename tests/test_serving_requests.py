@@ -137,7 +137,7 @@ def test_a_replica_whose_weights_do_not_fit_says_so_not_a_negative_cache():
                                    "serving_memory_per_gpu = 85.52 GB")
     # at tp 2 the weights take 70.55 GB of each GPU and it fits: the refusal says so, with the answer
     wider = solve("n_gpus", {**served, "tp": 2}, model="llama3-70b", hardware="h100").value
-    assert wider % 2 == 0 and str(e.value).endswith(f"; it fits with tp=2 (n_gpus = {wider})")
+    assert wider % 2 == 0 and str(e.value).endswith(f"; it fits with tp=2 (n_gpus = {wider:.0f})")
 
 
 def test_the_largest_batch_that_keeps_each_users_speed():
