@@ -67,7 +67,7 @@ ERRORS = [
     (["solve", "mfu", "n_params=7e9", "--option", "zero_stage=9"], "bad_option_value", "0, 1, 2, 3"),
     (["solve", "mfu", "n_params"], "usage", "NAME=VALUE"),
     (["solve", "mfu", "n_params="], "usage", "no value"),
-    (["solve", "train_time", "peak_flops=989 TFLOPs"], "ambiguous_unit", "TFLOP/s"),
+    (["solve", "train_time", "n_params=989 TFLOPs"], "ambiguous_unit", "TFLOP/s"),   # not a FLOP quantity
     (["solve", "mtbf", "checkpoint_interval=30min", "checkpoint_write_time=98"], "dimension", "unit"),
     (["solve", "checkpoint_interval", "checkpoint_write_time=98s", "mtbf=24h", "--to", "GB"], "dimension", "GB"),
     (["solve"], "usage", "TARGET"),

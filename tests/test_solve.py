@@ -158,6 +158,18 @@ def test_bare_numbers_are_read_in_unambiguous_units():
     assert r.to("FLOP").magnitude == pytest.approx(6 * 7e9 * 1e12)
 
 
+def test_flops_is_read_as_the_quantity_it_is_given_for_is_measured():
+    # 'TFLOPS' is a rate to a datasheet and an amount to a paper's compute budget: given for
+    # peak_flops (FLOP/s) it is the rate, for total_flops (FLOP) the amount, the same numbers
+    # as written without the ambiguity; 6 x 7e9 x 1e12 FLOP over 64 x 989 TFLOP/s x 40 % = 16.6 h
+    rate = symcalc.solve("train_time", total_flops="4.2e22 FLOPs", n_gpus=64, peak_flops="989 TFLOPS", mfu=0.4)
+    plain = symcalc.solve("train_time", total_flops="4.2e22 FLOP", n_gpus=64, peak_flops="989 TFLOP/s", mfu=0.4)
+    assert rate.base_value == plain.base_value == pytest.approx(4.2e22 / (64 * 989e12 * 0.4))
+    # where neither reading fits the quantity, it is still refused as ambiguous
+    with pytest.raises(symcalc.SymcalcError, match="ambiguous"):
+        symcalc.solve("train_time", n_params="7 TFLOPs")
+
+
 def test_underdetermined_api_error_lists_missing_sets():
     with pytest.raises(UnderdeterminedError) as e:
         symcalc.solve("n_gpus", n_params=30e9, n_tokens="600e9 token", train_time="30 day", mfu=0.45)

@@ -174,7 +174,7 @@ def _check_fits(lib, derivation: Derivation, values: dict, violations: list[Find
         # else the violating step's own remainder: the KV cache a serving replica's memory
         # leaves once its weights are in (a step that solves one part of a sum as what the
         # others leave), read as the next step would see it
-        cause = _out_of_range_input(lib, derivation, derivation.steps[at + 1], values)
+        cause = _out_of_range_input(lib, derivation, derivation.steps[at + 1], values, remainders_only=True)
     if cause:
         raise NoFitError(f"no value of {derivation.target} fits: {cause}")
 
@@ -208,12 +208,12 @@ def _equations_text(step) -> str:
     return f"the equations {ids}"
 
 
-def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str | None:
+def _out_of_range_input(lib, derivation: Derivation, step, values: dict, remainders_only: bool = False) -> str | None:
     """Why a step has no root, when the reason lies upstream: an earlier step gave a value
     outside its quantity's bounds (the classic case: everything else already needs more than
     gpu_memory, so the activation memory left over is negative). The first such value is the
     cause; when it is what a total leaves for one of its parts, the message names the other
-    parts, largest first: they are what does not fit."""
+    parts, largest first: they are what does not fit. ``remainders_only``: only that case."""
     before = derivation.steps[:derivation.steps.index(step)]
     for earlier, name, q, sample, _, _, _ in out_of_bounds(lib, before, values):
         shown = with_unit(sample / q.factor, q.display_unit)
@@ -222,9 +222,11 @@ def _out_of_range_input(lib, derivation: Derivation, step, values: dict) -> str 
             others = [(n, v) for n, v in split.parts if v != 0]
             return _exceeds(lib, derivation, split, others, sum(v for _, v in others), values,
                             f"leaving {name} = {shown}", others[0][0] if others else name)
+        if remainders_only:
+            return None
         ids = ", ".join(f.id for f in earlier.formulas)
         return f"it would need {name} = {shown} ({ids}), outside {bounds_text(q)}"
-    return _known_parts_overflow(lib, derivation, step, values)
+    return None if remainders_only else _known_parts_overflow(lib, derivation, step, values)
 
 
 def _known_parts_overflow(lib, derivation: Derivation, step, values: dict) -> str | None:

@@ -209,10 +209,17 @@ def _numbers(q: QuantitySpec, raw):
 
 
 def _parse_text(text: str, q: QuantitySpec):
-    """(magnitude in base units, dimensionality) of a value written as text."""
+    """(magnitude in base units, dimensionality) of a value written as text. 'TFLOPS', a rate
+    or an amount by who writes it, is read as the quantity it is given for is measured: a
+    rate for peak_flops, an amount for total_flops (elsewhere it is refused as ambiguous)."""
     if _BARE.match(text):
         _require_unit_if_ambiguous(q, text)
         return float(text) * units.to_base_factor(q.unit), q.dim
+    if q.dim and units.FLOPS_WORD.search(text):
+        meant = {units.dimensionality("FLOP/s"): "FLOP/s", units.dimensionality("FLOP"): "FLOP"}.get(q.dim)
+        if meant is not None:
+            text = units.FLOPS_WORD.sub(lambda m: m.group(1).upper() + meant if m.group(1) in ("t", "g", "p", "e")
+                                        else m.group(1) + meant, text)
     return _parse_cached(text, q.name)
 
 

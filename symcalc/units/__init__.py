@@ -30,7 +30,7 @@ BASE_UNITS = {
     "[time]": "s",
 }
 
-_FLOPS_SPELLING = re.compile(r"(?<![A-Za-z_])([A-Za-zµμ]{0,2})(FLOPS|FLOPs|flops|Flops)(?![A-Za-z_])")
+FLOPS_WORD = _FLOPS_SPELLING = re.compile(r"(?<![A-Za-z_])([A-Za-zµμ]{0,2})(FLOPS|FLOPs|flops|Flops)(?![A-Za-z_])")
 _ALLOWED_CHARS = re.compile(r"^[\w\s.+\-*/^()%$µμ]*$")
 
 
