@@ -114,3 +114,11 @@ def test_a_tilde_of_no_user_is_no_such_file():
     # Path.expanduser raises for an unknown user: one line, not an internal error
     with pytest.raises(MalformedValueError, match="no such file"):
         find_preset("hardware", "~no_such_user_here/h100.toml")
+
+
+def test_a_preset_is_found_by_its_name_as_people_write_it():
+    # spaces, hyphens and underscores are one separator, and case does not matter: the names of
+    # the datasheet and the model card find the presets
+    assert find_preset("hardware", "H100 SXM").key == "h100_sxm"
+    assert find_preset("model", "Llama 3.1 70B").key == "llama3_1_70b"
+    assert find_preset("model", "  llama_3.1-8b ").key == "llama3_1_8b"

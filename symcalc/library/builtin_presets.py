@@ -10,6 +10,8 @@ by :mod:`symcalc.library.profiles` and :mod:`symcalc.library.hfconfig` into the 
 
 from __future__ import annotations
 
+import re
+
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -204,10 +206,13 @@ def builtin_preset(kind: str, name: str, files: bool = False) -> Preset:
 
 
 def _lookup(kind: str, name: str) -> Preset | None:
-    """The built-in preset of ``kind`` with this key or alias (case, ``-`` and ``_`` aside), or None."""
-    wanted = name.strip().lower().replace("_", "-")
+    """The built-in preset of ``kind`` with this key or alias (case, ``-``, ``_`` and spaces
+    aside: 'H100 SXM' is h100_sxm), or None."""
+    def plain(n: str) -> str:
+        return re.sub(r"[\s_-]+", "-", n.strip().lower())
+    wanted = plain(name)
     for p in all_presets()[kind].values():
-        if wanted in {n.lower().replace("_", "-") for n in (p.key, *p.aliases)}:
+        if wanted in {plain(n) for n in (p.key, *p.aliases)}:
             return p
     return None
 
