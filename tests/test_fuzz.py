@@ -183,7 +183,7 @@ def test_options_that_do_not_exist_or_contradict(capsys, key, value, twice):
     assert_clean_cli(code, out, err)
 
 
-@settings(FAST, max_examples=examples(40))     # each underdetermined one runs the (slow) diagnosis
+@settings(FAST, max_examples=examples(24))     # each underdetermined one runs the (slow) diagnosis
 @given(target=st.sampled_from(NAMES), known=st.lists(st.sampled_from(NAMES), min_size=0, max_size=4, unique=True),
        magnitude=st.sampled_from(["1", "64", "0.5", "80 GB", "1e-9", "1e30"]))
 def test_random_questions_answer_or_say_what_is_missing(capsys, target, known, magnitude):
@@ -344,7 +344,7 @@ def test_a_hostile_formula_file_is_refused_at_load_or_answers_in_time(capsys, tm
 
 # ---- random questions over the whole built-in library, each within its limit ----------------
 
-@settings(FAST, max_examples=examples(40))
+@settings(FAST, max_examples=examples(24))    # benchmarks/random_questions.py asks a thousand
 @given(seed=st.integers(0, 2**32 - 1))
 def test_random_questions_over_the_library_end_within_their_limit(capsys, seed):
     """The generator of benchmarks/random_questions.py (which asks a thousand): a random target
