@@ -97,6 +97,8 @@ def test_the_electricity_price_a_budget_allows():
               train_time="77 day")
     assert r.to("USD/kWh").magnitude == pytest.approx(0.05, rel=1e-12)
     assert r.defaults_used["pue"]["value"] == "1"                  # GPUs only unless PUE is given
+    # and the answer says so first: a bill at PUE 1 counts no cooling
+    assert [a["name"] for a in r.assumptions if a["kind"] == "default"] == ["pue"]
     # with PUE 1.4 the same price makes $1,483,603.97
     r = solve("electricity_price", electricity_cost=f"{kwh * 0.05 * 1.4} USD", n_gpus=16384,
               gpu_power="700 W", train_time="77 day", pue=1.4)
