@@ -332,3 +332,15 @@ def test_the_largest_micro_batch_without_a_margin_is_told_to_give_the_margin(cli
     assert run.code == 2
     asked = run.err.split("also give ", 1)[1].removeprefix("one of: ")
     assert asked.startswith("memory_headroom (0 GB for the largest value that fits in gpu_memory)")
+
+
+def test_the_fit_of_an_answer_reads_the_runs_layout_as_the_answer_does():
+    # the page's solve box "with the run above" (tp 8): the GPUs for 50,000 token/s read tp 8 from
+    # the run's layout, and so does whether the replica fits: 141.1 GB of weights over 8 GPUs, as
+    # when tp = 8 is given with the question (before, the fit took tp 1 and said it did not fit)
+    q = {"batch_size": 64, "seq_len": "4096 token", "cluster_decode_tokens_per_second": "50000 token/s"}
+    laid = solve("n_gpus", q, model="llama3-70b", hardware="h100", layout={"tp": 8, "pp": 1, "dp": 64})
+    given = solve("n_gpus", {**q, "tp": 8}, model="llama3-70b", hardware="h100")
+    assert laid.value == given.value == 104
+    assert laid.fit[0].startswith("fits: serving_memory_per_gpu = 28.63 GB")
+    assert given.fit[0].startswith("fits: serving_memory_per_gpu = 28.63 GB")

@@ -246,7 +246,7 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
                      reason, findings, violations, disagree.found, on_bounds, presets, hardware, model)
     if not brief:
         result.findings[:0] = reported_findings(lib, result)
-        fits = _fit_findings(lib, tq, posed, result, hardware, model)
+        fits = _fit_findings(lib, tq, posed, result, hardware, model, presets)
         result.findings += fits
         # what the fit verdict read (gpu_memory, a given memory_headroom) is needed after all
         read = {name for f in fits for name in f.related}
@@ -300,12 +300,13 @@ def _posed(lib: Library, tq, typed: dict[str, GivenValue], explicit_options: dic
     return posed, own
 
 
-def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, model) -> list[Finding]:
+def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, model, presets: list) -> list[Finding]:
     """Whether the run fits (symcalc.query.fit): the memory of each workload of the question's
     run (symcalc.query.run: the one it settles, else those whose own quantities its derivation
-    reaches), solved at the answer's values: the values typed, the presets and options, and the
-    answer itself."""
-    known: dict[str, object] = {k: g.magnitude for k, g in posed.knowns.items() if not g.origin}
+    reaches), solved at the answer's values: the values typed, the run's layout values the
+    answer read (the page's tp 8 is the replica's), the presets and options, and the answer."""
+    laid = {n for p in presets if p.kind == "layout" for n in p.values}
+    known: dict[str, object] = {k: g.magnitude for k, g in posed.knowns.items() if not g.origin or k in laid}
     if tq.kind != "text":
         known[tq.name] = result.rounded_base
     out = []
