@@ -147,6 +147,16 @@ def test_the_page_answers_as_you_type_and_shows_errors(server, browser):
     # degree open: the answer had leaned on the default)
     assert text("run").startswith("run: serving of llama3_8b on ") and "tp = 1 (layout of the run)" in text("run")
     _shot(browser, "page_fit.png")
+    # the run's step time asked in the solve box is the layout panel's: the same global batch (the
+    # plan's default, the field left empty) and the options it chose (sequence parallelism, ...)
+    import re
+    _type(browser, "target", "step_time")
+    _type(browser, "pairs", "")
+    wait.until(lambda b: text("answer").startswith("step_time = "))
+    panel = re.search(r"step ([\d.]+) s, ([\d.]+) GB per GPU", text("layout-headline"))
+    asked = float(re.search(r"step_time = ([\d.]+) s", text("answer")).group(1))
+    assert panel and asked == pytest.approx(float(panel.group(1)), rel=2e-3)
+    assert re.search(r"total_memory_per_gpu = ([\d.]+) GB", text("fit")).group(1) == panel.group(2)
 
 
 def test_the_url_keeps_the_question_and_a_layout_that_does_not_fit_shows_its_memory(server, browser):

@@ -101,12 +101,25 @@ function bars(parts, scale, unit) {
     esc(k), num(v / scale), `<span class="bar" style="width:${(60 * v / total).toFixed(0)}px"></span>${(100 * v / total).toFixed(0)} %`]));
 }
 
-async function updateLayout() {
+// the batch shape the layout panel planned with (the plan's default global batch, about 4M
+// tokens, where the field is empty): the solve box reads the run with the same shape
+let runShape = {}, runOptions = {};
+let layoutDone = Promise.resolve();
+
+function updateLayout() {
+  layoutDone = planLayout();
+  return layoutDone;
+}
+
+async function planLayout() {
   const r = run();
   const body = {...r, gpus: gpus(), top: 1, seq_len: intOf("seq_len"), global_batch_size: intOf("global_batch_size"),
                 values: layoutValues()};
   const data = await ask("layout", "/api/plan", body);
   if (data === null) return;
+  runShape = data.error ? {} : {seq_len: data.seq_len, global_batch_size: data.global_batch_size};
+  // and the options it chose where the form leaves them open (sequence parallelism, the schedule)
+  runOptions = (!data.error && data.rows && data.rows[0]) ? data.rows[0].options : {};
   if (showError("layout", data)) { $("layout-out").innerHTML = ""; return; }
   const row = data.rows && data.rows[0];
   if (!row) {
@@ -221,9 +234,14 @@ async function updateSolve() {
   if ($("use-run").checked) {
     // the whole run above: its presets and options, and its layout as the layout panel reads it,
     // which the answer reads where the pairs leave it open (symcalc.query.runlayout)
+    await layoutDone;       // the shape the layout panel planned with, when its fields are empty
     Object.assign(body, run());
+    body.options = {...runOptions, ...body.options};
     body.layout = layoutValues();
-    for (const id of ["seq_len", "global_batch_size"]) if ($(id).value.trim()) body.layout[id] = $(id).value.trim();
+    for (const id of ["seq_len", "global_batch_size"]) {
+      if ($(id).value.trim()) body.layout[id] = $(id).value.trim();
+      else if (runShape[id]) body.layout[id] = String(runShape[id]);
+    }
   }
   const data = await ask("solve", "/api/solve", body);
   if (data === null) return;
