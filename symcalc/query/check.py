@@ -258,6 +258,9 @@ def _fits(lib: Library, run: Run, raw: Mapping[str, object], magnitudes: Mapping
     When that memory is not determined, the per-GPU amounts it is written in terms of that are;
     with no workload reached, every per-GPU amount the values determine (the outermost, a total
     with its parts, when it is determined). Empty when no capacity is known."""
+    capacities = {q.fits_in for q in lib.quantities.values() if q.fits_in}
+    if not hardware and not capacities & {lib.quantity(k).name for k in raw}:
+        return [], None         # no capacity known (no GPU named, no gpu_memory given): nothing to fit in
     every = lib.option_values(option_mapping(options))
     workloads = run.workloads
     out: list[Fit] = []
