@@ -311,6 +311,8 @@ def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, mode
         known[tq.name] = result.rounded_base
     out = []
     for w in posed.run.workloads if posed.run else ():
+        if w.capacity not in posed.knowns:
+            continue        # nothing to fit in (no GPU named, no gpu_memory given): no fit to say
         # the answer is the amount itself: its own values, not a second solve (unless a margin
         # was given, which the answer may have gone through: asked again without it)
         own = w.amount == tq.name and w.margin not in known
