@@ -344,3 +344,17 @@ def test_the_fit_of_an_answer_reads_the_runs_layout_as_the_answer_does():
     assert laid.value == given.value == 104
     assert laid.fit[0].startswith("fits: serving_memory_per_gpu = 28.63 GB")
     assert given.fit[0].startswith("fits: serving_memory_per_gpu = 28.63 GB")
+
+
+def test_a_sweep_and_a_comparison_read_a_replicas_rate_as_solve_does(cli):
+    # the same question over tp, and tp 4 against tp 8: each point answered as solve answers it,
+    # 50,000 token/s read as the deployment's rate (before, the sweep failed inside: its grid kept
+    # the name the template answer no longer read), and each says the reading
+    run = ["--model", "llama3-70b", "--hardware", "h100", "batch_size=64", "seq_len=4096 token",
+           "decode_tokens_per_second=50000 token/s"]
+    swept = cli("sweep", "n_gpus", *run, "--vary", "tp=4,8", "--json").json()
+    assert swept["values"] == [96, 104] and swept["feasible"] == [True, True]
+    assert any("read as cluster_decode_tokens_per_second" in w for w in swept["warnings"])
+    pair = cli("compare", "n_gpus", *run, "tp=4", "--vs", "tp=8", "--json").json()
+    assert (pair["a"]["value"], pair["b"]["value"]) == (96, 104)
+    assert pair["readings"]["a"] == pair["readings"]["b"] and "read as cluster_decode" in pair["readings"]["a"][0]

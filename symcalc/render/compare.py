@@ -58,6 +58,11 @@ def comparison_text(cmp: Comparison) -> str:
     for note in cmp.notes:
         lines.append(f"  {note}")
     lines += _fallback_lines(cmp)
+    # a given value read as its counterpart (symcalc.query.rescope), said once with its sides
+    read = [cmp.a.readings, cmp.b.readings]
+    for said in dict.fromkeys([*read[0], *read[1]]):
+        sides = "both sides" if all(said in r for r in read) else "side A only" if said in read[0] else "side B only"
+        lines.append(f"  reading ({sides}): {said}")
     for d in cmp.preset_values:
         lines.append(f"  from presets: {d.shown('a')} (A), {d.shown('b')} (B)")
     if cmp.same:
@@ -101,6 +106,7 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "preset_values": [{"name": d.name, "a": d.a, "b": d.b} for d in cmp.preset_values],
         "notes": list(cmp.notes),
         "warnings": {"a": list(cmp.a.warnings), "b": list(cmp.b.warnings)},
+        "readings": {"a": list(cmp.a.readings), "b": list(cmp.b.readings)},
         "out_of_bounds": {"a": list(cmp.a.violations), "b": list(cmp.b.violations)},
         "findings": {"a": [finding_dict(f) for f in cmp.a.findings], "b": [finding_dict(f) for f in cmp.b.findings]},
     }
