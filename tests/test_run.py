@@ -358,3 +358,16 @@ def test_a_sweep_and_a_comparison_read_a_replicas_rate_as_solve_does(cli):
     pair = cli("compare", "n_gpus", *run, "tp=4", "--vs", "tp=8", "--json").json()
     assert (pair["a"]["value"], pair["b"]["value"]) == (96, 104)
     assert pair["readings"]["a"] == pair["readings"]["b"] and "read as cluster_decode" in pair["readings"]["a"][0]
+
+
+def test_check_reads_every_value_as_given():
+    # a check compares the values as written: 50,000 token/s as decode_tokens_per_second is one
+    # replica's rate, and the replica decodes 3,944 (batch 64 / its step), so it disagrees; the
+    # GPU count is not rechecked by reading the rate as the deployment's (which solve would do)
+    c = check({"tp": 8, "batch_size": 64, "seq_len": "4096 token", "decode_tokens_per_second": "50000 token/s",
+               "n_gpus": 104}, model="llama3-70b", hardware="h100")
+    assert not c.ok and "n_gpus" not in [r.quantity for r in c.relations]
+    rate = next(r for r in c.relations if r.quantity == "decode_tokens_per_second")
+    assert not rate.agrees and rate.computed == pytest.approx(
+        solve("decode_tokens_per_second", {"tp": 8, "batch_size": 64, "seq_len": "4096 token"},
+              model="llama3-70b", hardware="h100").base_value, rel=1e-9)

@@ -123,7 +123,10 @@ def solve(target: str, given: Mapping[str, object] | None = None, /, *,
     warnings (``conflicts="warn"``); ``conflicts=False`` skips the comparison. When the
     disagreement is with a default (tp = 1 where the given values fix tp), a derivation that
     uses the given values instead is taken. ``diagnose=False`` makes an underdetermined
-    question fail at once, without the (slower) search for what would settle it.
+    question fail at once, without the (slower) search for what would settle it. Where the
+    values settle the question only read otherwise (one replica's rate as the deployment's, or
+    a related quantity answered for the target: symcalc.query.rescope), it is answered so and
+    ``result.readings`` says how; not with ``diagnose=False`` (check reads every value as given).
     A whole-number answer rounds the way that keeps the given limits on its route (a budget,
     a deadline, 0 GB of headroom: see :mod:`symcalc.query.limits`), else its quantity's own way;
     ``rounding`` ("up", "down" or "nearest") overrides both.
@@ -198,7 +201,7 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
         try:
             return _without_derivation(lib, tq, posed, presets, to, diagnose, own)
         except UnderdeterminedError as e:
-            if brief:
+            if brief or not diagnose:       # rereading is part of the search for what settles it
                 raise
             again = rescoped(lib, e, typed, tq.name)
             if again is None:       # the one related quantity the values settle (answers_for), or none
