@@ -371,3 +371,17 @@ def test_check_reads_every_value_as_given():
     assert not rate.agrees and rate.computed == pytest.approx(
         solve("decode_tokens_per_second", {"tp": 8, "batch_size": 64, "seq_len": "4096 token"},
               model="llama3-70b", hardware="h100").base_value, rel=1e-9)
+
+
+def test_an_answers_function_rounds_a_gpu_count_as_solve_does():
+    # GPUs for twice the load, through the first answer's function: whole replicas of tp 8 (208,
+    # as solve answers it), not the count rounded up alone (203); and a replica's rate given for
+    # the deployment's is read the same way by the function as by the answer it came from
+    q = {"tp": 8, "batch_size": 64, "seq_len": "4096 token"}
+    r = solve("n_gpus", {**q, "cluster_decode_tokens_per_second": "50000 token/s"}, model="llama3-70b",
+              hardware="h100")
+    twice = solve("n_gpus", {**q, "cluster_decode_tokens_per_second": "100000 token/s"}, model="llama3-70b",
+                  hardware="h100")
+    assert r.function(**q, cluster_decode_tokens_per_second="100000 token/s").magnitude == twice.value == 208
+    read = solve("n_gpus", {**q, "decode_tokens_per_second": "50000 token/s"}, model="llama3-70b", hardware="h100")
+    assert read.function(**q, decode_tokens_per_second="100000 token/s").magnitude == 208

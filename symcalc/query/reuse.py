@@ -23,6 +23,7 @@ import pint
 from symcalc import units
 from symcalc.engine.evaluate import MIN_SIZE, Target, evaluate
 from symcalc.errors import QueryError, SymcalcError
+from symcalc.query.layout_rules import rounds_to_rules
 from symcalc.query.stacks import check_new_values
 from symcalc.query.values import WHOLE_RTOL, read_value
 
@@ -34,14 +35,18 @@ def function(result, values: dict, solve: Callable) -> pint.Quantity:
 
     Raises TypeError when the values are not exactly the ones given to ``result``; anything
     else ``solve`` raises for these values."""
+    values = as_read(result, values)
     _check_names(result, values, "function")
-    if result.quantity.kind != "text":
+    # a whole answer that rounds to the layout rules (GPUs a multiple of tp) is solve's to round,
+    # as solve rounds it: by the given limits and the rules, not by the direction it took here
+    ruled = bool(result.quantity.whole) and rounds_to_rules(result.target, result.derivation)
+    if result.quantity.kind != "text" and not ruled:
         fast = _strict(result, values)
         if fast is not None:
             return units.Q(fast, result.unit) if result.unit else units.Q(fast)
     r = solve(result.target, values, options=result.all_options, to=result.unit or None, library=result.library,
               on_bounds=result.on_bounds,
-              rounding=result.rounding if result.rounding in ("up", "down", "nearest") else None,
+              rounding=result.rounding if result.rounding in ("up", "down", "nearest") and not ruled else None,
               **{k: v for k, v in result.preset_args.items() if v})
     return r.quantity_value
 
@@ -91,6 +96,16 @@ def _strict(result, values: dict):
 def _target(result) -> Target:
     """The answer of ``result`` as the evaluator's target: its unit, rounded as it was."""
     return Target(result.target, result.factor, result.rounding if result.quantity.whole else None)
+
+
+def as_read(result, values: dict) -> dict:
+    """``values`` under the names ``result`` read them by: a value it read as its counterpart
+    (symcalc.query.rescope: one replica's rate as the deployment's) is passed there, so that a
+    function, a grid or a sweep of that answer takes the names the user gave. O(values)."""
+    read = {f.values["given"]: f.quantity for f in result.findings if f.kind == "rescoped" and "given" in f.values}
+    if not read:
+        return values
+    return {read.get(result.library.quantity(k).name, k): v for k, v in values.items()}
 
 
 def _check_names(result, values: dict, what: str) -> None:
@@ -151,6 +166,7 @@ def points(result, values: dict, also: tuple[str, ...] = (), outside: bool = Fal
     TypeError when the values are not the ones given to ``result``; QueryError when they do not
     broadcast or ``also`` names a quantity the derivation does not compute; DimensionError and
     the like for values that cannot be read at all."""
+    values = as_read(result, values)
     _check_names(result, values, "points")
     magnitudes, integral = _read_grid(result, values)
     lib = result.library

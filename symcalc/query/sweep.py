@@ -259,7 +259,7 @@ def _evaluated(lib: Library, tq, fixed: dict, axes: list[Axis], shape: tuple, kw
         r = template
         check_new_values(r, {a.name: a.base.reshape([-1 if j == i else 1 for j in range(len(axes))])
                              for i, a in enumerate(axes)})
-        p = reuse.points(r, _as_read(lib, r, {**fixed, **grid}), also=(tq.name,) if tq.whole else (), outside=True)
+        p = reuse.points(r, {**fixed, **grid}, also=(tq.name,) if tq.whole else (), outside=True)
         vals = np.array(np.broadcast_to(p.value, shape), dtype=float)
         exact = np.array(np.broadcast_to(p.also[tq.name][0], shape), dtype=float) if tq.whole else None
         outside = {name: np.broadcast_to(bad, shape) for name, bad in (p.outside or {}).items()}
@@ -360,13 +360,6 @@ def _workload_fit(lib: Library, tq, r: Result, axes: list[Axis], fixed: dict, va
                                   "value": float(np.min(at.limit)) / q.factor, "unit": q.display_unit}))
             feasible = feasible & ~bad
     return feasible, found
-
-
-def _as_read(lib: Library, r: Result, values: dict) -> dict:
-    """``values`` under the names the template answer read them by: a value it read as its
-    counterpart (symcalc.query.rescope: a replica's rate as the deployment's) goes there."""
-    read = {f.values["given"]: f.quantity for f in r.findings if f.kind == "rescoped" and "given" in f.values}
-    return {read.get(lib.quantity(k).name, k): v for k, v in values.items()} if read else values
 
 
 def _template(target: str, fixed: dict, axes: list[Axis], kw: dict) -> Result | None:
