@@ -377,6 +377,14 @@ def test_per_gpu_token_rate_from_mfu_and_back():
     assert r.to("token/s").magnitude == pytest.approx(192000, rel=1e-9)
 
 
+def test_gpus_for_a_throughput_at_a_measured_rate_per_gpu_round_up_without_a_clash():
+    # 2,000,000 token/s at 3,000 token/s a GPU: 666.67 GPUs, 667 to reach the target; the per-GPU
+    # rate is what each GPU holds, not a second goal pulling the count down (no clash said)
+    r = symcalc.solve("n_gpus", tokens_per_second="2e6 token/s", tokens_per_second_per_gpu="3000 token/s")
+    assert r.value == 667 and r.rounding_reason["limit"] == "tokens_per_second"
+    assert not any("pull" in w for w in r.warnings)
+
+
 def test_roofline_rate_never_runs_backwards_into_a_step_time():
     # seed 004's roofline estimates a GPU's rate with utilization's default 0.75; it answers the
     # per-GPU rate where nothing better is known, but must not become a route to the MFU (and
