@@ -4,7 +4,7 @@ replica's decode rate (issue: every question in every direction, serving include
 import pytest
 
 from symcalc import solve
-from symcalc.errors import DomainError, NoFitError, UnderdeterminedError
+from symcalc.errors import DomainError, NoFitError, OutOfBoundsError, UnderdeterminedError
 
 
 def test_a_requests_latency_is_its_prefill_and_its_decode_steps_at_the_mean_context():
@@ -151,3 +151,13 @@ def test_the_largest_batch_that_keeps_each_users_speed():
     step = solve("decode_step_time", {**run, "batch_size": 64}, **presets).base_value
     speed = solve("interactivity", {**run, "batch_size": 64}, **presets)
     assert speed.target == "tokens_per_second_per_user" and speed.base_value == pytest.approx(1 / step, rel=1e-12)
+    # a speed no batch reaches: even one sequence gets only 1 / its step (Llama 3 8B on an H100
+    # at batch 1: 7.95 ms, 125.8 token/s), said as such rather than as a batch of -115.8
+    alone = solve("tokens_per_second_per_user", {"batch_size": 1, "seq_len": "1000 token"}, model="llama3-8b",
+                  hardware="h100")
+    with pytest.raises(OutOfBoundsError) as e:
+        solve("batch_size", {"seq_len": "1000 token", "tokens_per_second_per_user": "100000 token/s"},
+              model="llama3-8b", hardware="h100")
+    assert str(e.value) == (f"no value of batch_size in [1, inf) meets the given limits: at batch_size = 1, "
+                            f"tokens_per_second_per_user = {alone.value:.4g} token/s, below the given 100000 token/s: "
+                            f"no batch_size reaches it")

@@ -36,6 +36,7 @@ from symcalc.compiled import ceil_tol, floor_tol
 from symcalc.engine.rounding import round_whole
 from symcalc.errors import SymcalcError
 from symcalc.findings import Finding
+from symcalc.units.format import with_unit
 
 NUDGE = 1e-6      # relative change of a limit used to see which way the answer moves
 
@@ -175,3 +176,28 @@ def _limit_at(lib, tq, limit: str, value: float, knowns: dict, opts: dict, ask: 
     except SymcalcError:
         return None
     return float(r.base_value)
+
+
+def unreachable_limit(lib, derivation, ev, knowns: dict, defaults_used: dict, exact, opts: dict,
+                      ask: Callable) -> str | None:
+    """Why a whole-number answer below its least value (a batch of -115.8) cannot be had: the
+    given limit on its route (:func:`limit_rounding`), at that least value, already misses its
+    given figure: "at batch_size = 1, tokens_per_second_per_user = 125.8 token/s, below the
+    given 100000 token/s". None for an array, an answer inside its bounds, or no such limit."""
+    tq = lib.quantities[derivation.target]
+    lo = tq.domain.lo
+    if not tq.whole or np.ndim(exact) != 0 or not np.isfinite(lo) or not exact < lo:
+        return None
+    env = {k: v.magnitude for k, v in knowns.items()}
+    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
+    limit = limit_rounding(lib, derivation, env, exact).limit
+    if limit is None or limit not in knowns:
+        return None
+    there = _limit_at(lib, tq, limit, lo, knowns, opts, ask)
+    if there is None:
+        return None
+    q = lib.quantities[limit]
+    side = "below" if q.given_is == "at_least" else "above"
+    return (f"at {tq.name} = {with_unit(lo / tq.factor, tq.display_unit)}, {limit} = "
+            f"{with_unit(there / q.factor, q.display_unit)}, {side} the given "
+            f"{with_unit(float(knowns[limit].magnitude) / q.factor, q.display_unit)}: no {tq.name} reaches it")

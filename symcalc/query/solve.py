@@ -34,7 +34,7 @@ from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import (above_limits, answer_findings, check_displayable, not_used_finding,
                                     reported_findings)
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, rounds_to_rules
-from symcalc.query.limits import round_to_limits
+from symcalc.query.limits import round_to_limits, unreachable_limit
 from symcalc.query.rescope import answered_instead, refusal, rescoped
 from symcalc.query.runlayout import solve_in_layout
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
@@ -243,7 +243,10 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
         findings.append(reason["clash"])
     violations = [f for f in findings if f.violation]
     if violations and on_bounds == "raise":
-        raise OutOfBoundsError(sentences(violations[:1])[0]
+        # a target below its least value because a given limit cannot be met: said with the limit
+        why = unreachable_limit(lib, derivation, ev, knowns, defaults_used, exact, posed.options, _solve_again)
+        raise OutOfBoundsError(f"no value of {tq.name} in {tq.domain} meets the given limits: {why}" if why else
+                               sentences(violations[:1])[0]
                                + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
     result = _record(lib, tq, posed, derivation, defaults_used, ev, explicit_options, unit, factor, rounded, how,
                      reason, findings, violations, disagree.found, on_bounds, presets, hardware, model)
