@@ -132,9 +132,7 @@ def round_to_limits(lib, derivation, ev, knowns: dict, defaults_used: dict, exac
     limit that decided: "16 would give memory_headroom = -1.29 GB".
     """
     tq = lib.quantities[derivation.target]
-    env = {k: v.magnitude for k, v in knowns.items()}
-    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
-    decided = limit_rounding(lib, derivation, env, exact)
+    decided = limit_rounding(lib, derivation, _env(knowns, defaults_used), exact)
     rounded = round_with(exact, decided, lambda x: round_whole(x, tq.whole))
     direction = decided.direction
     reason: dict = {}
@@ -156,6 +154,13 @@ def round_to_limits(lib, derivation, ev, knowns: dict, defaults_used: dict, exac
             reason.update(value_there=there / q.factor, given=float(knowns[decided.limit].magnitude) / q.factor,
                           unit=q.display_unit, given_is=q.given_is)
     return rounded, direction, reason
+
+
+def _env(knowns: dict, defaults_used: dict) -> dict:
+    """The values a route reads (base magnitudes): the known ones and the defaults it took."""
+    env = {k: v.magnitude for k, v in knowns.items()}
+    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
+    return env
 
 
 def _is_whole(x) -> bool:
@@ -188,9 +193,7 @@ def unreachable_limit(lib, derivation, ev, knowns: dict, defaults_used: dict, ex
     lo = tq.domain.lo
     if not tq.whole or np.ndim(exact) != 0 or not np.isfinite(lo) or not exact < lo:
         return None
-    env = {k: v.magnitude for k, v in knowns.items()}
-    env.update({k: d["magnitude"] for k, d in defaults_used.items() if "magnitude" in d})
-    limit = limit_rounding(lib, derivation, env, exact).limit
+    limit = limit_rounding(lib, derivation, _env(knowns, defaults_used), exact).limit
     if limit is None or limit not in knowns:
         return None
     there = _limit_at(lib, tq, limit, lo, knowns, opts, ask)

@@ -39,8 +39,8 @@ def with_fitting_options(error: NoFitError, lib: Library, target: str, given: Ma
                 r = ask(target, dict(given), options={**chosen, name: value}, library=lib, on_bounds="flag", **presets)
             except SymcalcError:
                 continue
-            if isinstance(r.value, str) or not r.value >= (1 if r.quantity.whole else 0) or r.fit and "DOES NOT" in r.fit[0]:
-                continue        # rounds to no micro-batch at all, or answers but does not fit
+            if not _answers_and_fits(r):
+                continue
             found.append(f"--option {name}={value} ({target} = {with_unit(r.value, r.unit)})")
             break       # the first value of an option that fits is the one to name
     searched = len(found)
@@ -59,8 +59,7 @@ def _wider_tp(lib: Library, target: str, given: Mapping[str, object], chosen: di
     the weights, whose share is often what does not fit: a 70B replica at tp 1): the first that
     answers and fits, as ``tp=2 (n_gpus = 16)``; [] when tp is not given or none does. At
     most three solves."""
-    key = next((k for k in given if lib.quantities.get(lib.quantity(k).name) is not None
-                and lib.quantity(k).name == "tp"), None)
+    key = next((k for k in given if lib.quantity(k).name == "tp"), None)
     try:
         tp = int(float(str(given[key]))) if key is not None else 0
     except ValueError:
@@ -70,7 +69,15 @@ def _wider_tp(lib: Library, target: str, given: Mapping[str, object], chosen: di
             r = ask(target, {**given, key: wider}, options=chosen, library=lib, on_bounds="flag", **presets)
         except SymcalcError:
             continue
-        if isinstance(r.value, str) or not r.value >= (1 if r.quantity.whole else 0) or r.fit and "DOES NOT" in r.fit[0]:
+        if not _answers_and_fits(r):
             continue
         return [f"tp={wider} ({target} = {with_unit(r.value, r.unit)})"]
     return []
+
+
+def _answers_and_fits(r) -> bool:
+    """Whether a trial answer is one to name: a number, at least one of a whole quantity (not a
+    micro-batch of 0), and its run fits (its fit finding, where it has one)."""
+    if isinstance(r.value, str) or not r.value >= (1 if r.quantity.whole else 0):
+        return False
+    return all(f.values.get("fits", True) for f in r.findings if f.kind == "fit")

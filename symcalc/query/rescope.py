@@ -59,19 +59,14 @@ def rescopings(lib: Library, target: str, known: Iterable[str], candidates: Iter
     return out
 
 
-def settled_related(lib: Library, target: str, known: Iterable[str], given: Iterable[str],
-                    reads: Callable[[str, frozenset], Iterable[str]]) -> list[str]:
+def related_reads(lib: Library, target: str, known: Iterable[str], given: Iterable[str],
+                  reads: Callable[[str, frozenset], Iterable[str]]) -> dict[str, frozenset]:
     """The quantities people ask by ``target``'s name (a quantity's ``answers_for``: the most
     parameters a decode rate allows, for n_params) that the ``known`` names settle through a
     route that reads one of the ``given`` (the user's own values, not only presets and
     defaults); ``reads(name, names)`` is what the route to ``name`` reads (a routing without
-    diagnosis; an error when there is none). One routing per related quantity."""
-    return list(related_reads(lib, target, known, given, reads))
-
-
-def related_reads(lib: Library, target: str, known: Iterable[str], given: Iterable[str],
-                  reads: Callable[[str, frozenset], Iterable[str]]) -> dict[str, frozenset]:
-    """:func:`settled_related`'s quantities, each with the ``given`` values its route reads."""
+    diagnosis; an error when there is none), each with the ``given`` values its route reads. One
+    routing per related quantity."""
     names, mine = frozenset(known), set(given)
     out = {}
     for name, spec in sorted(lib.quantities.items()):
