@@ -124,6 +124,15 @@ class Library:
             found = self.__dict__["_requiring"] = tuple(n for n, opt in self.options.items() if opt.only_requires)
         return found
 
+    @property
+    def fractions(self) -> tuple[str, ...]:
+        """Quantities that are a measured figure over its datasheet figure (QuantitySpec.ratio_of),
+        found once: read on every question that names a preset."""
+        found = self.__dict__.get("_fractions")
+        if found is None:
+            found = self.__dict__["_fractions"] = tuple(n for n, q in self.quantities.items() if q.ratio_of)
+        return found
+
     def compute_dtype(self, options: Mapping[str, str]) -> str | None:
         """The dtype the options say the math runs in (picks a hardware preset's dense peak)."""
         for name, opt in self.options.items():

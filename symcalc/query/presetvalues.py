@@ -87,10 +87,11 @@ def _fractions(lib: Library, preset: Preset, figures: Mapping[str, tuple[str, st
     """The fractions (``ratio_of``: a measured figure over its datasheet figure) of the preset's
     figures that yielded to a given datasheet value and to nothing else: the H100's measured
     decode rate, 1.905 of 3.35 TB/s, is 0.5686 of whatever hbm_bandwidth is given, and a formula
-    of the library scales it there (so a sweep of hbm_bandwidth moves it too). O(quantities)."""
+    of the library scales it there (so a sweep of hbm_bandwidth moves it too). O(fractions)."""
     out = {}
-    for name, q in lib.quantities.items():
-        if not q.ratio_of or name in given or name in known:
+    for name in lib.fractions:
+        q = lib.quantities[name]
+        if name in given or name in known:
             continue
         figure, base = q.ratio_of
         mine = given.get(base)
@@ -116,7 +117,7 @@ def yielded(lib: Library, presets: list[Preset], opts: Mapping[str, str], given:
             q = lib.quantities.get(name)
             mine = [n for n in (q.yields_to if q else ()) if n in given and not given[n].origin]
             if mine and name in used and name not in given:
-                share = [f for f, fq in lib.quantities.items() if fq.ratio_of == (name, mine[0]) and f in given]
+                share = [f for f in lib.fractions if lib.quantities[f].ratio_of == (name, mine[0]) and f in given]
                 how = f"is taken as its fraction of the preset's {mine[0]} ({given[share[0]].text}) of the given " \
                       if share else "is not used; the given "
                 out.append(f"{name}: {preset.label}'s {text} {how}{mine[0]} = {given[mine[0]].text}"
