@@ -186,10 +186,10 @@ def translate(source: str, row: dict) -> MemoryRun:
         o["allocator_segments"] = "expandable"
     # recompute
     rec = row.get("recompute", "").lower()
-    if rec.startswith("selective modules"):       # Megatron-Core's recompute_modules, output-discarding
-        named = [m for m in ("layernorm", "mla_up_proj", "moe_act") if m in rec]
+    if rec.startswith("selective modules"):       # Megatron-Core's recompute_modules, as listed
+        listed = rec.removeprefix("selective modules").split("(")[0].replace("core_attn", "attention_core")
         o["recompute"] = "selective"
-        o["selective_recompute"] = "output_discarding" if len(named) == 3 else "_".join(named)
+        o["selective_recompute"] = "+".join(m.strip() for m in listed.split(",") if m.strip())
     elif rec.startswith("selective op"):
         o["recompute"], o["selective_recompute"] = "selective", "non_matmul"
     elif rec.startswith("selective"):

@@ -163,7 +163,7 @@ def formulas_page(lib: Any) -> str:
             facts = [f"Solvable for: {', '.join(f'`{q}`' for q in solvable)}." if solvable else ""]
             if f.when:
                 facts.append("Applies when " + ", ".join(f"`{k}` = {cell(' or '.join(map(str, v)))}"
-                                                         for k, v in f.when.items()) + ".")
+                                                         for k, v in lib.said_values(f.when).items()) + ".")
             facts.append(f"Source: {cell(f.source)}.")
             if f.notes:
                 facts.append(f"Notes: {cell(f.notes)}")
@@ -171,14 +171,14 @@ def formulas_page(lib: Any) -> str:
     return "\n".join(out) + "\n"
 
 
-def _option_value(o: Any, value: str, text: str) -> str:
+def _option_value(o: Any, value: str, text: str, lib: Any) -> str:
     parts = [f"- `{value}`{' (default)' if str(o.default) == value else ''}: {cell(text)}"]
     if o.sets.get(value):
         parts.append("Sets " + ", ".join(f"`{k}` = {cell(v)}" for k, v in o.sets[value].items()) + ".")
     if o.option_defaults.get(value):
         parts.append("Options it sets: " + ", ".join(f"`{k}={v}`" for k, v in o.option_defaults[value].items()) + ".")
     if o.supports.get(value):
-        parts.append("Runs with: " + "; ".join(f"`{k}` {', '.join(v)}" for k, v in o.supports[value].items()) + ".")
+        parts.append("Runs with: " + "; ".join(f"`{k}` {', '.join(v)}" for k, v in lib.said_values(o.supports[value]).items()) + ".")
     for r in o.requires.get(value, ()):
         parts.append(f"Requires {code(r.condition.text)} ({cell(r.why)}).")
     if o.sources.get(value):
@@ -198,7 +198,7 @@ def options_page(lib: Any, *, stacks: bool) -> str:
            intro, ""]
     for o in chosen:
         out += [f"## `{o.name}` {{#{o.name}}}", "", cell(o.description) + f" Default: `{o.default}`.", ""]
-        out += [_option_value(o, v, t) for v, t in o.values.items()]
+        out += [_option_value(o, v, t, lib) for v, t in o.declared.items()]
         out.append("")
     return "\n".join(out) + "\n"
 

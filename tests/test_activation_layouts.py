@@ -125,12 +125,24 @@ def test_output_discarding_frees_norm_outputs_up_projections_and_expert_activati
     ("moe_act", 58 * 8 * 2048 / 61),                                  # the experts' activation outputs
     ("mla_up_proj", 24576 + 24576 + 16384 - 2112),                     # Q, K, V less the latents
     ("layernorm", 2 * 7168),                                          # the two norms' outputs
-    ("layernorm_moe_act", 2 * 7168 + 58 * 8 * 2048 / 61),
+    ("layernorm+moe_act", 2 * 7168 + 58 * 8 * 2048 / 61),
+    ("moe_act, layernorm", 2 * 7168 + 58 * 8 * 2048 / 61),           # as Megatron lists them: one value
+    ("core_attn", 0),                                                 # a flash kernel keeps no scores
+    # the 3 dense layers' whole MLP (3 x 18,432 a token: gate, up and their product)
+    ("mlp", 3 * 3 * 18432 / 61),
+    # the shared expert's MLP (3 x 2,048) in the 58 MoE layers
+    ("shared_experts", 58 * 3 * 2048 / 61),
+    # the whole MoE FFN of 58 layers: 8 routed copies and their 3 x 2,048 each, the shared expert;
+    # moe_act's piece is inside it, not freed twice
+    ("moe+moe_act", 58 * 112640 / 61),
+    ("moe+shared_experts", 58 * 112640 / 61),
 ])
 def test_each_recompute_module_frees_its_own_piece(modules, freed):
-    # Megatron-Core's recompute_modules named apart (Megatron-Bridge recipes use ["moe_act"] and
-    # ["layernorm", "moe_act"]): each frees its piece of output_discarding's total (the test
-    # above), at 2 bytes an element, 4096 tokens, DeepSeek-V3 at tp 1
+    # Megatron-Core's recompute_modules named apart (Megatron-Bridge recipes use ["moe_act"],
+    # ["layernorm", "moe_act"] and ["mla_up_proj", "mlp"]): each output-discarding piece frees its
+    # part of output_discarding's total (the test above), each checkpointed module (mlp, moe,
+    # shared_experts) its inner tensors, its input kept; at 2 bytes an element, 4096 tokens,
+    # DeepSeek-V3 at tp 1
     base = run("activation_memory_per_layer", DSV3, {"zero_stage": "1", "recompute": "none"}, "deepseek-v3", "h800")
     r = run("activation_memory_per_layer", DSV3,
             {"zero_stage": "1", "recompute": "selective", "selective_recompute": modules}, "deepseek-v3", "h800")
@@ -157,6 +169,29 @@ def test_output_discarding_reruns_the_memory_bound_work():
     assert od.values["elementwise_passes"] == 3.5 and none.values["elementwise_passes"] == 2.5
     assert od.values["score_passes"] == none.values["score_passes"]
     assert od.value > none.value
+
+
+def test_a_checkpointed_mlp_reruns_its_gemms_and_core_attn_its_attention():
+    # Llama 3 8B, tp 1: the MLP holds 3 x 4096 x 14336 of the layer's 218.1 M parameters (attention
+    # 2 x 4096 x 128 x (32 + 8) = 41.9 M, two norms 8,192): its forward runs again, linear passes
+    # 3 + 176.2 / 218.1 (Megatron-Bridge: "mlp ... replays the complete dense MLP"); core_attn
+    # reruns the attention core's forward (score passes 3.5 + 1 under a flash kernel)
+    given = dict(tp=1, pp=1, dp=8, micro_batch_size=1, seq_len="4096 token", global_batch_size=64)
+    opts = {"recompute": "selective", "stack": "megatron-core"}
+    mlp = run("step_time", given, {**opts, "selective_recompute": "mlp"}, "llama3-8b")
+    both = run("step_time", given, {**opts, "selective_recompute": "mlp+core_attn"}, "llama3-8b")
+    ffn, attn = 3 * 4096 * 14336, 2 * 4096 * 128 * (32 + 8)
+    assert mlp.values["linear_passes"] == pytest.approx(3 + ffn / (ffn + attn + 2 * 4096), rel=1e-9)
+    assert (mlp.values["score_passes"], both.values["score_passes"]) == (3.5, 4.5)
+    assert both.values["linear_passes"] == mlp.values["linear_passes"]
+
+
+def test_a_recompute_module_the_stack_lacks_names_both():
+    # torchtitan's selective checkpointing is per operation: Megatron-Core's modules are not its
+    given = dict(tp=1, pp=1, dp=8, micro_batch_size=1, seq_len="4096 token")
+    with pytest.raises(symcalc.SymcalcError, match=r"(?s)selective_recompute.*mlp.*torchtitan|torchtitan.*mlp"):
+        run("activation_memory_per_layer", given,
+            {"recompute": "selective", "stack": "torchtitan", "selective_recompute": "mlp"}, "llama3-8b")
 
 
 def test_fp8_keeps_gemm_only_inputs_in_one_byte_under_transformer_engine_not_torchao():

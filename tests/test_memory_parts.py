@@ -208,14 +208,14 @@ FINETUNE_OPTIONS = ("optimizer_step", "offload", "activation_offload", "finetune
 
 
 def test_every_published_peak_is_answered_and_the_mean_error_holds(measured):
-    """All 41 expressible full-training rows of calibration/memory/ are answered; mean |error|
-    4.6 % when recorded (November 2026, calibration/memory/README.md); the guard is 6 %. The
+    """All 43 expressible full-training rows of calibration/memory/ are answered; mean |error|
+    4.9 % when recorded (November 2026, calibration/memory/README.md); the guard is 6 %. The
     fine-tuning rows (CPU offload, the step in the backward, LoRA) are judged in
     tests/test_finetune_memory.py."""
     runs, predicted, failures = measured
     scored = [(r, p) for r, p in zip(runs, predicted)
               if not r.why_not and not any(k in r.options for k in FINETUNE_OPTIONS)]
-    assert not failures and len(scored) == 41
+    assert not failures and len(scored) == 43
     errors = [abs(p / r.measured - 1) for r, p in scored]
     assert sum(errors) / len(errors) < 0.06
 
@@ -235,13 +235,13 @@ def test_a_moe_peak_with_experts_whole_on_each_tensor_parallel_rank(measured):
     # Megatron-Bridge's Moonlight-16B-A3B study (8 H100s, tp 2, ep 8, etp 1): 36.618 "GB"
     # allocated without recompute, scored once after the general mechanisms it needed were added
     # (MLA without a query latent; experts split over ep x etp; recompute_modules one by one):
-    # -10.0 %, and its three module rows -10.4 to -11.8 % (recorded November 2026; the guard is
+    # -10.0 %, and its five module rows -10.0 to -11.8 % (recorded November 2026; the guard is
     # 12.5 %: the study's own unit and rank are not stated). At etp 1 a GPU holds 8 of the 64
     # routed experts of each of the 26 MoE layers whole, 26 x 8 x 3 x 2048 x 1408 = 1.80e9
     # parameters, twice what splitting them over tp = 2 as well would give
     runs, predicted, _ = measured
     rows = [(r, p) for r, p in zip(runs, predicted) if r.id.startswith("mb2608_moonlight16b_tp2_ep8_h100")]
-    assert len(rows) == 4 and all(abs(p / r.measured - 1) < 0.125 for r, p in rows)
+    assert len(rows) == 6 and all(abs(p / r.measured - 1) < 0.125 for r, p in rows)
     (r, p), = [(r, p) for r, p in rows if r.id == "mb2608_moonlight16b_tp2_ep8_h100"]
     given = {**r.given, "etp": 1}
     experts = symcalc.solve("expert_params_per_gpu", given, options=r.options).base_value

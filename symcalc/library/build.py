@@ -21,7 +21,7 @@ from pathlib import Path
 from symcalc.errors import LibraryError
 from symcalc.library.build_fields import _check_texts, _require_table
 from symcalc.library.build_formulas import _display_forms, _load_algorithm, _load_formula
-from symcalc.library.build_options import _check_option_links, _load_option
+from symcalc.library.build_options import _admit_combinations, _check_option_links, _load_option
 from symcalc.library.build_quantities import _check_aliases, _check_capacities, _load_quantity
 from symcalc.library.records import FormulaSpec, OptionSpec, QuantitySpec
 from symcalc.library.registry import Library
@@ -63,6 +63,7 @@ def build(files: list[Path]) -> Library:
             if name in options:
                 raise LibraryError(f"{path.name}: option '{name}' is already declared in {options[name].file}")
             options[name] = _load_option(name, table, path.name, quantities)
+    _admit_combinations(options)
     _check_option_links(options)
     formulas: dict[str, FormulaSpec] = {}
     symbols = {q.symbol: q for q in quantities.values()}

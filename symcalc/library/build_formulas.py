@@ -46,7 +46,7 @@ def _load_when(table: dict, where: str, options: dict[str, OptionSpec]) -> dict[
         for v in vals:
             if v not in options[key].values:
                 raise LibraryError(f"{where}: option {key} has no value '{v}' (values: {list(options[key].values)})")
-        when[key] = vals
+        when[key] = options[key].admitted(vals)
     return when
 
 

@@ -5,6 +5,7 @@ a value requires (``requires``), and the check of those links once every option 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 
@@ -27,7 +28,7 @@ from symcalc.units.dims import DimensionMismatch, dimension_of
 
 OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 OPTION_KEYS = {"description", "default", "values", "implied_by", "main_input", "searched", "fallback", "only_with",
-               "offered"}
+               "offered", "combinable", "aliases"}
 FALLBACK_KEYS = {"value", "summary", "reason"}
 OPTION_VALUE_KEYS = {"description", "sets", "source", "compute_dtype", "hardware_dtype", "options", "supports",
                      "requires"}
@@ -82,6 +83,13 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
                                    f"{did_you_mean(qname, quantities)}")
             _check_value_dimension(str(text), quantities[qname].dim, f"{vwhere}: {qname}")
             sets[value][qname] = str(text)
+    aliases = {str(k): str(v) for k, v in _require_table(table.get("aliases", {}), f"{where}: aliases").items()}
+    for alias, value in aliases.items():
+        if value not in values or alias in values:
+            raise LibraryError(f"{where}: alias '{alias}' names '{value}', not one of its values, or is a value itself")
+    pieces = _combine(table.get("combinable", []), values, sets, sources, where)
+    if any(option_defaults.get(p) or supports.get(p) or requires.get(p) for p in pieces):
+        raise LibraryError(f"{where}: a combinable value sets or restricts no other option")
     default = str(table.get("default", ""))
     if default not in values:
         raise LibraryError(f"{where}: default '{default}' is not one of its values {list(values)}")
@@ -98,7 +106,51 @@ def _load_option(name: str, table, file: str, quantities: dict[str, QuantitySpec
                       implied_by=_implications(table.get("implied_by", []), values, where, quantities),
                       main_input=main_input, main_input_by_defaults=by_defaults, searched=searched, option_defaults=option_defaults, supports=supports,
                       requires=requires, fallback=_fallback(table.get("fallback"), values, default, where),
-                      only_with=_only_with(table.get("only_with", {}), where), offered=offered)
+                      only_with=_only_with(table.get("only_with", {}), where), offered=offered, pieces=pieces,
+                      aliases=aliases)
+
+
+def _combine(pieces, values: dict[str, str], sets: dict[str, dict[str, str]], sources: dict[str, str],
+             where: str) -> tuple[str, ...]:
+    """``combinable = ["layernorm", "moe_act", ...]``: values that are pieces of a set, as
+    Megatron-Core's ``recompute_modules`` lists several modules. Every set of two or more becomes a
+    value named by its pieces in the declared order joined by "+", setting what its pieces set (a
+    flag set to 1 by any piece is 1: the largest number wins). Fills ``values``, ``sets`` and
+    ``sources`` in place; returns the pieces. O(2^pieces), so a dozen at most."""
+    if not (isinstance(pieces, list) and all(isinstance(p, str) for p in pieces)) or len(pieces) > 12:
+        raise LibraryError(f"{where}: combinable is a list of at most 12 of its values")
+    for p in pieces:
+        if p not in values or "+" in p:
+            raise LibraryError(f"{where}: combinable names '{p}', not one of its values {list(values)}")
+    for r in range(2, len(pieces) + 1):
+        for group in itertools.combinations(pieces, r):
+            name = "+".join(group)
+            merged: dict[str, str] = {}
+            for p in group:
+                for qname, text in sets.get(p, {}).items():
+                    try:
+                        merged[qname] = text if qname not in merged or float(text) > float(merged[qname]) else merged[qname]
+                    except ValueError:
+                        raise LibraryError(f"{where}: combinable value '{p}' sets {qname} = {text}, "
+                                           "not a number the combination can take the largest of") from None
+            values[name] = "together: " + "; ".join(values[p] for p in group)
+            sets[name] = merged
+            sources[name] = "; ".join(dict.fromkeys(sources[p] for p in group if sources.get(p)))
+    return tuple(pieces)
+
+
+def _admit_combinations(options: dict[str, OptionSpec]) -> None:
+    """Every list of an option's values that other options' values give (``supports``,
+    ``requires with``, ``only_with``) also admits the combinations of the pieces it names: a
+    stack that runs layernorm and moe_act runs them together. In place; called once every option
+    is read."""
+    def admit(links: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        return {name: options[name].admitted(vals) if name in options else vals for name, vals in links.items()}
+    for opt in options.values():
+        opt.supports = {value: admit(links) for value, links in opt.supports.items()}
+        opt.only_with = admit(opt.only_with)
+        opt.requires = {value: tuple(Requirement(r.condition, r.why, admit(r.under)) for r in reqs)
+                        for value, reqs in opt.requires.items()}
 
 
 def _only_with(table, where: str) -> dict[str, tuple[str, ...]]:

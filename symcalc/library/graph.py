@@ -52,7 +52,7 @@ def _build(library, options: tuple[tuple[str, str], ...]) -> nx.DiGraph:
     g = nx.DiGraph()
     for spec in library.active_formulas(dict(options)):
         g.add_node(f(spec.id), kind="formula", name=spec.id, title=spec.title, equation=spec.equation,
-                   when={k: list(v) for k, v in spec.when.items()}, default_rule=spec.default_rule)
+                   when={k: list(v) for k, v in library.said_values(spec.when).items()}, default_rule=spec.default_rule)
         for name in spec.quantities:
             if name not in g:
                 _add_quantity(g, library, name)

@@ -189,6 +189,42 @@ class OptionSpec:
     # a refusal offers its other values that would answer: it only picks what a formula reads (the
     # group a generic collective runs over), so naming it is the whole fix
     offered: bool = False
+    # values that combine (``combinable`` in the data: Megatron-Core's recompute_modules): every
+    # set of two or more is a value of its own, named by its pieces in this order joined by "+"
+    pieces: tuple[str, ...] = ()
+    # other names of its values (``aliases`` in the data): Megatron-Core's core_attn is attention_core
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def declared(self) -> dict[str, str]:
+        """The values as the data declares them, without the combinations of its pieces (what a
+        listing shows: the combinations are said as "several of ... joined by +")."""
+        return {v: t for v, t in self.values.items() if v in self.pieces or "+" not in v}
+
+    def listed(self, allowed: Sequence[str]) -> tuple[str, ...]:
+        """``allowed`` as said to a reader: the declared values, and the combinations of its pieces
+        it admits said once ("their combinations joined by +"), not one by one."""
+        shown = tuple(v for v in allowed if v in self.declared)
+        return shown + (("their combinations joined by +",) if len(shown) < len(allowed) else ())
+
+    def admitted(self, allowed: Sequence[str]) -> tuple[str, ...]:
+        """``allowed`` with every combination all of whose pieces it names: a formula for
+        "layernorm or moe_act" holds for "layernorm+moe_act" too. O(values)."""
+        named = set(allowed)
+        extra = [v for v in self.values if v not in named and "+" in v and set(v.split("+")) <= named]
+        return (*allowed, *extra)
+
+    def canonical(self, text: str) -> str:
+        """A value as given, with a combination's pieces put in the declared order and repeats
+        dropped: "moe_act, layernorm", "[moe_act, layernorm]" and "layernorm+moe_act" are one value.
+        A text that is not a combination of pieces comes back as given (checked by the caller)."""
+        parts = [self.aliases.get(p, p) for p in re.split(r"[+,\s\[\]'\"]+", text) if p]
+        if len(parts) == 1 and parts[0] in self.values:
+            return parts[0]
+        if not parts or not self.pieces or not set(parts) <= set(self.pieces):
+            return text
+        chosen = [p for p in self.pieces if p in parts]
+        return "+".join(chosen) if len(chosen) > 1 else chosen[0]
 
     @property
     def sets_options(self) -> bool:

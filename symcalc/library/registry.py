@@ -8,7 +8,7 @@ read from the on-disk cache answers lookups at once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from symcalc.errors import (
@@ -96,12 +96,13 @@ class Library:
                 raise UnknownOptionError(
                     f"unknown option '{key}'.{did_you_mean(key, self.options)} "
                     f"Options: {', '.join(sorted(self.options))}", closest_names(key, self.options))
-            value = _option_text(raw)
             opt = self.options[key]
+            value = opt.canonical(_option_text(raw))
             if value not in opt.values:
+                several = f", or several of {', '.join(opt.pieces)} joined by +" if opt.pieces else ""
                 raise BadOptionValueError(
-                    f"option {key}={value} is not allowed.{did_you_mean(value, opt.values)} "
-                    f"Choose one of: {', '.join(opt.values)}")
+                    f"option {key}={value} is not allowed.{did_you_mean(value, opt.declared)} "
+                    f"Choose one of: {', '.join(opt.declared)}{several}")
             values[key] = value
         return values
 
@@ -132,6 +133,11 @@ class Library:
         if found is None:
             found = self.__dict__["_fractions"] = tuple(n for n, q in self.quantities.items() if q.ratio_of)
         return found
+
+    def said_values(self, links: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+        """Lists of option values (a formula's ``when``, a stack's ``supports``) as a reader is
+        told them: the combinations of an option's pieces said once, not one by one."""
+        return {k: self.options[k].listed(tuple(v)) if k in self.options else tuple(v) for k, v in links.items()}
 
     def compute_dtype(self, options: Mapping[str, str]) -> str | None:
         """The dtype the options say the math runs in (picks a hardware preset's dense peak)."""

@@ -104,7 +104,7 @@ def unsupported(library, option: str, value: str, setting: str, setting_value: s
     flag = "--stack " if setting == "stack" else f"--option {setting}="
     runs = f"; {' or '.join(flag + v for v in others)} {'runs' if len(others) == 1 else 'run'} it" if others else ""
     return BadOptionValueError(f"option {option}={value} is not supported by {setting}={setting_value} "
-                               f"(it runs: {', '.join(allowed)}){runs}")
+                               f"(it runs: {', '.join(library.options[option].listed(tuple(allowed)))}){runs}")
 
 
 def check_requires(library, options: Mapping[str, str], in_force: Iterable[str], knowns: Mapping[str, GivenValue],

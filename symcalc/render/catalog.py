@@ -45,7 +45,7 @@ def catalog(lib: Library, kind: str | None = None, term: str | None = None) -> d
     if kind in (None, "formulas"):
         out["formulas"] = [
             {"id": f.id, "equation": f.equation, "title": f.title, "source": f.source,
-             "when": {k: list(v) for k, v in f.when.items()}, "file": f.file, "kind": formula_kind(f)}
+             "when": {k: list(v) for k, v in lib.said_values(f.when).items()}, "file": f.file, "kind": formula_kind(f)}
             for f in sorted(lib.formulas.values(), key=lambda f: (f.file, f.id))
             if _match(term, f.id, f.title, f.equation, f.notes, f.source)]
     if kind in (None, "options"):
@@ -101,14 +101,14 @@ def describe(lib: Library, name: str) -> dict[str, Any]:
                     if g.id != f.id and g.lhs == f.lhs and (g.when or f.when)]
         return {"kind": "formula", "id": f.id, "title": f.title, "equation": f.equation, "formula_kind": formula_kind(f),
                 "latex": f.latex,
-                "source": f.source, "notes": f.notes, "when": {k: list(v) for k, v in f.when.items()},
+                "source": f.source, "notes": f.notes, "when": {k: list(v) for k, v in lib.said_values(f.when).items()},
                 "default_rule": f.default_rule, "quantities": list(f.quantities),
                 "solvable_for": {k: v for k, v in f.solvability.items()}, "variants": variants,
                 "file": f.file}
     if name in lib.options:
         o = lib.options[name]
         info = {"kind": "option", "name": o.name, "description": o.description, "default": o.default,
-                "values": {v: _option_value(o, v, d) for v, d in o.values.items()},
+                "values": {v: _option_value(o, v, d, lib) for v, d in o.declared.items()},
                 "formulas": [f.id for f in lib.formulas.values() if o.name in f.when], "file": o.file}
         set_by = {f"{other.name}={v}": defaults[o.name] for other in lib.options.values()
                   for v, defaults in other.option_defaults.items() if o.name in defaults}
@@ -138,7 +138,7 @@ def _preset(p: Preset) -> dict[str, Any]:
             "notes": p.notes, "values": values, "options": dict(p.options)}
 
 
-def _option_value(o: OptionSpec, value: str, description: str) -> dict[str, Any]:
+def _option_value(o: OptionSpec, value: str, description: str, lib: Library) -> dict[str, Any]:
     """One value of an option for ``show``: what it means and sets, and, for a value that sets
     other options (a training stack), their defaults under it, the values of others it runs
     with and the conditions it puts on given values."""
@@ -146,7 +146,7 @@ def _option_value(o: OptionSpec, value: str, description: str) -> dict[str, Any]
     if o.option_defaults.get(value):
         out["options"] = dict(o.option_defaults[value])
     if o.supports.get(value):
-        out["supports"] = {k: list(v) for k, v in o.supports[value].items()}
+        out["supports"] = {k: list(v) for k, v in lib.said_values(o.supports[value]).items()}
     if o.requires.get(value):
         out["requires"] = [{"when": r.condition.text, "why": r.why, **({"with": {k: list(v) for k, v in r.under.items()}}
                                                                      if r.under else {})}

@@ -66,10 +66,10 @@ def render_reference(library: Library, presets: dict[str, dict[str, Preset]] | N
         out.append(f"\\paragraph{{\\texttt{{{tex_escape(o.name)}}}}} {tex_escape(o.description)} "
                    f"Default: \\texttt{{{tex_escape(o.default)}}}.")
         out.append(r"\begin{itemize}")
-        for value, text in o.values.items():
+        for value, text in o.declared.items():
             sets = o.sets.get(value, {})
             extra = (" Sets " + ", ".join(f"{tex_escape(k)} = {tex_escape(v)}" for k, v in sets.items()) + ".") if sets else ""
-            extra += _option_links(o, value)
+            extra += _option_links(o, value, library)
             out.append(f"  \\item \\texttt{{{tex_escape(value)}}}: {tex_escape(text)}{extra}")
         out.append(r"\end{itemize}")
     if presets:
@@ -78,7 +78,7 @@ def render_reference(library: Library, presets: dict[str, dict[str, Preset]] | N
     return "\n".join(out) + "\n"
 
 
-def _option_links(o: OptionSpec, value: str) -> str:
+def _option_links(o: OptionSpec, value: str, library: Library) -> str:
     """What a value says of other options (a training stack's defaults, what it runs with) and
     of given values, as sentences for the reference."""
     out = ""
@@ -86,7 +86,7 @@ def _option_links(o: OptionSpec, value: str) -> str:
         out += " Options: " + ", ".join(f"{tex_escape(k)}={tex_escape(v)}" for k, v in o.option_defaults[value].items()) + "."
     if o.supports.get(value):
         out += " Supports " + "; ".join(f"{tex_escape(k)} {tex_escape(', '.join(v))}"
-                                        for k, v in o.supports[value].items()) + "."
+                                        for k, v in library.said_values(o.supports[value]).items()) + "."
     for r in o.requires.get(value, ()):
         out += f" Requires {tex_escape(r.text)} ({tex_escape(r.why)})."
     return out
@@ -101,7 +101,7 @@ def _formula(f: FormulaSpec, library: Library) -> list[str]:
     facts = [f"Solvable for: {', '.join(tex_escape(q) for q in solvable)}."]
     if f.when:
         facts.append("Applies when " + ", ".join(f"{tex_escape(k)} = {tex_escape('|'.join(v))}"
-                                                   for k, v in f.when.items()) + ".")
+                                                   for k, v in library.said_values(f.when).items()) + ".")
     facts.append(f"Source: {tex_escape(f.source)}.")
     if f.notes:
         facts.append(f"Notes: {tex_escape(f.notes)}")
