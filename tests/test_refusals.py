@@ -185,3 +185,18 @@ def test_symbolic_work_that_recurses_too_deep_is_refused_and_clears_sympys_cache
     assert run.code == 2 and run.json()["error"]["kind"] == "too_complex"
     monkeypatch.setattr(solving, "_solve_question", real)
     assert symcalc.solve("flops_per_token", n_params=7e9).value == pytest.approx(4.2e10)
+
+
+def test_an_option_given_as_a_value_says_it_is_an_option(cli):
+    # a new user writes zero_stage=3 beside the values: the closest quantity name (layers_per_stage)
+    # was suggested; it is an option, set with --option, and the answer says so in one line
+    r = cli("solve", "model_state_memory", "n_params=7e9", "dp=64", "zero_stage=3")
+    assert r.code == 2    # a usage error, as an unknown name is
+    assert r.err.strip() == ("error: zero_stage is an option, not a quantity: set it with --option zero_stage=... "
+                                "(one of 0, 1, 2, 3; options={'zero_stage': ...} in Python)")
+    with pytest.raises(symcalc.SymcalcError, match="zero_stage is an option"):
+        symcalc.solve("model_state_memory", {"n_params": 7e9, "dp": 64, "zero_stage": 3})
+    # a sweep varies quantities: an option's values are compared, or searched by plan
+    r = cli("sweep", "model_state_memory", "n_params=7e9", "dp=64", "--vary", "zero_stage=0,1,2,3", "--json")
+    assert r.code != 0
+    assert "a sweep varies quantities" in json.loads(r.out)["error"]["message"]

@@ -75,6 +75,11 @@ class Library:
             return self.quantities[name]
         if name in self.aliases:
             return self.quantities[self.aliases[name]]
+        if isinstance(name, str) and name in self.options:
+            opt = self.options[name]
+            raise UnknownNameError(
+                f"{name} is an option, not a quantity: set it with --option {name}=... (one of "
+                f"{', '.join(opt.listed(tuple(opt.values)))}; options={{'{name}': ...}} in Python)", [])
         raise UnknownNameError(f"unknown quantity '{name}'."
                                f"{did_you_mean(name, self.all_names())}",
                                closest_names(name, self.all_names()))

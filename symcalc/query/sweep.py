@@ -231,6 +231,10 @@ def _axes(lib: Library, target: str, vary, fixed: dict) -> list[Axis]:
     fixed_names = {lib.quantity(k).name for k in fixed}
     axes: list[Axis] = []
     for raw_name, spec in vary.items():
+        if isinstance(raw_name, str) and raw_name in lib.options and raw_name not in lib.all_names():
+            raise QueryError(f"{raw_name} is an option, not a quantity: a sweep varies quantities; set it with "
+                             f"--option {raw_name}=... and compare two of its values with "
+                             f"symcalc compare ... --vs {raw_name}=VALUE (symcalc plan searches layouts)")
         q = lib.quantity(raw_name)
         if q.name == target:
             raise QueryError(f"{q.name} is the target; it cannot also be varied")
