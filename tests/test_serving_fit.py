@@ -145,6 +145,18 @@ def test_a_sweep_marks_the_batches_that_do_not_fit(cli):
     assert d["feasible"] == [True, True, False] and d["n_feasible"] == 2
 
 
+def test_a_sweep_over_tp_names_the_first_value_that_breaks_not_what_follows_from_it():
+    # Llama 3 70B: 141.1 GB of bf16 weights do not fit one 85.52 GB H100, so at tp = 1 the KV
+    # cache left is negative and everything derived from it (the batch, the step times) is out of
+    # bounds too: the point is told once, by the KV cache; tp = 2, 4, 8 fit
+    s = symcalc.sweep("n_gpus", {"memory_headroom": "0 GB", "cluster_requests_per_second": "20 req/s",
+                                 "prompt_len": "1000 token", "output_len": "300 token"},
+                      model="llama3-70b", hardware="h100", options={"workload": "serving"},
+                      vary={"tp": "1,2,4,8"})
+    assert s.feasible.tolist() == [False, True, True, True]
+    assert s.reasons == ["kv_cache_memory_per_gpu leaves its bounds [0, inf) at 1 point"]
+
+
 def test_an_array_answer_carries_the_fit_with_its_mask():
     r = symcalc.solve("decode_step_time", model="llama3-70b", hardware="h100", tp=8, batch_size=[1, 64, 512])
     f = fit_of(r)

@@ -296,7 +296,10 @@ def _feasible(lib: Library, tq, r: Result, vals, outside: dict, capacity_values,
     if not feasible.all():
         infeasible(tq.name, "no_solution", int((~feasible).sum()))
     for name, bad in outside.items():
-        # points with no value at all are counted above, not as leaving a bound
+        # points with no value at all are counted above, not as leaving a bound; in the order of
+        # the derivation, a point is told by the first value out of bounds (a negative KV cache),
+        # not again by those derived from it (the batch, the step times)
+        bad = bad & feasible
         if bad.any():
             infeasible(name, "out_of_bounds", int(bad.sum()), domain=bounds_text(lib.quantities[name]))
             feasible &= ~bad
