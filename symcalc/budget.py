@@ -90,6 +90,10 @@ class Limit:
     deadline: float
     expired: bool = False
     fired: bool = False         # its exception has been raised (once: a second could hit a cleanup)
+    # the frame running the ``with`` block it guards: a limit whose frame is no longer running
+    # (its block left without its __exit__, as a RecursionError inside __exit__ can do) is stale,
+    # and never raises into code that has nothing to do with it
+    frame: FrameType | None = None
 
 
 @dataclass(eq=False)
@@ -208,6 +212,9 @@ def _on_alarm(signum, frame) -> None:
         # module behind for every later question of the process. Come back in a moment.
         signal.setitimer(signal.ITIMER_REAL, 5e-3)
         return
+    if _drop_stale(frame) and not _state.limits:
+        _uninstall()        # the last limit was a stale one: give the timer back
+        return
     now = time.monotonic() + _SLACK
     due = [lim for lim in _state.limits if lim.deadline <= now and not lim.fired]
     if due:
@@ -221,6 +228,24 @@ def _on_alarm(signum, frame) -> None:
         _deliver(outside.handler, signum, frame)
         return
     _arm()      # early: wait for the real deadline
+
+
+def _drop_stale(frame) -> bool:
+    """Forget the limits whose blocks are no longer running: their frame is not among the
+    interrupted frame and its callers. A limit is left behind only when its block was left
+    without its __exit__ (a RecursionError raised inside __exit__, a generator abandoned inside
+    its block); raised for, its exception would reach code that has nothing to do with it and
+    end the process. Returns whether some were dropped. O(depth of the stack)."""
+    if frame is None or not any(lim.frame is not None for lim in _state.limits):
+        return False
+    running = set()
+    while frame is not None:
+        running.add(id(frame))
+        frame = frame.f_back
+    live = [lim for lim in _state.limits if lim.frame is None or id(lim.frame) in running]
+    dropped = len(live) < len(_state.limits)
+    _state.limits[:] = live
+    return dropped
 
 
 _IMPORTLIB = (os.path.join("importlib", "_bootstrap.py"), os.path.join("importlib", "_bootstrap_external.py"))
@@ -339,6 +364,7 @@ class time_limit:
         self.armed = interruptible()
         with _Held(self.armed):
             self.limit.deadline = time.monotonic() + self.limit.seconds
+            self.limit.frame = sys._getframe(1) if self.armed else None
             _state.limits.append(self.limit)
             if self.armed:
                 if len(_state.limits) == 1:
@@ -350,13 +376,19 @@ class time_limit:
     def __exit__(self, exc_type, exc, tb) -> bool:  # type: ignore[exit-return]
         if not self.own:
             return False
+        # off the stack first, with no Python call before it: a RecursionError raised further
+        # down this method (deep in sympy's recursion) must not leave the limit behind; with it
+        # go limits entered after it and left behind (limits nest: an inner block ends first)
+        limits = _state.limits
+        if self.limit in limits:
+            del limits[limits.index(self.limit):]
+        self.limit.frame = None
         with _Held(self.armed):
             passing = isinstance(exc, BudgetExceeded) and exc.limit is None
             if passing and (exc.due is self.limit or (exc.due is None and time.monotonic() >= self.limit.deadline - _SLACK)):
                 exc.limit = self.limit
                 self.limit.expired = True
                 passing = False
-            _state.limits.remove(self.limit)
             if self.armed:
                 if not _state.limits:
                     _uninstall()

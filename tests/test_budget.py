@@ -244,3 +244,26 @@ def test_a_limit_left_behind_never_fires_into_the_shutdown(tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout == "report\n"
     assert "BudgetExceeded" not in run.stderr
+
+
+def _leave_a_limit_behind(seconds: float) -> None:
+    # a block left without its __exit__, as a RecursionError raised inside __exit__ (deep in
+    # sympy's recursion) or a generator abandoned inside its block leaves one
+    bounded(seconds).__enter__()
+
+
+def test_a_limit_whose_block_is_gone_never_fires_into_other_work():
+    # The round-trip audit died now and then with a BudgetExceeded nobody claimed: a symbolic
+    # attempt's limit (5 s) was left in force after its block had gone, and when its deadline
+    # passed the exception landed in later, unrelated work and left every question's limit
+    # unclaimed. A limit whose block no longer runs is forgotten when the timer fires instead.
+    start = time.monotonic()
+    with time_limit(30.0):
+        _leave_a_limit_behind(0.05)
+        while time.monotonic() - start < 0.4:     # the left-behind deadline passes in here
+            pass
+    assert remaining() == float("inf")            # and nothing stays armed afterwards
+    # a limit whose block still runs fires as before, inside the same kind of loop
+    with pytest.raises(BudgetExceeded):
+        with time_limit(0.05):
+            _spin()
