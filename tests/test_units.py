@@ -100,3 +100,11 @@ def test_one_level_of_brackets_in_units():
     for text in ("3 ((GB))", "(9**9) h", "2 GB/(s**9**9)"):
         with pytest.raises(MalformedValueError):
             units.parse_quantity(text)
+
+
+def test_a_price_in_another_currency_says_money_is_counted_in_dollars(cli):
+    # a European user gives "2.5 EUR/hour": pint knows no EUR, and there is no exchange rate to
+    # take; the refusal says what to do instead of only "unknown unit"
+    r = cli("solve", "total_cost", "n_gpus=1024", "gpu_hour_price=2.5 EUR/hour", "train_time=3 day")
+    assert r.code != 0 and r.err.startswith("error: gpu_hour_price: unknown unit 'EUR' in '2.5 EUR/hour'; money "
+                                            "is counted in one currency, USD")

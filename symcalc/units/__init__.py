@@ -210,6 +210,10 @@ _THOUSANDS = "e3 (a '32k' context is usually 32768 token, 32 x 1024: write the n
 _MONTH = "30 day (a month is not one length: write the days, or 730 hour for a twelfth of a year)"
 
 
+# ISO 4217 codes of the currencies GPU time is priced in besides the dollar
+_CURRENCIES = frozenset("EUR GBP JPY CNY RMB CHF CAD AUD INR KRW SGD HKD SEK NOK DKK TWD BRL".split())
+
+
 def _unit_hint(name: str) -> str:
     known = {
         "tokens_per_second": "token/s", "month": _MONTH, "months": _MONTH,
@@ -220,6 +224,9 @@ def _unit_hint(name: str) -> str:
     }
     if name in known:
         return f"; did you mean {known[name]}?"
+    if name.upper() in _CURRENCIES:
+        return ("; money is counted in one currency, USD (no exchange rates here): give the price in "
+                "USD, or write your currency's amounts as USD and read the costs in it")
     try:        # the same letters in another case: Day, HOUR, Tflop
         found = registry().parse_unit_name(name, case_sensitive=False)
         symbols = list(dict.fromkeys(registry().get_symbol(prefix + unit) if prefix else unit
