@@ -153,3 +153,18 @@ def test_a_presets_values_are_named_by_their_preset_and_their_sources_kept_for_j
     via = next(line for line in c.text().splitlines() if line.lstrip().startswith("via "))
     assert "decode_hbm_bandwidth=1.905 TB/s (hardware h100_sxm)," in via and "measured:" not in via
     assert c.relations[0].defaults["decode_hbm_bandwidth"].startswith("1.905 TB/s (hardware h100_sxm: measured: ")
+
+
+def test_a_relation_through_the_step_time_model_is_said_in_one_readable_line():
+    # an MFU claim is checked through the whole step-time model (over a hundred formulas and
+    # some forty defaults): the via line said every one of them (3,000 characters); it names how
+    # many formulas and the last few, the coefficients assumed, and counts the presets' figures
+    import re
+    c = check({"tp": 8, "pp": 4, "dp": 32, "n_gpus": 1024, "micro_batch_size": 1, "global_batch_size": 1024,
+               "mfu": "55%"}, model="llama3-70b", hardware="h100")
+    [mfu] = [r for r in c.relations if r.quantity == "mfu"]
+    assert not mfu.agrees and len(mfu.formulas) > 100
+    via = [line for line in c.text(derivations=False).splitlines() if line.lstrip().startswith("via ")][-1]
+    assert re.search(r"via \d+ formulas, the last .*, mfu_definition; defaults: ", via)
+    assert re.search(r"and \d+ more, \d+ of hardware h100_sxm, \d+ of model llama3_70b$", via)
+    assert len(via) < 1000

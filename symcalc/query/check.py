@@ -120,8 +120,8 @@ class Check:
         lines = [head, ""] + ([*fit_lines, ""] if fit_lines else [])
         for r in self.relations:
             lines.append(("  ok   " if r.agrees else "  FAIL ") + r.line())
-            lines.append(f"       via {', '.join(r.formulas) or 'the given values'}"
-                         + (f"; defaults: {', '.join(f'{k}={_short(v)}' for k, v in r.defaults.items())}"
+            lines.append(f"       via {_via(r.formulas)}"
+                         + (f"; defaults: {_defaults_said(r.defaults)}"
                             if r.defaults else ""))
             # an option's fallback the answer took (query.question.pose): said as solve says it
             lines += [f"       assuming {a['name']} = {a['value']} ({a['source']})"
@@ -314,6 +314,39 @@ def _one_per_relation(found: list[Relation], order: list[str]) -> list[Relation]
         if cur is None or (backwards(r), -order.index(r.quantity)) < (backwards(cur), -order.index(cur.quantity)):
             best[key] = r
     return sorted(best.values(), key=lambda r: order.index(r.quantity))
+
+
+def _via(formulas: list[str]) -> str:
+    """The formulas a relation was checked through, as a line can say them: all of a short
+    route; of a long one (the step-time model's hundred), how many and the last few, nearest the
+    quantity checked (the derivation printed below, and --json, list every one)."""
+    if not formulas:
+        return "the given values"
+    if len(formulas) <= 8:
+        return ", ".join(formulas)
+    return f"{len(formulas)} formulas, the last {', '.join(formulas[-4:])}"
+
+
+def _defaults_said(defaults: dict, limit: int = 30) -> str:
+    """The values a relation leaned on besides the given ones, as a line can say them: each with
+    its value when they are few; when many, the coefficients assumed (ten of them) and
+    the presets' figures counted by preset ("14 of hardware h100_sxm"): --json and the
+    derivation list every one."""
+    said = {k: _short(v) for k, v in defaults.items()}
+    if len(said) <= limit:
+        return ", ".join(f"{k}={v}" for k, v in said.items())
+    by_preset: dict[str, int] = {}
+    assumed = []
+    for k, v in said.items():
+        preset = re.search(r" \(((?:hardware|model) [^()]*)\)$", v)
+        if preset:
+            by_preset[preset.group(1)] = by_preset.get(preset.group(1), 0) + 1
+        else:
+            assumed.append(f"{k}={v}")
+    shown = assumed[:10]
+    rest = [f"{len(assumed) - len(shown)} more"] if len(assumed) > len(shown) else []
+    rest += [f"{n} of {p}" for p, n in by_preset.items()]
+    return ", ".join(shown) + (f" and {', '.join(rest)}" if rest else "")
 
 
 def _short(value: object) -> str:
