@@ -222,7 +222,7 @@ def test_a_gpu_count_for_a_load_says_the_load_it_would_miss(cli):
     text = cli("solve", "n_gpus", "--model", "gpt-oss-120b", "--hardware", "h100", "tp=1", "--option",
                "weight_dtype=mxfp4", "memory_headroom=0GB", "cluster_requests_per_second=100 req/s",
                "prompt_len=1000token", "output_len=500token", "--brief").out.splitlines()[0]
-    assert "rounded up: 7 would give cluster_request_throughput = " in text and "below the given 100 1/s" in text
+    assert "rounded up: 7 would give cluster_request_throughput = " in text and "below the given 100 req/s" in text
     exact = float(text.split("(exact ")[1].split(",")[0])
     said = float(text.split("cluster_request_throughput = ")[1].split(" ")[0])
     assert said == pytest.approx(7 / exact * 100, rel=1e-3)
