@@ -218,6 +218,8 @@ class OptionSpec:
         """A value as given, with a combination's pieces put in the declared order and repeats
         dropped: "moe_act, layernorm", "[moe_act, layernorm]" and "layernorm+moe_act" are one value.
         A text that is not a combination of pieces comes back as given (checked by the caller)."""
+        if text in self.values or not (self.pieces or self.aliases):
+            return text         # (the common case, read on every question: no parsing)
         parts = [self.aliases.get(p, p) for p in re.split(r"[+,\s\[\]'\"]+", text) if p]
         if len(parts) == 1 and parts[0] in self.values:
             return parts[0]
