@@ -234,3 +234,12 @@ def test_deepseek_v3_as_its_report_runs_it_keeps_under_half_the_bf16_layer():
     whole = 4 * 2 * 7168 + 2 * (81920 + saved) + 4 * 128
     assert bf16.values["activation_memory_per_layer"] == pytest.approx(4096 * whole, rel=1e-9)
     assert kept / whole < 0.45
+
+
+def test_an_empty_list_of_modules_points_to_no_recomputation():
+    # Megatron-Bridge's control row is recompute_granularity selective with recompute_modules []:
+    # nothing is recomputed, which symcalc says as recompute = none
+    given = dict(tp=1, pp=1, dp=8, micro_batch_size=1, seq_len="4096 token")
+    with pytest.raises(symcalc.SymcalcError, match=r"empty list of modules recomputes nothing .*recompute=none"):
+        run("activation_memory_per_layer", given,
+            {"recompute": "selective", "stack": "megatron-core", "selective_recompute": "[]"}, "llama3-8b")

@@ -103,6 +103,10 @@ class Library:
                     f"Options: {', '.join(sorted(self.options))}", closest_names(key, self.options))
             opt = self.options[key]
             value = opt.canonical(_option_text(raw))
+            if value not in opt.values and opt.pieces and not value.strip("[]()'\" ,+"):
+                raise BadOptionValueError(f"option {key}={value} names no value: an empty list of modules "
+                                          f"recomputes nothing (Megatron's recompute_modules = [] is --option "
+                                          f"recompute=none); name one or more of {', '.join(opt.pieces)}")
             if value not in opt.values:
                 several = f", or several of {', '.join(opt.pieces)} joined by +" if opt.pieces else ""
                 raise BadOptionValueError(
