@@ -204,3 +204,36 @@ def unreachable_limit(lib, derivation, ev, knowns: dict, defaults_used: dict, ex
     return (f"at {tq.name} = {with_unit(lo / tq.factor, tq.display_unit)}, {limit} = "
             f"{with_unit(there / q.factor, q.display_unit)}, {side} the given "
             f"{with_unit(float(knowns[limit].magnitude) / q.factor, q.display_unit)}: no {tq.name} reaches it")
+
+
+#: Given values an out-of-bounds answer is asked of at its bound (the ones nearest the question:
+#: the route's typed values, in its order); each is one more question, warm (the same graph)
+MAX_REACH = 3
+
+
+def what_would_reach(lib, derivation, exact, knowns: dict, opts: dict, ask: Callable) -> str | None:
+    """What the given values would have to be for an answer outside its bounds to reach them
+    (what must change to meet a deadline): an MFU of 242 % for 15T tokens on 1,024 H100s in 30
+    days is "at mfu = 100 %, n_gpus = 2477 (not 1024), or train_time = 72.53 day (not 30 day)".
+    Each of at most MAX_REACH typed values of the route is asked, the others and the target at
+    its bound given (by ``ask``, the solver unshown). None for an array, an answer inside its
+    bounds or one no given value reaches."""
+    tq = lib.quantities[derivation.target]
+    if np.ndim(exact) != 0 or not np.isfinite(exact) or tq.domain.holds(float(exact)):
+        return None
+    bound = tq.domain.hi if exact > tq.domain.hi else tq.domain.lo
+    if not np.isfinite(bound) or bound == 0:
+        return None
+    typed = [name for name in derivation.route.given if name in knowns and not knowns[name].origin
+             and np.ndim(knowns[name].magnitude) == 0 and not isinstance(knowns[name].magnitude, str)]
+    said = []
+    for name in typed[:MAX_REACH]:
+        there = _limit_at(lib, tq, name, bound, knowns, opts, ask)
+        q = lib.quantities[name]
+        if there is None or not np.isfinite(there) or not q.domain.holds(there):
+            continue
+        said.append(f"{name} = {with_unit(there / q.factor, q.display_unit)} (not "
+                    f"{with_unit(float(knowns[name].magnitude) / q.factor, q.display_unit)})")
+    if not said:
+        return None
+    return f"at {tq.name} = {with_unit(bound / tq.factor, tq.display_unit)} it would take " + ", or ".join(said)

@@ -34,7 +34,7 @@ from symcalc.query.derivations import Display, derivation_for, evaluate_on
 from symcalc.query.findings import (above_limits, answer_findings, check_displayable, not_used_finding,
                                     reported_findings)
 from symcalc.query.layout_rules import answer_breaks, nearest_valid, rounds_to_rules
-from symcalc.query.limits import round_to_limits, unreachable_limit
+from symcalc.query.limits import round_to_limits, unreachable_limit, what_would_reach
 from symcalc.query.rescope import answered_instead, refusal, rescoped
 from symcalc.query.runlayout import solve_in_layout
 from symcalc.query.presetvalues import check_profile, preset_values, presets_of, unmeasured, yielded
@@ -245,9 +245,12 @@ def _solve_question(target, given, values: Mapping[str, object], *, options, to,
     if violations and on_bounds == "raise":
         # a target below its least value because a given limit cannot be met: said with the limit
         why = unreachable_limit(lib, derivation, ev, knowns, defaults_used, exact, posed.options, _solve_again)
+        reach = None if why or violations[0].quantity != tq.name else \
+            what_would_reach(lib, derivation, exact, knowns, posed.options, _solve_again)
         raise OutOfBoundsError(f"no value of {tq.name} in {tq.domain} meets the given limits: {why}" if why else
                                sentences(violations[:1])[0]
-                               + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)"))
+                               + ("" if len(violations) == 1 else f" (and {len(violations) - 1} more)")
+                               + (f"; {reach}" if reach else ""))
     result = _record(lib, tq, posed, derivation, defaults_used, ev, explicit_options, unit, factor, rounded, how,
                      reason, findings, violations, disagree.found, on_bounds, presets, hardware, model)
     if not brief:
