@@ -205,8 +205,9 @@ def test_an_option_given_as_a_value_says_it_is_an_option(cli):
 def test_an_impossible_mfu_says_what_the_given_values_would_have_to_be(cli):
     # Llama 3 70B on its 15T tokens in 30 days on 1,024 H100s: 6 x 70.55e9 x 15e12 FLOP over
     # 1,024 x 989.4 TFLOP/s x 2,592,000 s is an MFU of 241.8 %; "what must change" is said at the
-    # bound: 1,024 x 2.418 = 2,476 GPUs (whole, rounded up), or 30 x 2.418 = 72.54 days
+    # bound: 6.3498e24 FLOP / (989.4 TFLOP/s x 2,592,000 s) = 2,476.02 GPUs, 2,477 whole (rounded
+    # up, away from the 1,024 given), or 30 x 2.418 = 72.54 days
     r = cli("solve", "mfu", "--model", "llama3-70b", "--hardware", "h100", "n_gpus=1024", "train_time=30 day")
     assert r.code != 0 and r.err.startswith("error: mfu = 241.8 % is outside its bounds (0 %, 100 %]")
-    assert r.err.rstrip().endswith("; at mfu = 100 % it would take n_gpus = 2476 (not 1024), or "
+    assert r.err.rstrip().endswith("; at mfu = 100 % it would take n_gpus = 2477 (not 1024), or "
                                    "train_time = 72.54 day (not 30 day)")

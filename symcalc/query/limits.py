@@ -234,7 +234,7 @@ def what_would_reach(lib, derivation, exact, knowns: dict, opts: dict, ask: Call
             continue
         if q.whole:     # a count rounds away from the given one, which misses the bound
             given = float(knowns[name].magnitude)
-            there = float(np.ceil(there - 1e-9) if there > given else np.floor(there + 1e-9))
+            there = float(np.ceil(there * (1 - 1e-9)) if there > given else np.floor(there * (1 + 1e-9)))
         said.append(f"{name} = {with_unit(there / q.factor, q.display_unit)} (not "
                     f"{with_unit(float(knowns[name].magnitude) / q.factor, q.display_unit)})")
     if not said:
