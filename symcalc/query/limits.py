@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from symcalc import budget
 from symcalc.compiled import ceil_tol, floor_tol
 from symcalc.engine.rounding import round_whole
 from symcalc.errors import SymcalcError
@@ -226,8 +227,22 @@ def what_would_reach(lib, derivation, exact, knowns: dict, opts: dict, ask: Call
         return None
     typed = [name for name in derivation.route.given if name in knowns and not knowns[name].origin
              and np.ndim(knowns[name].magnitude) == 0 and not isinstance(knowns[name].magnitude, str)]
-    said = []
-    for name in typed[:MAX_REACH]:
+    # a hint to a refusal: asked only with time to spare, within a bound of its own, so that the
+    # question's own limit never turns the refusal into a time-out
+    if budget.remaining() < 2 * budget.DEFAULT_SYMBOLIC_LIMIT:
+        return None
+    said: list[str] = []
+    with budget.bounded(budget.DEFAULT_SYMBOLIC_LIMIT):
+        _reach(lib, tq, bound, typed[:MAX_REACH], knowns, opts, ask, said)
+    if not said:
+        return None
+    return f"at {tq.name} = {with_unit(bound / tq.factor, tq.display_unit)} it would take " + ", or ".join(said)
+
+
+def _reach(lib, tq, bound: float, names: list[str], knowns: dict, opts: dict, ask: Callable, said: list[str]) -> None:
+    """Each of ``names`` at the target's ``bound``, said into ``said`` (filled as found: a bound
+    that ends the search keeps what was found)."""
+    for name in names:
         there = _limit_at(lib, tq, name, bound, knowns, opts, ask)
         q = lib.quantities[name]
         if there is None or not np.isfinite(there) or not q.domain.holds(there):
@@ -237,6 +252,3 @@ def what_would_reach(lib, derivation, exact, knowns: dict, opts: dict, ask: Call
             there = float(np.ceil(there * (1 - 1e-9)) if there > given else np.floor(there * (1 + 1e-9)))
         said.append(f"{name} = {with_unit(there / q.factor, q.display_unit)} (not "
                     f"{with_unit(float(knowns[name].magnitude) / q.factor, q.display_unit)})")
-    if not said:
-        return None
-    return f"at {tq.name} = {with_unit(bound / tq.factor, tq.display_unit)} it would take " + ", or ".join(said)
