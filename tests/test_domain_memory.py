@@ -303,3 +303,16 @@ def test_a_fit_question_without_the_headroom_is_told_to_give_it(lib):
     assert "memory_headroom (0 GB for the largest value that fits in gpu_memory)" in e.value.message
     r = solve(lib, "micro_batch_size", {**EX1_OPTIONS, "recompute": "selective"}, **EX1, memory_headroom="0 GB")
     assert r.rounded_base == 9
+
+
+def test_the_headroom_asked_is_not_read_as_its_own_margin():
+    # Llama 3 70B on 8 H100s, ZeRO-0 (no sharding of 16 bytes a parameter): 1,326 GB a GPU, so the
+    # headroom is 85.52 - 1,326 = -1,240 GB. Asked (bounds flagged), the fit line had read that
+    # answer as the margin to keep ("of gpu_memory 85.52 GB - memory_headroom -1240 GB = 1326 GB,
+    # 0 GB free": it fits); it is the whole capacity against the peak: it does not fit
+    r = symcalc.solve("memory_headroom", {"n_gpus": 8, "dp": 8, "micro_batch_size": 1}, model="llama3-70b",
+                      hardware="h100", on_bounds="flag")
+    assert r.value == pytest.approx(85.52 - 1326, abs=1.5)
+    [fit] = [f for f in r.findings if f.kind == "fit"]
+    assert fit.values["fits"] is False
+    assert "DOES NOT FIT: total_memory_per_gpu = 1326 GB exceeds gpu_memory = 85.52 GB by 1240 GB" in r.text()

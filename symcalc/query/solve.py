@@ -325,8 +325,11 @@ def _fit_findings(lib: Library, tq, posed: Posed, result: Result, hardware, mode
         # the answer is the amount itself: its own values, not a second solve (unless a margin
         # was given, which the answer may have gone through: asked again without it)
         own = w.amount == tq.name and w.margin not in known
+        # the answer is the margin (memory_headroom asked): the fit is the amount against the whole
+        # capacity, not against the capacity less the answer's own margin
+        at = {k: v for k, v in known.items() if k != w.margin} if tq.name == w.margin else known
         found = (fit.fit_of(lib, w, result) if own else
-                 fit.fit_at(lib, w, known, result.all_options, solve_unshown, hardware, model))
+                 fit.fit_at(lib, w, at, result.all_options, solve_unshown, hardware, model))
         # the answer is the amount and over its capacity: its over_capacity finding says it
         if found is not None and not (w.amount == tq.name and not found.fits):
             out.append(found.finding(lib))
