@@ -207,6 +207,11 @@ class OptionSpec:
         shown = tuple(v for v in allowed if v in self.declared)
         return shown + (("their combinations joined by +",) if len(shown) < len(allowed) else ())
 
+    @property
+    def said(self) -> tuple[str, ...]:
+        """Every value as said to a reader (:meth:`listed` of all of them)."""
+        return self.listed(tuple(self.values))
+
     def admitted(self, allowed: Sequence[str]) -> tuple[str, ...]:
         """``allowed`` with every combination all of whose pieces it names: a formula for
         "layernorm or moe_act" holds for "layernorm+moe_act" too. O(values)."""

@@ -79,7 +79,7 @@ class Library:
             opt = self.options[name]
             raise UnknownNameError(
                 f"{name} is an option, not a quantity: set it with --option {name}=... (one of "
-                f"{', '.join(opt.listed(tuple(opt.values)))}; options={{'{name}': ...}} in Python)", [])
+                f"{', '.join(opt.said)}; options={{'{name}': ...}} in Python)", [])
         raise UnknownNameError(f"unknown quantity '{name}'."
                                f"{did_you_mean(name, self.all_names())}",
                                closest_names(name, self.all_names()))

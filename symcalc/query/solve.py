@@ -353,7 +353,7 @@ def _checked_arguments(target, given, library: Library | None, on_bounds: str, c
     if target.strip() in lib.options and target.strip() not in lib.quantities:
         opt = lib.options[target.strip()]
         raise QueryError(f"{target.strip()} is an option, not a quantity to solve for: set it (--option "
-                         f"{target.strip()}=..., one of {', '.join(opt.listed(tuple(opt.values)))}) and ask for a quantity")
+                         f"{target.strip()}=..., one of {', '.join(opt.said)}) and ask for a quantity")
     tq = lib.quantity(target)
     if rounding is not None and rounding not in ("up", "down", "nearest"):
         raise QueryError(f"rounding is up, down or nearest, got {rounding!r}")

@@ -50,7 +50,7 @@ def catalog(lib: Library, kind: str | None = None, term: str | None = None) -> d
             if _match(term, f.id, f.title, f.equation, f.notes, f.source)]
     if kind in (None, "options"):
         out["options"] = [
-            {"name": o.name, "default": o.default, "values": list(o.listed(tuple(o.values))), "description": o.description}
+            {"name": o.name, "default": o.default, "values": list(o.said), "description": o.description}
             for o in sorted(lib.options.values(), key=lambda o: o.name)
             if _match(term, o.name, o.description, " ".join(o.declared), " ".join(o.declared.values()))]
     return out
